@@ -123,3 +123,4 @@ class FinalEvent:
     token_ids: list[int]
     timing: TaskTiming
     error: str | None = None
+    tail_text: str = ""           # text held back until the end (an incomplete character); not yet in any TokenEvent

@@ -1,0 +1,54 @@
+"""The qwen3 family: native graph, weight conversion, prompt rendering, stop tokens, the transformers
+reference, correctness criteria and the request features it does not support."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from importlib import resources
+
+import yaml
+
+from .convert import hf_to_native
+from .model import Qwen3Config, Qwen3Model
+from .prompting import render_ids
+
+
+@dataclass(frozen=True)
+class Qwen3Family:
+    name: str = "qwen3"
+    # Generation settings the family declares for qualification (passed to the chat template).
+    generation_settings: dict = field(default_factory=lambda: {"enable_thinking": False})
+    # Request features this family cannot honour: feature -> why (the server answers 400 naming it).
+    unsupported_features: dict = field(default_factory=lambda: {
+        "reasoning": "qwen3 is qualified with thinking disabled (enable_thinking=False)",
+    })
+
+    def convert_weights(self, hf_state: dict, config: dict) -> dict:
+        return hf_to_native(hf_state, config)
+
+    def model_config(self, config: dict) -> Qwen3Config:
+        return Qwen3Config.from_hf(config)
+
+    def kv_layout(self, config: dict) -> tuple[int, int, int]:
+        c = Qwen3Config.from_hf(config)
+        return c.num_layers, c.num_kv_heads, c.head_dim
+
+    def build_model(self, config: dict, weights: dict, max_len: int) -> Qwen3Model:
+        return Qwen3Model(Qwen3Config.from_hf(config), weights, max_len)
+
+    def render_prompt(self, tokenizer, chat_template: str, instructions: str | None, messages: list[dict]) -> list[int]:
+        return render_ids(tokenizer, chat_template, instructions, messages, **self.generation_settings)
+
+    def stop_token_ids(self, generation_config: dict) -> tuple[int, ...]:
+        eos = generation_config.get("eos_token_id", [])
+        return tuple(sorted(set(eos if isinstance(eos, list) else [eos])))
+
+    def correctness_spec(self) -> dict:
+        """Versioned prompts, criteria and thresholds (data, not code)."""
+        return yaml.safe_load(resources.files(__package__).joinpath("correctness.yaml").read_text())
+
+    def load_reference(self, checkpoint_dir: str):
+        from .reference import load_reference
+        return load_reference(checkpoint_dir)
+
+
+FAMILY = Qwen3Family()

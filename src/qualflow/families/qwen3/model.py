@@ -1,0 +1,103 @@
+"""Qwen3 in plain torch: RMSNorm, RoPE, grouped-query attention with QK-norm over a slot KV cache,
+SwiGLU MLP, tied LM head. Weights are in the runtime layout (fused qkv and gate_up, see convert.py).
+
+The KV cache is one tensor [layers, 2, slots, max_len, kv_heads, head_dim] owned by the caller.
+A forward pass works on `B` consecutive slots starting at `slot0`: row b of the batch is slot
+slot0 + b, its tokens sit at `positions[b]`. Keys are written into the cache first, then every query
+attends to the cache prefix [0, kv_len) under the mask key_pos <= query_pos. Prefill and decode are the
+same code; nothing in it reads a value back to the host, so a decode step can be captured as a graph.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+@dataclass(frozen=True)
+class Qwen3Config:
+    vocab_size: int
+    hidden_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    intermediate_size: int
+    rms_norm_eps: float
+    rope_theta: float
+    max_position_embeddings: int
+    tie_word_embeddings: bool
+
+    @classmethod
+    def from_hf(cls, c: dict) -> "Qwen3Config":
+        rope_theta = c.get("rope_theta") or (c.get("rope_parameters") or {}).get("rope_theta", 1_000_000.0)
+        return cls(c["vocab_size"], c["hidden_size"], c["num_hidden_layers"], c["num_attention_heads"],
+                   c["num_key_value_heads"], c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"],
+                   c["intermediate_size"], c["rms_norm_eps"], float(rope_theta),
+                   c["max_position_embeddings"], bool(c.get("tie_word_embeddings", False)))
+
+
+def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
+    xf = x.float()
+    xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
+    return w * xf.to(x.dtype)
+
+
+def rope_tables(cfg: Qwen3Config, max_len: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+    inv = 1.0 / (cfg.rope_theta ** (torch.arange(0, cfg.head_dim, 2, dtype=torch.float32) / cfg.head_dim))
+    freqs = torch.outer(torch.arange(max_len, dtype=torch.float32), inv)
+    emb = torch.cat([freqs, freqs], dim=-1)
+    return emb.cos().to(device), emb.sin().to(device)
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    # x [B, T, heads, D]; cos/sin [B, T, D] (float32)
+    half = x.shape[-1] // 2
+    xf = x.float()
+    rot = torch.cat([-xf[..., half:], xf[..., :half]], dim=-1)
+    return (xf * cos[:, :, None] + rot * sin[:, :, None]).to(x.dtype)
+
+
+class Qwen3Model(nn.Module):
+    def __init__(self, cfg: Qwen3Config, weights: dict[str, torch.Tensor], max_len: int):
+        super().__init__()
+        self.cfg = cfg
+        self.w = weights  # plain dict: the runtime layout, already on device and in the compute dtype
+        device = weights["embed"].device
+        self.cos, self.sin = rope_tables(cfg, max_len, device)
+        self.lm_head = weights.get("lm_head", weights["embed"])
+        self.q_size = cfg.num_heads * cfg.head_dim
+        self.kv_size = cfg.num_kv_heads * cfg.head_dim
+
+    def forward(self, ids: torch.Tensor, positions: torch.Tensor, cache: torch.Tensor, slot0: int,
+                kv_len: int, logit_index: torch.Tensor | None = None) -> torch.Tensor:
+        """ids, positions: [B, T] int64. Returns logits [B, V] at `logit_index` ([B], position in T)
+        or, when it is None, logits for every token [B, T, V]. Writes the batch's keys/values."""
+        cfg, w = self.cfg, self.w
+        B, T = ids.shape
+        cos, sin = self.cos[positions], self.sin[positions]
+        rows = torch.arange(slot0, slot0 + B, device=ids.device)[:, None].expand(B, T)
+        keys = torch.arange(kv_len, device=ids.device)
+        mask = (keys[None, None, :] <= positions[:, :, None])[:, None]  # [B, 1, T, kv_len]
+        h = F.embedding(ids, w["embed"])
+        for i in range(cfg.num_layers):
+            p = f"layers.{i}."
+            x = rms_norm(h, w[p + "attn_norm"], cfg.rms_norm_eps)
+            q, k, v = F.linear(x, w[p + "qkv"]).split([self.q_size, self.kv_size, self.kv_size], dim=-1)
+            q = rms_norm(q.view(B, T, cfg.num_heads, cfg.head_dim), w[p + "q_norm"], cfg.rms_norm_eps)
+            k = rms_norm(k.view(B, T, cfg.num_kv_heads, cfg.head_dim), w[p + "k_norm"], cfg.rms_norm_eps)
+            q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+            cache[i, 0][rows, positions] = k
+            cache[i, 1][rows, positions] = v.view(B, T, cfg.num_kv_heads, cfg.head_dim)
+            kc = cache[i, 0, slot0:slot0 + B, :kv_len].transpose(1, 2)  # [B, kv, L, D]
+            vc = cache[i, 1, slot0:slot0 + B, :kv_len].transpose(1, 2)
+            a = F.scaled_dot_product_attention(q.transpose(1, 2), kc, vc, attn_mask=mask, enable_gqa=True)
+            h = h + F.linear(a.transpose(1, 2).reshape(B, T, self.q_size), w[p + "o"])
+            x = rms_norm(h, w[p + "mlp_norm"], cfg.rms_norm_eps)
+            gate, up = F.linear(x, w[p + "gate_up"]).chunk(2, dim=-1)
+            h = h + F.linear(F.silu(gate) * up, w[p + "down"])
+        if logit_index is not None:
+            h = h[torch.arange(B, device=ids.device), logit_index]
+        return F.linear(rms_norm(h, w["norm"], cfg.rms_norm_eps), self.lm_head).float()

@@ -1,0 +1,25 @@
+"""The family's reference implementation: transformers' Qwen3ForCausalLM in float32 on the CPU."""
+from __future__ import annotations
+
+import torch
+
+
+class Reference:
+    def __init__(self, checkpoint_dir: str):
+        from transformers import Qwen3ForCausalLM
+        self.model = Qwen3ForCausalLM.from_pretrained(checkpoint_dir, dtype=torch.float32).eval()
+
+    @torch.inference_mode()
+    def logits(self, token_ids: list[int]) -> torch.Tensor:
+        """Teacher-forced logits [T, V] in float32."""
+        return self.model(torch.tensor([token_ids])).logits[0].float()
+
+    @torch.inference_mode()
+    def greedy(self, prompt_ids: list[int], n: int) -> list[int]:
+        out = self.model.generate(torch.tensor([prompt_ids]), max_new_tokens=n, min_new_tokens=n,
+                                  do_sample=False, num_beams=1)
+        return out[0, len(prompt_ids):].tolist()
+
+
+def load_reference(checkpoint_dir: str) -> Reference:
+    return Reference(checkpoint_dir)
