@@ -25,6 +25,11 @@ def _correctness(a):
     return main_correctness(a)
 
 
+def _serve(a):
+    from qualflow.server import main_serve
+    return main_serve(a)
+
+
 def _bench_task(a):
     from qualflow.runtime.bench import main_bench_task
     return main_bench_task(a)
@@ -70,6 +75,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--eager", action="store_true", help="no CUDA graphs")
     s.add_argument("--json", help="also write the figures as JSON here")
     s.set_defaults(func=_bench_task)
+
+    s = sub.add_parser("serve", help="serve the bundle over the OpenAI Responses API (POST /v1/responses)")
+    from qualflow.server import add_serve_args  # light: the server itself is imported by _serve
+    add_serve_args(s)
+    s.set_defaults(func=_serve)
 
     return p
 

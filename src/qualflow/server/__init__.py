@@ -1,0 +1,78 @@
+"""The Responses API server: `qualflow serve --bundle B` (protocol / core / app / timing)."""
+from __future__ import annotations
+
+import argparse
+import errno
+import logging
+import socket
+import sys
+import time
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """Bind the listening socket up front, so a busy port is a clear error before the model loads."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as e:
+        sock.close()
+        why = "is already in use" if e.errno == errno.EADDRINUSE else f"cannot be bound ({e.strerror})"
+        raise SystemExit(f"qualflow serve: error: port {port} on {host} {why}") from None
+    sock.set_inheritable(True)
+    return sock
+
+
+def serve(bundle: str, device: str = "cpu", host: str = "127.0.0.1", port: int = 8000,
+          model_name: str | None = None, max_batch: int = 8, timing_log: str | None = None,
+          step_delay_s: float = 0.0, log_level: str = "info") -> int:
+    """Run the server until interrupted. Returns the process exit code (non-zero if the Task failed to load)."""
+    import uvicorn
+
+    from qualflow.runtime import load_task
+
+    from .app import create_app
+
+    started_ns = time.time_ns()
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    sock = bind(host, port)
+    failed: list[BaseException] = []
+    server: uvicorn.Server | None = None
+
+    def on_load_error(e: BaseException) -> None:
+        failed.append(e)
+        server.should_exit = True
+
+    app = create_app(lambda: load_task(bundle, device=device, max_batch=max_batch, step_delay_s=step_delay_s),
+                     model_name=model_name, timing_log=timing_log, started_ns=started_ns,
+                     on_load_error=on_load_error)
+    config = uvicorn.Config(app, log_level=log_level, access_log=False, lifespan="on",
+                            timeout_graceful_shutdown=5)
+    server = uvicorn.Server(config)
+    actual = sock.getsockname()[1]
+    print(f"qualflow serve: listening on http://{host}:{actual} (bundle {bundle}, device {device})",
+          file=sys.stderr, flush=True)
+    server.run(sockets=[sock])
+    if failed:
+        print(f"qualflow serve: error: task load failed: {failed[0]}", file=sys.stderr, flush=True)
+        return 1
+    return 0
+
+
+def add_serve_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--bundle", required=True, help="bundle directory (qualflow build --out)")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000, help="0 picks a free port (printed on stderr)")
+    p.add_argument("--model-name", default=None, help="served model name (default: the bundle's checkpoint id)")
+    p.add_argument("--max-batch", type=int, default=8)
+    p.add_argument("--timing-log", default=None, help="append one JSONL Task timing record per request")
+    p.add_argument("--step-delay-s", type=float, default=0.0, help=argparse.SUPPRESS)
+    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+
+
+def main_serve(args: argparse.Namespace) -> int:
+    return serve(args.bundle, device=args.device, host=args.host, port=args.port, model_name=args.model_name,
+                 max_batch=args.max_batch, timing_log=args.timing_log, step_delay_s=args.step_delay_s,
+                 log_level=args.log_level)

@@ -1,0 +1,303 @@
+"""Wire models of the Responses API subset we serve (stateless, single-turn, text only).
+
+Requests are validated strictly (unknown keys, wrong types and out-of-range values are errors);
+`parse_request` turns every failure into an `ApiError` in OpenAI's shape with a string code and the
+offending param. Responses and stream events are plain pydantic models rendered by the HTTP layer.
+See shared/reference/responses-api.md for the sources of every field.
+"""
+from __future__ import annotations
+
+import json
+import secrets
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+
+class ApiError(Exception):
+    """An error in OpenAI's shape: {"error": {"message", "type", "param", "code"}}."""
+
+    def __init__(self, status: int, message: str, type: str = "invalid_request_error",
+                 param: str | None = None, code: str | None = None):
+        super().__init__(message)
+        self.status, self.message, self.type, self.param, self.code = status, message, type, param, code
+
+    def body(self) -> dict:
+        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+
+
+def bad_request(message: str, param: str | None, code: str) -> ApiError:
+    return ApiError(400, message, "invalid_request_error", param, code)
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}_{secrets.token_hex(25)}"
+
+
+# ---------------------------------------------------------------- request
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class TextConfig(_Strict):
+    format: dict[str, Any] | None = None
+    verbosity: Literal["low", "medium", "high"] | None = None
+
+
+class CreateResponse(_Strict):
+    """POST /v1/responses body. Every known field is listed so that unknown keys can be refused;
+    which ones are honoured, ignored or rejected is decided in `core.check_supported`."""
+    # honoured
+    model: str | None = None
+    input: str | list[Any] | None = None
+    instructions: str | None = None
+    max_output_tokens: int | None = Field(None, ge=1)
+    temperature: float | None = Field(None, ge=0.0, le=2.0)
+    top_p: float | None = Field(None, gt=0.0, le=1.0)
+    stream: bool | None = None
+    # non-OpenAI benchmark extensions (documented as such)
+    ignore_eos: bool | None = None
+    min_tokens: int | None = Field(None, ge=0)
+    # accepted and ignored
+    store: bool | None = None
+    stream_options: dict[str, Any] | None = None
+    metadata: dict[str, str] | None = None
+    user: str | None = None
+    safety_identifier: str | None = None
+    prompt_cache_key: str | None = None
+    prompt_cache_retention: str | None = None
+    prompt_cache_options: dict[str, Any] | None = None
+    service_tier: Literal["auto", "default", "flex", "scale", "priority", "fast", "ultrafast"] | None = None
+    parallel_tool_calls: bool | None = None
+    max_tool_calls: int | None = Field(None, ge=0)
+    # accepted only at their default / "off" value
+    truncation: Literal["auto", "disabled"] | None = None
+    tools: list[Any] | None = None
+    tool_choice: str | dict[str, Any] | None = None
+    text: TextConfig | None = None
+    reasoning: dict[str, Any] | None = None
+    include: list[str] | None = None
+    top_logprobs: int | None = Field(None, ge=0, le=20)
+    background: bool | None = None
+    # rejected whenever set (need server-side state or features we do not have)
+    previous_response_id: str | None = None
+    conversation: str | dict[str, Any] | None = None
+    prompt: dict[str, Any] | None = None
+    context_management: list[Any] | None = None
+    moderation: dict[str, Any] | None = None
+
+
+def _param(loc: tuple) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part in ("str", "list[any]", "dict[str,any]", "function-after[...]") or "[" in str(part):
+            continue  # union member tags pydantic puts into loc
+        else:
+            out += ("." if out else "") + str(part)
+    return out
+
+
+def _from_validation_error(e: ValidationError) -> ApiError:
+    err = e.errors(include_url=False)[0]
+    param, kind, ctx = _param(err["loc"]), err["type"], err.get("ctx") or {}
+    if kind == "extra_forbidden":
+        return bad_request(f"Unknown parameter: '{param}'.", param, "unknown_parameter")
+    if kind == "missing":
+        return bad_request(f"Missing required parameter: '{param}'.", param, "missing_required_parameter")
+    if kind in ("greater_than_equal", "greater_than", "less_than_equal", "less_than"):
+        number = "integer" if isinstance(err.get("input"), int) else "decimal"
+        below = kind.startswith("greater")
+        bound = next(iter(ctx.values()), None)
+        return bad_request(
+            f"Invalid '{param}': {number} {'below minimum' if below else 'above maximum'} value. "
+            f"Expected a value {kind.replace('_', ' ')} {bound}, but got {err.get('input')!r} instead.",
+            param, f"{number}_{'below_min' if below else 'above_max'}_value")
+    if kind == "literal_error":
+        return bad_request(f"Invalid value for '{param}': {err['msg']}.", param, "invalid_value")
+    return bad_request(f"Invalid type for '{param}': {err['msg']}.", param, "invalid_type")
+
+
+def parse_request(body: bytes | str | dict) -> CreateResponse:
+    """Raw body -> CreateResponse, or ApiError(400) for malformed JSON, wrong types, unknown keys."""
+    if not isinstance(body, dict):
+        try:
+            body = json.loads(body)
+        except (ValueError, UnicodeDecodeError) as e:
+            raise bad_request(f"We could not parse the JSON body of your request ({e}). "
+                              "The body must be a JSON object.", None, "invalid_json") from None
+    if not isinstance(body, dict):
+        raise bad_request("The request body must be a JSON object.", None, "invalid_json")
+    try:
+        return CreateResponse.model_validate(body)
+    except ValidationError as e:
+        raise _from_validation_error(e) from None
+
+
+# ---------------------------------------------------------------- input items -> chat messages
+
+_MESSAGE_KEYS = {"type", "role", "content", "id", "status", "phase"}
+_PART_KEYS = {"input_text": {"type", "text", "prompt_cache_breakpoint"},
+              "output_text": {"type", "text", "annotations", "logprobs"}}
+_ROLES = ("user", "assistant", "system", "developer")
+
+
+def input_messages(inp: str | list) -> list[dict]:
+    """`input` -> [{"role", "content": str}]. Text only: any other item or part type is a 400."""
+    if isinstance(inp, str):
+        return [{"role": "user", "content": inp}]
+    if not inp:
+        raise bad_request("Invalid 'input': expected a non-empty string or list of message items.",
+                          "input", "invalid_value")
+    messages = []
+    for i, item in enumerate(inp):
+        at = f"input[{i}]"
+        if not isinstance(item, dict):
+            raise bad_request(f"Invalid type for '{at}': expected a message object.", at, "invalid_type")
+        kind = item.get("type", "message")
+        if kind != "message":
+            raise bad_request(f"Input item type {kind!r} is not supported: this server takes message items "
+                              "with text content only.", f"{at}.type", "unsupported_value")
+        for key in item:
+            if key not in _MESSAGE_KEYS:
+                raise bad_request(f"Unknown parameter: '{at}.{key}'.", f"{at}.{key}", "unknown_parameter")
+        role, content = item.get("role"), item.get("content")
+        if role is None or content is None:
+            missing = f"{at}.role" if role is None else f"{at}.content"
+            raise bad_request(f"Missing required parameter: '{missing}'.", missing, "missing_required_parameter")
+        if role not in _ROLES:
+            raise bad_request(f"Invalid value for '{at}.role': {role!r}; expected one of {list(_ROLES)}.",
+                              f"{at}.role", "invalid_value")
+        if isinstance(content, str):
+            messages.append({"role": role, "content": content})
+            continue
+        if not isinstance(content, list):
+            raise bad_request(f"Invalid type for '{at}.content': expected a string or a list of content parts.",
+                              f"{at}.content", "invalid_type")
+        texts = []
+        for j, part in enumerate(content):
+            pat = f"{at}.content[{j}]"
+            ptype = part.get("type") if isinstance(part, dict) else None
+            allowed = ("input_text", "output_text") if role == "assistant" else ("input_text",)
+            if ptype not in allowed:
+                raise bad_request(f"Content part type {ptype!r} is not supported for role {role!r}: this server "
+                                  f"is text-only and takes {' / '.join(allowed)} parts.", f"{pat}.type",
+                                  "unsupported_value")
+            for key in part:
+                if key not in _PART_KEYS[ptype]:
+                    raise bad_request(f"Unknown parameter: '{pat}.{key}'.", f"{pat}.{key}", "unknown_parameter")
+            if not isinstance(part.get("text"), str):
+                raise bad_request(f"Invalid type for '{pat}.text': expected a string.", f"{pat}.text", "invalid_type")
+            texts.append(part["text"])
+        messages.append({"role": role, "content": "".join(texts)})
+    return messages
+
+
+# ---------------------------------------------------------------- response
+
+class OutputText(BaseModel):
+    type: Literal["output_text"] = "output_text"
+    text: str = ""
+    annotations: list = Field(default_factory=list)
+    logprobs: list = Field(default_factory=list)
+
+
+class OutputMessage(BaseModel):
+    id: str
+    type: Literal["message"] = "message"
+    status: Literal["in_progress", "completed", "incomplete"] = "in_progress"
+    role: Literal["assistant"] = "assistant"
+    content: list[OutputText] = Field(default_factory=list)
+
+
+class Usage(BaseModel):
+    input_tokens: int
+    input_tokens_details: dict = Field(default_factory=lambda: {"cached_tokens": 0})
+    output_tokens: int
+    output_tokens_details: dict = Field(default_factory=lambda: {"reasoning_tokens": 0})
+    total_tokens: int
+
+
+class Response(BaseModel):
+    id: str
+    object: Literal["response"] = "response"
+    created_at: int
+    status: Literal["completed", "failed", "in_progress", "cancelled", "queued", "incomplete"] = "in_progress"
+    completed_at: int | None = None
+    error: dict | None = None
+    incomplete_details: dict | None = None
+    instructions: str | None = None
+    max_output_tokens: int | None = None
+    max_tool_calls: int | None = None
+    model: str
+    output: list[OutputMessage] = Field(default_factory=list)
+    parallel_tool_calls: bool = True
+    previous_response_id: None = None
+    reasoning: dict = Field(default_factory=lambda: {"effort": None, "summary": None})
+    store: bool = False
+    background: bool = False
+    temperature: float
+    top_p: float
+    text: dict = Field(default_factory=lambda: {"format": {"type": "text"}, "verbosity": "medium"})
+    tool_choice: str = "auto"
+    tools: list = Field(default_factory=list)
+    top_logprobs: int = 0
+    truncation: str = "disabled"
+    usage: Usage | None = None
+    user: str | None = None
+    metadata: dict = Field(default_factory=dict)
+    service_tier: str = "default"
+    safety_identifier: str | None = None
+    prompt_cache_key: str | None = None
+
+
+# ---------------------------------------------------------------- stream events (sequence_number set by core)
+
+class Event(BaseModel):
+    type: str
+    sequence_number: int = 0
+
+
+class ResponseEvent(Event):          # created / in_progress / completed / incomplete / failed
+    response: Response
+
+
+class OutputItemEvent(Event):        # output_item.added / .done
+    output_index: int = 0
+    item: OutputMessage
+
+
+class ContentPartEvent(Event):       # content_part.added / .done
+    item_id: str
+    output_index: int = 0
+    content_index: int = 0
+    part: OutputText
+
+
+class TextDeltaEvent(Event):
+    type: str = "response.output_text.delta"
+    item_id: str
+    output_index: int = 0
+    content_index: int = 0
+    delta: str
+    logprobs: list = Field(default_factory=list)
+
+
+class TextDoneEvent(Event):
+    type: str = "response.output_text.done"
+    item_id: str
+    output_index: int = 0
+    content_index: int = 0
+    text: str
+    logprobs: list = Field(default_factory=list)
+
+
+class ErrorEvent(Event):
+    """Live OpenAI nests the error; the spec documents flat fields. We send both (responses-api.md §3.5)."""
+    type: str = "error"
+    code: str | None = None
+    message: str
+    param: str | None = None
+    error: dict
