@@ -1,0 +1,284 @@
+"""Bundles: a pinned checkpoint converted into the runtime's layout for one profile.
+
+`build_bundle(pin_path, profile, out)` verifies every pinned hash, converts the HF weights with the
+family (fused qkv / gate_up), casts them to the profile's dtype and writes:
+
+  weights.safetensors       runtime layout, profile dtype, sorted keys
+  config.json, generation_config.json, tokenizer.json, tokenizer_config.json   (copied)
+  chat_template.jinja       the chat template (from tokenizer_config.json or chat_template.jinja)
+  manifest.json             identity, precision, context limit, hashes of every file, bundle_hash
+
+bundle_hash = sha256 over the sorted 'path sha256' lines of every bundle file except the manifest,
+followed by the canonical JSON of the manifest's content fields (HASHED_FIELDS). It depends only on
+content, never on where the checkpoint lay or when the bundle was built, so building twice (on any
+machine) gives the same hash. `load_bundle` re-verifies every hash.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+from .checkpoint import hash_lines, read_pin, sha256_file, verify_pin
+
+SCHEMA_VERSION = 1
+MANIFEST = "manifest.json"
+WEIGHTS = "weights.safetensors"
+CHAT_TEMPLATE = "chat_template.jinja"
+COPIED = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json")
+# Manifest fields covered by bundle_hash (besides the files). Paths and pin file hashes are not:
+# they say where things lay, not what the bundle is.
+HASHED_FIELDS = ("schema_version", "family", "profile", "precision", "context_limit",
+                 "generation_config", "builder", "checkpoint_content_sha256", "chat_template_sha256",
+                 "tokenizer_sha256")
+
+
+class BundleError(ValueError):
+    """A bundle cannot be built or loaded. The message names the file involved."""
+
+
+class UnknownProfile(BundleError):
+    pass
+
+
+class BundleIntegrityError(BundleError):
+    """A bundle file is missing or its sha256 differs from the manifest."""
+
+
+# ------------------------------------------------------------------------------------- profiles
+
+@lru_cache(maxsize=1)
+def profiles() -> dict[str, dict]:
+    import yaml
+    doc = yaml.safe_load(resources.files("qualflow").joinpath("profiles.yaml").read_text(encoding="utf-8"))
+    return doc["profiles"]
+
+
+def get_profile(name: str) -> dict:
+    p = profiles()
+    if name not in p:
+        raise UnknownProfile(f"unknown profile {name!r}; known profiles: {', '.join(sorted(p))}")
+    return p[name]
+
+
+def _torch_dtype(name: str):
+    import torch
+    dt = getattr(torch, name, None)
+    if not isinstance(dt, torch.dtype):
+        raise BundleError(f"profile dtype {name!r} is not a torch dtype")
+    return dt
+
+
+# ---------------------------------------------------------------------------------------- build
+
+def _canonical(obj) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def compute_bundle_hash(manifest: dict) -> str:
+    h = hashlib.sha256()
+    h.update(bytes.fromhex(hash_lines(manifest["files"])))
+    h.update(_canonical({k: manifest.get(k) for k in HASHED_FIELDS}).encode())
+    return h.hexdigest()
+
+
+def _chat_template(src: Path, tok_cfg: dict) -> str:
+    tmpl = tok_cfg.get("chat_template")
+    if isinstance(tmpl, list):  # [{name, template}, ...]: take "default"
+        tmpl = next((t["template"] for t in tmpl if t.get("name") == "default"), None)
+    if not tmpl and (src / CHAT_TEMPLATE).is_file():
+        tmpl = (src / CHAT_TEMPLATE).read_text(encoding="utf-8")
+    if not tmpl:
+        raise BundleError(f"checkpoint {src} has no chat template (tokenizer_config.json chat_template "
+                          f"or {CHAT_TEMPLATE})")
+    return tmpl
+
+
+def _load_hf_weights(src: Path, pin_files: dict) -> dict:
+    from safetensors.torch import load_file
+    shards = sorted(p for p in pin_files if p.endswith(".safetensors") and "/" not in p)
+    if not shards:
+        raise BundleError(f"checkpoint {src} has no *.safetensors weights")
+    state: dict = {}
+    for s in shards:
+        part = load_file(str(src / s), device="cpu")
+        dup = set(part) & set(state)
+        if dup:
+            raise BundleError(f"{src / s}: tensor {sorted(dup)[0]!r} also in another shard")
+        state.update(part)
+    return state
+
+
+def build_bundle(pin_path: str | os.PathLike, profile: str, out: str | os.PathLike,
+                 force: bool = False) -> dict:
+    """Build the bundle; returns its manifest. The output is written to a temporary sibling
+    directory and renamed into place, so a failed build leaves no half bundle."""
+    import torch
+
+    from . import __version__
+    from .embedded import save_safetensors
+    from .families import get_family
+
+    prof = get_profile(profile)
+    dtype = _torch_dtype(prof["dtype"])
+    out = Path(out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not force:
+        raise BundleError(f"output {out} exists and is not empty; pass --force to replace it")
+    pin_path = Path(pin_path)
+    pin = read_pin(pin_path)
+    src = verify_pin(pin)
+    for name in ("config.json", "tokenizer.json", "tokenizer_config.json"):
+        if name not in pin["files"]:
+            raise BundleError(f"checkpoint {src} has no pinned {name}")
+
+    config = json.loads((src / "config.json").read_text(encoding="utf-8"))
+    tok_cfg = json.loads((src / "tokenizer_config.json").read_text(encoding="utf-8"))
+    template = _chat_template(src, tok_cfg)
+    if "generation_config.json" in pin["files"]:
+        gen_cfg = json.loads((src / "generation_config.json").read_text(encoding="utf-8"))
+    else:  # derive the minimum the runtime needs (stop tokens) from config.json
+        gen_cfg = {k: config[k] for k in ("bos_token_id", "eos_token_id") if k in config}
+
+    family = get_family(pin["family"])
+    native = family.convert_weights(_load_hf_weights(src, pin["files"]), config)
+    native = {k: (v.to(dtype) if v.is_floating_point() else v).contiguous() for k, v in native.items()}
+
+    limit = int(config.get("max_position_embeddings") or 0) or None
+    cap = prof.get("context_cap")
+    if cap:
+        limit = min(limit, int(cap)) if limit else int(cap)
+    if not limit:
+        raise BundleError(f"{src / 'config.json'} has no max_position_embeddings and profile "
+                          f"{profile!r} no context_cap")
+
+    tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
+    try:
+        save_safetensors(native, tmp / WEIGHTS, metadata={"format": "pt"})
+        del native
+        for name in COPIED:
+            if name == "generation_config.json" and name not in pin["files"]:
+                (tmp / name).write_text(json.dumps(gen_cfg, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+            else:
+                shutil.copyfile(src / name, tmp / name)
+        (tmp / CHAT_TEMPLATE).write_text(template, encoding="utf-8")
+        files = {}
+        for p in sorted(tmp.iterdir()):
+            files[p.name] = {"sha256": sha256_file(p), "size": p.stat().st_size}
+        ck = pin["checkpoint"]
+        manifest = {
+            "schema_version": SCHEMA_VERSION,
+            "family": pin["family"],
+            "profile": profile,
+            "precision": prof["dtype"],
+            "context_limit": limit,
+            "generation_config": gen_cfg,
+            "builder": {"name": "qualflow", "version": __version__},
+            "checkpoint_content_sha256": ck["content_sha256"],
+            "chat_template_sha256": hashlib.sha256(template.encode("utf-8")).hexdigest(),
+            "tokenizer_sha256": pin["tokenizer"]["sha256"],
+            "checkpoint": {"id": ck["id"], "source": ck["source"], "revision": ck["revision"],
+                           "requested_revision": ck.get("requested_revision"), "path": str(src)},
+            "pin": {"path": str(pin_path.resolve()), "sha256": sha256_file(pin_path)},
+            "files": files,
+            "hashed_fields": list(HASHED_FIELDS),
+        }
+        manifest["bundle_hash"] = compute_bundle_hash(manifest)
+        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        if out.exists():
+            if out.is_dir():
+                shutil.rmtree(out)
+            else:
+                out.unlink()
+        os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return manifest
+
+
+# ----------------------------------------------------------------------------------------- load
+
+@dataclass
+class Bundle:
+    path: Path
+    manifest: dict
+    config: dict
+    generation_config: dict
+    tokenizer: object  # tokenizers.Tokenizer
+    chat_template: str
+
+    @property
+    def bundle_hash(self) -> str:
+        return self.manifest["bundle_hash"]
+
+    def weights(self, device: str = "cpu") -> dict:
+        from safetensors.torch import load_file
+        return load_file(str(self.path / WEIGHTS), device=str(device))
+
+
+def verify_bundle(path: str | os.PathLike) -> dict:
+    """Re-hash every bundle file against manifest.json and recompute the bundle hash; returns the
+    manifest. Raises BundleIntegrityError naming the offending file."""
+    path = Path(path)
+    mpath = path / MANIFEST
+    if not mpath.is_file():
+        raise BundleError(f"not a bundle: {mpath} not found")
+    try:
+        manifest = json.loads(mpath.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise BundleIntegrityError(f"{mpath} is not valid JSON: {e}") from None
+    if manifest.get("schema_version") != SCHEMA_VERSION:
+        raise BundleError(f"{mpath}: unsupported bundle schema_version {manifest.get('schema_version')!r}")
+    for rel, want in sorted(manifest["files"].items()):
+        p = path / rel
+        if not p.is_file():
+            raise BundleIntegrityError(f"bundle file is missing: {p}")
+        if p.stat().st_size != want["size"] or sha256_file(p) != want["sha256"]:
+            raise BundleIntegrityError(f"bundle file was modified: {p} (sha256 differs from {MANIFEST})")
+    if compute_bundle_hash(manifest) != manifest.get("bundle_hash"):
+        raise BundleIntegrityError(f"{mpath}: bundle_hash does not match the manifest's content")
+    return manifest
+
+
+def load_bundle(path: str | os.PathLike, verify: bool = True) -> Bundle:
+    from tokenizers import Tokenizer
+    path = Path(path)
+    if verify:
+        manifest = verify_bundle(path)
+    else:
+        mpath = path / MANIFEST
+        if not mpath.is_file():
+            raise BundleError(f"not a bundle: {mpath} not found")
+        manifest = json.loads(mpath.read_text(encoding="utf-8"))
+    return Bundle(
+        path=path, manifest=manifest,
+        config=json.loads((path / "config.json").read_text(encoding="utf-8")),
+        generation_config=json.loads((path / "generation_config.json").read_text(encoding="utf-8")),
+        tokenizer=Tokenizer.from_file(str(path / "tokenizer.json")),
+        chat_template=(path / CHAT_TEMPLATE).read_text(encoding="utf-8"),
+    )
+
+
+# ------------------------------------------------------------------------------------------ cli
+
+def add_build_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--pin", required=True, help="pin.json from `qualflow pin`")
+    p.add_argument("--profile", default="fp16", help="profile name (see qualflow/profiles.yaml)")
+    p.add_argument("--out", required=True, help="bundle directory")
+    p.add_argument("--force", action="store_true", help="replace an existing non-empty output")
+
+
+def main_build(args: argparse.Namespace) -> int:
+    m = build_bundle(args.pin, args.profile, args.out, force=getattr(args, "force", False))
+    print(f"built {args.profile} bundle {args.out} ({m['family']}, {m['precision']}, "
+          f"context {m['context_limit']}) bundle_hash={m['bundle_hash']}")
+    return 0
