@@ -1,0 +1,89 @@
+"""The embedded default checkpoint: determinism, the real Qwen tokenizer, HF loadability, conditioning."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from qualflow.cli import main
+
+
+def _hashes(d):
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(d.iterdir())}
+
+
+def test_files(embedded_dir):
+    assert sorted(p.name for p in embedded_dir.iterdir()) == [
+        "config.json", "generation_config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"]
+    cfg = json.loads((embedded_dir / "config.json").read_text())
+    assert cfg["model_type"] == "qwen3" and cfg["architectures"] == ["Qwen3ForCausalLM"]
+    assert cfg["num_key_value_heads"] < cfg["num_attention_heads"] and cfg["head_dim"] == 32
+    assert cfg["tie_word_embeddings"] is True and cfg["vocab_size"] == 151936
+    gen = json.loads((embedded_dir / "generation_config.json").read_text())
+    assert gen["eos_token_id"] == [151645, 151643]
+
+
+def test_two_runs_byte_identical_across_processes(embedded_dir, tmp_path):
+    """A second run in a fresh process (fresh tokenizer conversion, fresh RNG) gives the same bytes."""
+    out = tmp_path / "again"
+    r = subprocess.run([sys.executable, "-m", "qualflow.cli", "embedded", "--out", str(out)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert _hashes(out) == _hashes(embedded_dir)
+
+
+def test_tokenizer_facts(embedded_dir):
+    from tokenizers import Tokenizer
+    tok = Tokenizer.from_file(str(embedded_dir / "tokenizer.json"))
+    assert tok.encode("Hello world").ids == [9707, 1879]
+    assert tok.encode("<|im_end|>").ids == [151645]
+    assert tok.encode("<|im_start|>user\nhi<|im_end|>").ids[0] == 151644
+    assert tok.token_to_id("<think>") == 151667 and tok.token_to_id("</think>") == 151668
+    text = "Grüße, 世界! こんにちは 🤖🎉 naïve café — x = 1\n\n\tdone"
+    assert tok.decode(tok.encode(text).ids) == text
+
+
+def test_embedding_rows(embedded_dir):
+    from safetensors import safe_open
+    with safe_open(str(embedded_dir / "model.safetensors"), "pt") as f:
+        keys = set(f.keys())
+        assert f.get_slice("model.embed_tokens.weight").get_shape() == [151936, 128]
+        assert str(f.get_tensor("model.norm.weight").dtype) == "torch.bfloat16"
+    assert "lm_head.weight" not in keys
+    assert "model.layers.3.self_attn.q_norm.weight" in keys and "model.layers.4.mlp.up_proj.weight" not in keys
+
+
+def test_transformers_loads_offline_and_is_well_conditioned(embedded_dir):
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    assert os.environ.get("HF_HUB_OFFLINE") == "1"
+    tok = AutoTokenizer.from_pretrained(str(embedded_dir))
+    assert tok("Hello world").input_ids == [9707, 1879]
+    assert tok.convert_tokens_to_ids("<|im_end|>") == 151645
+    msgs = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]
+    text = tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True, enable_thinking=False)
+    assert text == ("<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
+                    "<|im_start|>assistant\n<think>\n\n</think>\n\n")
+    model = AutoModelForCausalLM.from_pretrained(str(embedded_dir), dtype=torch.float32).eval()
+    assert model.get_input_embeddings().weight.shape[0] == 151936
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, 151643, (4, 32), generator=g)
+    with torch.no_grad():
+        logits = model(ids).logits
+    top = logits.topk(2, -1).values
+    margin = (top[..., 0] - top[..., 1]).flatten()
+    assert margin.median() > 0.5  # far above fp16 noise
+    assert (logits.argmax(-1) == ids).float().mean() < 0.1  # does not echo its input
+    with torch.no_grad():
+        out = model.generate(tok("The capital of France is", return_tensors="pt").input_ids,
+                             max_new_tokens=8, do_sample=False)
+    assert len(set(out[0, -8:].tolist())) >= 4  # greedy continuation varies
+
+
+def test_unknown_preset_exits_2(tmp_path, capsys):
+    assert main(["embedded", "--out", str(tmp_path / "x"), "--preset", "huge"]) == 2
+    assert "unknown preset 'huge'" in capsys.readouterr().err
