@@ -101,11 +101,13 @@ class Task:
         out = _Collector(self.tokenizer, seq)
         try:
             while True:
-                ev = out.handle(await inbox.get())
-                if ev is not None:
+                items = [await inbox.get()]
+                while not inbox.empty():  # a consumer that fell behind takes what piled up at once
+                    items.append(inbox.get_nowait())
+                for ev in out.handle_many(items):
                     yield ev
-                if isinstance(ev, FinalEvent):
-                    return
+                    if isinstance(ev, FinalEvent):
+                        return
         finally:
             if not seq.done:
                 self.engine.cancel(req.request_id)
@@ -143,6 +145,12 @@ class _Collector:
 
     def __init__(self, tokenizer, seq: Seq):
         self.seq, self.decoder, self.parts = seq, IncrementalDecoder(tokenizer), []
+
+    def handle_many(self, items: list[tuple]) -> list[TokenEvent | FinalEvent]:
+        """Merge consecutive token items into one event (one decode), keep the final last."""
+        toks = [t for it in items if it[0] == "tokens" for t in it[1]]
+        events = [self.handle(("tokens", toks))] if toks else []
+        return events + [self.handle(it) for it in items if it[0] == "final"]
 
     def handle(self, item: tuple) -> TokenEvent | FinalEvent | None:
         rid = self.seq.req.request_id

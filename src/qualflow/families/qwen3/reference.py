@@ -16,9 +16,11 @@ class Reference:
 
     @torch.inference_mode()
     def greedy(self, prompt_ids: list[int], n: int) -> list[int]:
-        out = self.model.generate(torch.tensor([prompt_ids]), max_new_tokens=n, min_new_tokens=n,
-                                  do_sample=False, num_beams=1)
-        return out[0, len(prompt_ids):].tolist()
+        """Plain argmax for n tokens; stop tokens are neither suppressed nor obeyed."""
+        toks: list[int] = []
+        for _ in range(n):  # no KV cache: simplest, and independent of the transformers cache API
+            toks.append(int(self.model(torch.tensor([prompt_ids + toks])).logits[0, -1].argmax()))
+        return toks
 
 
 def load_reference(checkpoint_dir: str) -> Reference:

@@ -1,0 +1,96 @@
+"""Family correctness: the native Task on a bundle against the family's reference implementation,
+on the family's versioned prompts, criteria and thresholds. One row per case and criterion."""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from .runtime import GenerationRequest, Task, load_task
+
+COLUMNS = ["case_id", "prompt_id", "criterion", "measured", "threshold", "passed", "detail",
+           "thresholds_version", "effective_precision", "device"]
+
+
+def _margin(logits: torch.Tensor) -> torch.Tensor:
+    top2 = logits.topk(2, dim=-1).values
+    return top2[..., 0] - top2[..., 1]
+
+
+def check_case(task: Task, reference, prompt: dict, spec: dict, th: dict) -> list[dict]:
+    ids = task.render_prompt(prompt.get("instructions"), [{"role": "user", "content": prompt["input"]}])
+    n = spec["greedy_tokens"]
+    ref_cont = reference.greedy(ids, n)
+    seq = ids + ref_cont
+    ref_logits, nat_logits = reference.logits(seq), task.score(seq)
+    # positions that predict a generated token: the last prompt position onward
+    r, t = ref_logits[len(ids) - 1:-1], nat_logits[len(ids) - 1:-1]
+    rows = []
+
+    def row(criterion, measured, threshold, passed, detail=""):
+        rows.append({"prompt_id": prompt["id"], "criterion": criterion, "measured": float(measured),
+                     "threshold": float(threshold), "passed": bool(passed), "detail": detail})
+
+    diff = (nat_logits - ref_logits).abs().max().item()
+    row("max_abs_logit_diff", diff, th["max_abs_logit_diff"], diff <= th["max_abs_logit_diff"],
+        f"over {len(seq)} positions x {ref_logits.shape[-1]} logits")
+    margin = _margin(r)
+    decisive = margin >= th["top1_margin_tol"]
+    agree = (r.argmax(-1) == t.argmax(-1))[decisive]
+    frac = agree.float().mean().item() if len(agree) else 1.0
+    row("top1_agreement", frac, th["top1_agreement"], frac >= th["top1_agreement"],
+        f"{int(agree.sum())}/{len(agree)} decisive positions ({int((~decisive).sum())} near-ties skipped)")
+    params = task.default_params(max_new_tokens=n, temperature=0.0, ignore_eos=True)
+    native = task.generate_sync(GenerationRequest(f"correctness-{prompt['id']}", ids, params)).token_ids
+    matched = next((i for i, (a, b) in enumerate(zip(native, ref_cont)) if a != b), n)
+    tie = matched < n and margin[matched].item() < th["top1_margin_tol"]
+    detail = "identical" if matched == n else (
+        f"diverged at token {matched} at a near-tie (margin {margin[matched].item():.4f})" if tie
+        else f"diverged at token {matched} (reference margin {margin[matched].item():.4f})")
+    row("greedy_continuation", matched, n, matched == n or tie, detail)
+    return rows
+
+
+def run_correctness(task: Task, checkpoint_dir: str) -> pd.DataFrame:
+    spec = task.family.correctness_spec()
+    precision = task.info["effective_precision"]
+    if precision not in spec["thresholds"]:
+        raise ValueError(f"family {task.family.name} has no thresholds for precision {precision!r}")
+    th = spec["thresholds"][precision]
+    reference = task.family.load_reference(checkpoint_dir)
+    rows = []
+    for prompt in spec["prompts"]:
+        rows += check_case(task, reference, prompt, spec, th)
+    df = pd.DataFrame(rows)
+    df.insert(0, "case_id", [f"{r['prompt_id']}/{r['criterion']}" for r in rows])
+    df["thresholds_version"] = spec["version"]
+    df["effective_precision"] = precision
+    df["device"] = task.info["device"]
+    return df[COLUMNS]
+
+
+def main_correctness(args: argparse.Namespace) -> int:
+    t0 = time.perf_counter()
+    task = load_task(args.bundle, device=args.device, max_batch=1)
+    try:
+        checkpoint_dir = task.manifest["checkpoint"]["path"]
+        if not Path(checkpoint_dir).is_dir():
+            raise FileNotFoundError(f"the reference needs the pinned checkpoint at {checkpoint_dir}; it is gone")
+        df = run_correctness(task, checkpoint_dir)
+    finally:
+        task.close()
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    df.to_parquet(args.out, index=False)
+    failed = df[~df.passed]
+    for r in df.itertuples():
+        print(f"{'PASS' if r.passed else 'FAIL'}  {r.case_id:40s} {r.measured:<12.6g} threshold {r.threshold:<10.6g} {r.detail}")
+    print(f"{len(df) - len(failed)}/{len(df)} criteria passed ({df.thresholds_version.iloc[0]}, "
+          f"{df.effective_precision.iloc[0]} on {df.device.iloc[0]}) in {time.perf_counter() - t0:.1f}s")
+    if len(failed):
+        print(f"qualflow correctness: error: {len(failed)} criteria failed; see {args.out}", file=sys.stderr)
+        return 1
+    return 0

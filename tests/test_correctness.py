@@ -1,0 +1,52 @@
+"""Family correctness on the embedded default: passes as built, fails when one weight is perturbed."""
+from __future__ import annotations
+
+import json
+import shutil
+
+import pandas as pd
+import pytest
+from safetensors.torch import load_file, save_file
+
+from qualflow.bundle import compute_bundle_hash, sha256_file
+from qualflow.cli import main
+
+
+def test_embedded_default_passes(bundle_dir, tmp_path, capsys):
+    out = tmp_path / "correctness.parquet"
+    assert main(["correctness", "--bundle", str(bundle_dir), "--out", str(out)]) == 0
+    df = pd.read_parquet(out)
+    assert set(df.criterion) == {"max_abs_logit_diff", "top1_agreement", "greedy_continuation"}
+    assert df.passed.all() and len(df) == 3 * df.prompt_id.nunique() >= 15
+    assert (df.thresholds_version == "qwen3-correctness-v1").all()
+    assert "criteria passed" in capsys.readouterr().out
+
+
+def _rebuilt_with_perturbed_weight(bundle_dir, dst):
+    """A bundle whose builder got one weight wrong but whose manifest is self-consistent."""
+    shutil.copytree(bundle_dir, dst)
+    w = load_file(dst / "weights.safetensors")
+    w["layers.1.o"][3, 5] += 0.5
+    save_file(w, dst / "weights.safetensors", metadata={"format": "pt"})
+    m = json.loads((dst / "manifest.json").read_text())
+    m["files"]["weights.safetensors"] = {"sha256": sha256_file(dst / "weights.safetensors"),
+                                         "size": (dst / "weights.safetensors").stat().st_size}
+    m["bundle_hash"] = compute_bundle_hash(m)
+    (dst / "manifest.json").write_text(json.dumps(m, indent=2, sort_keys=True))
+    return dst
+
+
+def test_one_perturbed_weight_fails(bundle_dir, tmp_path):
+    bad = _rebuilt_with_perturbed_weight(bundle_dir, tmp_path / "bad")
+    out = tmp_path / "correctness.parquet"
+    assert main(["correctness", "--bundle", str(bad), "--out", str(out)]) == 1
+    df = pd.read_parquet(out)
+    assert not df[df.criterion == "max_abs_logit_diff"].passed.any()
+
+
+def test_unknown_precision_has_no_thresholds():
+    from qualflow.families import get_family
+    spec = get_family("qwen3").correctness_spec()
+    assert set(spec["thresholds"]) == {"float32", "float16", "bfloat16"}
+    with pytest.raises(KeyError):
+        spec["thresholds"]["int4"]
