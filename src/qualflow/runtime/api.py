@@ -28,7 +28,7 @@ class Task:
     capabilities = frozenset({TEXT_GENERATION, STREAMING, SCORING})
 
     def __init__(self, bundle, device: str = "cpu", max_batch: int = 8, max_context: int | None = None,
-                 step_delay_s: float = 0.0, cuda_graphs: bool = True):
+                 step_delay_s: float = 0.0, eager: bool = False):
         t0 = time.time_ns()
         self.bundle, self.manifest = bundle, bundle.manifest
         self.family = get_family(self.manifest["family"])
@@ -41,14 +41,15 @@ class Task:
         self.stop_token_ids = self.family.stop_token_ids(bundle.generation_config)
         self.dtype = compute_dtype(getattr(torch, self.manifest["precision"]), self.device)
         weights = {k: v.to(self.device, self.dtype) for k, v in bundle.weights().items()}
-        self.model = self.family.build_model(bundle.config, weights, self.context_limit)
+        fast = self.device.type == "cuda" and not eager  # fused ops + CUDA graphs; eager for debugging
+        self.model = self.family.build_model(bundle.config, weights, self.context_limit, compile_ops=fast)
         layers, kv_heads, head_dim = self.family.kv_layout(bundle.config)
         cache = torch.zeros(layers, 2, max_batch + 1, self.context_limit, kv_heads, head_dim,
                             dtype=self.dtype, device=self.device)  # the extra slot is scratch for scoring
         self._scratch_slot = max_batch
         t1 = time.time_ns()
         runner = None
-        if self.device.type == "cuda" and cuda_graphs:
+        if fast:
             from .cuda_graphs import GraphDecodeRunner
             runner = GraphDecodeRunner(self.model, cache, max_batch, self.context_limit, self.device)
         self.engine = Engine(self.model, cache, max_batch, self.context_limit, self.device,
@@ -59,7 +60,7 @@ class Task:
                             "loaded_at_ns": t2}
         self.info = {"device": str(self.device), "effective_precision": str(self.dtype).removeprefix("torch."),
                      "declared_precision": self.manifest["precision"], "max_batch": max_batch,
-                     "context_limit": self.context_limit, "cuda_graphs": runner is not None}
+                     "context_limit": self.context_limit, "cuda_graphs": runner is not None, "compiled_ops": fast}
 
     # ---- capabilities and requests ------------------------------------------------------------
     def require(self, capability: str) -> None:
@@ -166,7 +167,7 @@ class _Collector:
 
 
 def load_task(bundle_dir, device: str = "cpu", max_batch: int = 8, max_context: int | None = None,
-              step_delay_s: float = 0.0, cuda_graphs: bool = True) -> Task:
+              step_delay_s: float = 0.0, eager: bool = False) -> Task:
     from ..bundle import load_bundle
     return Task(load_bundle(bundle_dir), device=device, max_batch=max_batch, max_context=max_context,
-                step_delay_s=step_delay_s, cuda_graphs=cuda_graphs)
+                step_delay_s=step_delay_s, eager=eager)

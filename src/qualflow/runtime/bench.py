@@ -58,7 +58,7 @@ async def run_point(task: Task, concurrency: int, input_len: int, output_len: in
 def main_bench_task(args: argparse.Namespace) -> int:
     slots = max(args.max_batch or args.concurrency, args.concurrency)
     task = load_task(args.bundle, device=args.device, max_batch=slots,
-                     max_context=args.input_len + args.output_len + 8, cuda_graphs=not args.eager)
+                     max_context=args.input_len + args.output_len + 8, eager=args.eager)
     try:
         asyncio.run(run_point(task, min(2, args.concurrency), min(16, args.input_len), 4, min(2, args.concurrency)))
         r = asyncio.run(run_point(task, args.concurrency, args.input_len, args.output_len,

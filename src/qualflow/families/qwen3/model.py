@@ -60,10 +60,30 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
     return (xf * cos[:, :, None] + rot * sin[:, :, None]).to(x.dtype)
 
 
+def add_rms_norm(h: torch.Tensor, delta: torch.Tensor, w: torch.Tensor, eps: float):
+    """Residual add, then the next RMSNorm: returns (new residual, normed)."""
+    h = h + delta
+    return h, rms_norm(h, w, eps)
+
+
+def qk_norm_rope(q, k, wq, wk, cos, sin, eps: float):
+    return apply_rope(rms_norm(q, wq, eps), cos, sin), apply_rope(rms_norm(k, wk, eps), cos, sin)
+
+
+def silu_mul(gate_up: torch.Tensor) -> torch.Tensor:
+    gate, up = gate_up.chunk(2, dim=-1)
+    return F.silu(gate) * up
+
+
 class Qwen3Model(nn.Module):
-    def __init__(self, cfg: Qwen3Config, weights: dict[str, torch.Tensor], max_len: int):
+    def __init__(self, cfg: Qwen3Config, weights: dict[str, torch.Tensor], max_len: int,
+                 compile_ops: bool = False):
         super().__init__()
         self.cfg = cfg
+        # torch.compile fuses each of these elementwise chains into one kernel (GPU speed);
+        # eager is the same math, kernel by kernel.
+        wrap = (lambda f: torch.compile(f, dynamic=True)) if compile_ops else (lambda f: f)
+        self.add_rms_norm, self.qk_norm_rope, self.silu_mul = wrap(add_rms_norm), wrap(qk_norm_rope), wrap(silu_mul)
         self.w = weights  # plain dict: the runtime layout, already on device and in the compute dtype
         device = weights["embed"].device
         self.cos, self.sin = rope_tables(cfg, max_len, device)
@@ -82,22 +102,23 @@ class Qwen3Model(nn.Module):
         keys = torch.arange(kv_len, device=ids.device)
         mask = (keys[None, None, :] <= positions[:, :, None])[:, None]  # [B, 1, T, kv_len]
         h = F.embedding(ids, w["embed"])
+        x = rms_norm(h, w["layers.0.attn_norm"], cfg.rms_norm_eps)
         for i in range(cfg.num_layers):
             p = f"layers.{i}."
-            x = rms_norm(h, w[p + "attn_norm"], cfg.rms_norm_eps)
             q, k, v = F.linear(x, w[p + "qkv"]).split([self.q_size, self.kv_size, self.kv_size], dim=-1)
-            q = rms_norm(q.view(B, T, cfg.num_heads, cfg.head_dim), w[p + "q_norm"], cfg.rms_norm_eps)
-            k = rms_norm(k.view(B, T, cfg.num_kv_heads, cfg.head_dim), w[p + "k_norm"], cfg.rms_norm_eps)
-            q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+            q, k = self.qk_norm_rope(q.view(B, T, cfg.num_heads, cfg.head_dim),
+                                     k.view(B, T, cfg.num_kv_heads, cfg.head_dim),
+                                     w[p + "q_norm"], w[p + "k_norm"], cos, sin, cfg.rms_norm_eps)
             cache[i, 0][rows, positions] = k
             cache[i, 1][rows, positions] = v.view(B, T, cfg.num_kv_heads, cfg.head_dim)
             kc = cache[i, 0, slot0:slot0 + B, :kv_len].transpose(1, 2)  # [B, kv, L, D]
             vc = cache[i, 1, slot0:slot0 + B, :kv_len].transpose(1, 2)
             a = F.scaled_dot_product_attention(q.transpose(1, 2), kc, vc, attn_mask=mask, enable_gqa=True)
-            h = h + F.linear(a.transpose(1, 2).reshape(B, T, self.q_size), w[p + "o"])
-            x = rms_norm(h, w[p + "mlp_norm"], cfg.rms_norm_eps)
-            gate, up = F.linear(x, w[p + "gate_up"]).chunk(2, dim=-1)
-            h = h + F.linear(F.silu(gate) * up, w[p + "down"])
-        if logit_index is not None:
-            h = h[torch.arange(B, device=ids.device), logit_index]
-        return F.linear(rms_norm(h, w["norm"], cfg.rms_norm_eps), self.lm_head).float()
+            h, x = self.add_rms_norm(h, F.linear(a.transpose(1, 2).reshape(B, T, self.q_size), w[p + "o"]),
+                                     w[p + "mlp_norm"], cfg.rms_norm_eps)
+            nxt = f"layers.{i + 1}.attn_norm" if i + 1 < cfg.num_layers else "norm"
+            h, x = self.add_rms_norm(h, F.linear(self.silu_mul(F.linear(x, w[p + "gate_up"])), w[p + "down"]),
+                                     w[nxt], cfg.rms_norm_eps)
+        if logit_index is not None:  # x is the final-normed hidden state
+            x = x[torch.arange(B, device=ids.device), logit_index]
+        return F.linear(x, self.lm_head).float()
