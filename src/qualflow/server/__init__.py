@@ -28,15 +28,15 @@ def serve(bundle: str, device: str = "cpu", host: str = "127.0.0.1", port: int =
           model_name: str | None = None, max_batch: int = 8, timing_log: str | None = None,
           step_delay_s: float = 0.0, log_level: str = "info") -> int:
     """Run the server until interrupted. Returns the process exit code (non-zero if the Task failed to load)."""
+    started_ns = time.time_ns()
+    sock = bind(host, port)
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     import uvicorn
 
     from qualflow.runtime import load_task
 
     from .app import create_app
 
-    started_ns = time.time_ns()
-    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    sock = bind(host, port)
     failed: list[BaseException] = []
     server: uvicorn.Server | None = None
 

@@ -108,12 +108,12 @@ def _from_validation_error(e: ValidationError) -> ApiError:
     if kind == "missing":
         return bad_request(f"Missing required parameter: '{param}'.", param, "missing_required_parameter")
     if kind in ("greater_than_equal", "greater_than", "less_than_equal", "less_than"):
-        number = "integer" if isinstance(err.get("input"), int) else "decimal"
-        below = kind.startswith("greater")
-        bound = next(iter(ctx.values()), None)
+        op, bound = {"greater_than_equal": ">=", "greater_than": ">", "less_than_equal": "<=",
+                     "less_than": "<"}[kind], next(iter(ctx.values()), None)
+        number, below = "decimal" if isinstance(bound, float) else "integer", kind.startswith("greater")
         return bad_request(
             f"Invalid '{param}': {number} {'below minimum' if below else 'above maximum'} value. "
-            f"Expected a value {kind.replace('_', ' ')} {bound}, but got {err.get('input')!r} instead.",
+            f"Expected a value {op} {bound}, but got {err.get('input')!r} instead.",
             param, f"{number}_{'below_min' if below else 'above_max'}_value")
     if kind == "literal_error":
         return bad_request(f"Invalid value for '{param}': {err['msg']}.", param, "invalid_value")
