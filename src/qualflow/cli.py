@@ -35,6 +35,99 @@ def _bench_task(a):
     return main_bench_task(a)
 
 
+def _workflow_stage(module: str, func: str):
+    """Lazy handler for the workflow stages (session, warmup, protocol, aiperf, join, report, status)."""
+    def run(a):
+        import importlib
+        return getattr(importlib.import_module(module), func)(a)
+    return run
+
+
+def add_workflow_stages(sub) -> None:
+    """Subcommands of the qualify DAG (issue 5): the serving session and its client-side stages,
+    AIPerf, the evidence join and the report."""
+    s = sub.add_parser("session", help="serving session: start server, warm-up, protocol, AIPerf points, stop")
+    s.add_argument("--bundle", required=True)
+    s.add_argument("--out", required=True, help="session directory")
+    s.add_argument("--points", required=True, help="JSON list of workload points (or a file holding it)")
+    s.add_argument("--device", default="cpu")
+    s.add_argument("--host", default="127.0.0.1")
+    s.add_argument("--port", type=int, default=0, help="0: pick a free port")
+    s.add_argument("--model-name", default="qualflow")
+    s.add_argument("--max-batch", type=int, default=0)
+    s.add_argument("--startup-timeout", type=float, default=600.0)
+    s.add_argument("--warmup-requests", type=int, default=4)
+    s.add_argument("--warmup-max-tokens", type=int, default=16)
+    s.add_argument("--aiperf-workers", type=int, default=1)
+    s.add_argument("--aiperf-record-processors", type=int, default=1)
+    s.add_argument("--aiperf-timeout", type=float, default=3600.0)
+    s.add_argument("--no-protocol", action="store_true")
+    s.set_defaults(func=_workflow_stage("qualflow.session", "main_session"))
+
+    s = sub.add_parser("warmup", help="send fixed warm-up requests to a running server, record them")
+    s.add_argument("--url", required=True)
+    s.add_argument("--model", default="qualflow")
+    s.add_argument("--requests", type=int, default=4)
+    s.add_argument("--max-output-tokens", type=int, default=16)
+    s.add_argument("--no-stream", action="store_true")
+    s.add_argument("--out", required=True)
+    s.set_defaults(func=_workflow_stage("qualflow.warmup", "main_warmup"))
+
+    s = sub.add_parser("protocol", help="Responses conformance checks with the openai SDK against a server")
+    s.add_argument("--url", required=True)
+    s.add_argument("--model", default="qualflow")
+    s.add_argument("--out", required=True)
+    s.set_defaults(func=_workflow_stage("qualflow.protocol_checks", "main_protocol"))
+
+    s = sub.add_parser("aiperf", help="run one pinned AIPerf point against a running server and judge it")
+    s.add_argument("--url", required=True)
+    s.add_argument("--model", default="qualflow")
+    s.add_argument("--tokenizer", required=True, help="local tokenizer dir (the bundle dir)")
+    s.add_argument("--out", required=True, help="point directory (AIPerf artifacts go to OUT/aiperf)")
+    s.add_argument("--point", help="JSON of the workload point (overrides the flags below)")
+    s.add_argument("--point-id", default="point")
+    s.add_argument("--concurrency", type=int, default=1)
+    s.add_argument("--isl", type=int, default=32)
+    s.add_argument("--osl", type=int, default=16)
+    s.add_argument("--request-count", type=int, default=16)
+    s.add_argument("--warmup-request-count", type=int, default=4)
+    s.add_argument("--seed", type=int, default=42)
+    s.add_argument("--print-command", action="store_true", help="print the command and exit")
+    s.set_defaults(func=_workflow_stage("qualflow.aiperf.cli", "main_aiperf"))
+
+    s = sub.add_parser("join", help="join AIPerf and server records into the evidence tables")
+    s.add_argument("--session", required=True)
+    s.add_argument("--correctness", required=True)
+    s.add_argument("--bundle", required=True)
+    s.add_argument("--pin", required=True)
+    s.add_argument("--model", required=True)
+    s.add_argument("--profile", required=True)
+    s.add_argument("--software-key", required=True)
+    s.add_argument("--points", required=True)
+    s.add_argument("--device")
+    s.add_argument("--thresholds-version")
+    s.add_argument("--commands", help="JSON of the stage commands, recorded in runs")
+    s.add_argument("--out", required=True)
+    s.set_defaults(func=_workflow_stage("qualflow.evidence.join", "main_join"))
+
+    s = sub.add_parser("report", help="HTML report + PNGs from evidence directories")
+    s.add_argument("--evidence", nargs="+", required=True)
+    s.add_argument("--out", required=True)
+    s.set_defaults(func=_workflow_stage("qualflow.report.page", "main_report"))
+
+    s = sub.add_parser("status", help="qualification status table over evidence directories")
+    s.add_argument("--evidence", nargs="+", required=True)
+    s.add_argument("--out")
+    s.add_argument("--require", choices=["planned", "implemented", "family-validated", "aiperf-qualified"])
+    s.set_defaults(func=_workflow_stage("qualflow.report.page", "main_status"))
+
+    s = sub.add_parser("provenance", help="print software/hardware provenance and the software key")
+    s.add_argument("--out")
+    s.add_argument("--no-torch", action="store_true")
+    s.add_argument("--key", action="store_true", help="print only the software key")
+    s.set_defaults(func=_workflow_stage("qualflow.provenance", "main_provenance"))
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="qualflow", description=__doc__)
     sub = p.add_subparsers(dest="stage", required=True)
@@ -80,6 +173,8 @@ def build_parser() -> argparse.ArgumentParser:
     from qualflow.server import add_serve_args  # light: the server itself is imported by _serve
     add_serve_args(s)
     s.set_defaults(func=_serve)
+
+    add_workflow_stages(sub)
 
     return p
 

@@ -1,0 +1,82 @@
+"""Run one pinned AIPerf point with a fixed environment, save the exact command, judge the exports."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from qualflow.aiperf.command import AiperfPoint, build_command, command_to_str
+from qualflow.aiperf.exports import judge_run
+
+
+def aiperf_env(tmpdir: Path) -> dict:
+    """AIPerf's environment: HF_HUB_OFFLINE unset (a local tokenizer dir fails under it in 0.13.0),
+    a private TMPDIR per run (AIPerf leaves mmap/tmp dirs there), no colour."""
+    env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
+    env.update({"TMPDIR": str(tmpdir), "NO_COLOR": "1", "PYTHONUNBUFFERED": "1",
+                "TOKENIZERS_PARALLELISM": "false"})
+    return env
+
+
+def run_point(point: AiperfPoint, *, url: str, model_name: str, tokenizer_dir: str, point_dir: str | Path,
+              phase_header: str | None = None, workers_max: int = 1, record_processors: int = 1,
+              timeout_s: float = 3600.0, log=None, alive_check=None) -> dict:
+    """Run AIPerf for `point` into `point_dir/aiperf`; returns the run record (also written to
+    `point_dir/run.json`). `alive_check()` is polled while AIPerf runs and may raise to abort it."""
+    point_dir = Path(point_dir)
+    artifact_dir = point_dir / "aiperf"
+    if artifact_dir.exists():
+        shutil.rmtree(artifact_dir)          # AIPerf overwrites files in place; never mix two runs
+    point_dir.mkdir(parents=True, exist_ok=True)
+    tmpdir = point_dir / "tmp"
+    tmpdir.mkdir(exist_ok=True)
+    cmd = build_command(point, url=url, model_name=model_name, tokenizer_dir=tokenizer_dir,
+                        artifact_dir=str(artifact_dir), phase_header=phase_header,
+                        workers_max=workers_max, record_processors=record_processors)
+    aiperf_path = shutil.which("aiperf")
+    if aiperf_path is None:
+        raise FileNotFoundError("the `aiperf` executable is not on PATH (pip install aiperf==0.13.0)")
+    record = {"point": point.to_dict(), "argv": cmd, "command": command_to_str(cmd),
+              "env": {"HF_HUB_OFFLINE": "<unset>", "TMPDIR": str(tmpdir)},
+              "started_ns": time.time_ns()}
+    (point_dir / "command.sh").write_text(
+        "# exact AIPerf command run by qualflow (env: HF_HUB_OFFLINE unset, TMPDIR private)\n"
+        + record["command"] + "\n")
+    out = open(point_dir / "aiperf.log", "w") if log is None else log
+    proc = subprocess.Popen(cmd, env=aiperf_env(tmpdir), stdout=out, stderr=subprocess.STDOUT,
+                            stdin=subprocess.DEVNULL)
+    rc = None
+    try:
+        deadline = time.monotonic() + timeout_s
+        while rc is None:
+            try:
+                rc = proc.wait(timeout=1.0)
+            except subprocess.TimeoutExpired:
+                if alive_check is not None:
+                    alive_check()
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"AIPerf point {point.point_id} ran past {timeout_s:.0f}s")
+    finally:
+        if proc.poll() is None:
+            # Only SIGINT is graceful for AIPerf (it still exports); its children die with it (PDEATHSIG).
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        if log is None:
+            out.close()
+        shutil.rmtree(tmpdir, ignore_errors=True)
+    record["ended_ns"] = time.time_ns()
+    record["exit_code"] = rc
+    verdict = judge_run(artifact_dir, expected_requests=point.request_count,
+                        expected_warmup=point.warmup_request_count, expected_seed=point.seed, exit_code=rc)
+    record["verdict"] = verdict.to_dict()
+    record["dataset_sha256"] = verdict.dataset_sha256
+    (point_dir / "run.json").write_text(json.dumps(record, indent=2))
+    return record

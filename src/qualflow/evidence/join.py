@@ -1,0 +1,313 @@
+"""The request-level join of AIPerf client records with the server's Task timing records, and the
+evidence tables (requests, summary, correctness, protocol, runs). Every client record and every
+server record ends up in exactly one `requests` row: matched, client-only or server-only."""
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from qualflow.aiperf import exports
+from qualflow.evidence.schema import SCHEMA_VERSION, TABLES, conform
+from qualflow.evidence.status import accounting_ok, qualification_status
+
+NS_MS = 1e6
+
+
+def read_server_records(path: str | Path) -> list[dict]:
+    p = Path(path)
+    if not p.exists():
+        return []
+    return [json.loads(ln) for ln in p.read_text().splitlines() if ln.strip()]
+
+
+def _ms(v):
+    return None if v is None or (isinstance(v, float) and np.isnan(v)) else v / NS_MS
+
+
+def _server_cols(s: dict | None) -> dict:
+    if not s:
+        return {}
+    return {
+        "server_response_id": s.get("response_id"), "server_tag": s.get("tag"), "server_status": s.get("status"),
+        "server_http_status": s.get("http_status"), "server_error": s.get("error"), "server_stream": s.get("stream"),
+        "finish_reason": s.get("finish_reason"), "server_input_tokens": s.get("input_tokens"),
+        "server_output_tokens": s.get("output_tokens"),
+        "server_http_received_ns": s.get("http_received_ns"), "server_http_sent_ns": s.get("http_sent_ns"),
+        "server_submitted_ns": s.get("submitted_ns"), "server_first_scheduled_ns": s.get("first_scheduled_ns"),
+        "server_first_token_ns": s.get("first_token_ns"), "server_finished_ns": s.get("finished_ns"),
+        "server_queue_wait_ms": _ms(s.get("queue_wait_ns")), "server_prefill_ms": _ms(s.get("prefill_ns")),
+        "server_decode_ms": _ms(s.get("decode_ns")),
+        "public_task_call_wall_ms": _ms(s.get("public_task_call_wall_ns")),
+    }
+
+
+def _phase_of_tag(tag: str | None) -> tuple[str, str | None, str]:
+    """(phase, point_id, source) for a server-only record."""
+    if tag and tag.startswith("aiperf:"):
+        return "profiling", tag.split(":", 1)[1], "aiperf"
+    if tag == "warmup":
+        return "warmup", None, "session-warmup"
+    if tag == "protocol":
+        return "protocol", None, "protocol-check"
+    return "unknown", None, "unknown"
+
+
+def match(client_rows: list[dict], server_records: list[dict]) -> list[dict]:
+    """Outer join on request id. Client rows carry their own columns; the output has one row per
+    distinct request id on either side, with `match_status` and `duplicate_request_id`."""
+    by_id: dict[str, list[dict]] = {}
+    for s in server_records:
+        by_id.setdefault(s.get("request_id"), []).append(s)
+    seen_client: dict[str, int] = {}
+    for c in client_rows:
+        seen_client[c["request_id"]] = seen_client.get(c["request_id"], 0) + 1
+    rows, used = [], set()
+    for c in client_rows:
+        rid = c["request_id"]
+        srv = by_id.get(rid)
+        row = dict(c)
+        row["duplicate_request_id"] = seen_client[rid] > 1 or (srv is not None and len(srv) > 1)
+        if srv and rid not in used:
+            used.add(rid)
+            row.update(_server_cols(srv[-1]))
+            row["match_status"] = "matched"
+        else:
+            row["match_status"] = "client-only"
+        rows.append(row)
+    for rid, srvs in by_id.items():
+        if rid in used:
+            continue
+        for s in srvs:
+            phase, point, source = _phase_of_tag(s.get("tag"))
+            row = {"request_id": rid, "phase": phase, "point_id": point, "source": source,
+                   "is_warmup": phase == "warmup", "match_status": "server-only",
+                   "duplicate_request_id": len(srvs) > 1}
+            row.update(_server_cols(s))
+            rows.append(row)
+    return rows
+
+
+def _derive(df: pd.DataFrame) -> pd.DataFrame:
+    def col(c):
+        return pd.to_numeric(df[c], errors="coerce") if c in df else pd.Series(np.nan, index=df.index)
+    df["client_e2e_ms"] = (col("client_request_end_ns") - col("client_request_start_ns")) / NS_MS
+    df["server_http_ms"] = (col("server_http_sent_ns") - col("server_http_received_ns")) / NS_MS
+    df["client_to_server_ms"] = (col("server_http_received_ns") - col("client_request_start_ns")) / NS_MS
+    df["client_minus_task_wall_ms"] = df["client_e2e_ms"] - col("public_task_call_wall_ms")
+    df["client_latency_minus_task_wall_ms"] = col("client_request_latency_ms") - col("public_task_call_wall_ms")
+    return df
+
+
+def aiperf_client_rows(point_id: str, artifact_dir: Path, rel_dir: str) -> list[dict]:
+    inputs = exports.read_inputs(artifact_dir)
+    outputs = exports.read_outputs(artifact_dir)
+    rows = []
+    for r in exports.read_records(artifact_dir):
+        warm = r["benchmark_phase"] == "warmup"
+        key = (r["conversation_id"], r["turn_index"] or 0)
+        text = exports.payload_text(inputs.get(key))
+        out = outputs.get(r["request_id"])
+        rows.append({
+            "request_id": r["request_id"], "point_id": point_id, "phase": "warmup" if warm else "profiling",
+            "source": "aiperf", "is_warmup": warm,
+            "client_request_start_ns": r["request_start_ns"], "client_request_end_ns": r["request_end_ns"],
+            "client_request_latency_ms": r["request_latency"], "client_ttft_ms": r["time_to_first_token"],
+            "client_ttst_ms": r["time_to_second_token"], "client_itl_ms": r["inter_token_latency"],
+            "client_decode_ms": r["decode_duration"], "client_isl": r["input_sequence_length"],
+            "client_osl": r["output_sequence_length"], "client_osl_mismatch_pct": r["osl_mismatch_diff_pct"],
+            "client_error": r["client_error"],
+            "input_sha256": exports.sha256_text(text),
+            "input_artifact": f"{rel_dir}/inputs.json#{key[0]}/{key[1]}" if text is not None else None,
+            "output_sha256": exports.sha256_text(out), "output_chars": None if out is None else len(out),
+            "output_artifact": f"{rel_dir}/outputs.json#{r['request_id']}" if out is not None else None,
+        })
+    return rows
+
+
+def session_client_rows(session_dir: Path) -> list[dict]:
+    rows = []
+    wp = session_dir / "warmup.parquet"
+    if wp.exists():
+        for w in pd.read_parquet(wp).to_dict("records"):
+            rows.append({"request_id": w["request_id"], "point_id": None, "phase": "warmup",
+                         "source": "session-warmup", "is_warmup": True,
+                         "client_request_start_ns": w["client_start_ns"], "client_request_end_ns": w["client_end_ns"],
+                         "client_error": w["error"]})
+    pp = session_dir / "protocol.parquet"
+    if pp.exists():
+        for p in pd.read_parquet(pp).to_dict("records"):
+            rows.append({"request_id": p["request_id"], "point_id": None, "phase": "protocol",
+                         "source": "protocol-check", "is_warmup": False,
+                         "client_error": None if p["passed"] else f"check {p['name']} failed"})
+    return rows
+
+
+def _pct(s: pd.Series, q: float):
+    s = pd.to_numeric(s, errors="coerce").dropna()
+    return None if s.empty else float(np.percentile(s, q))
+
+
+def summarize_point(req: pd.DataFrame, point: dict, run_json: dict, summary_json: dict | None) -> dict:
+    pid = point["point_id"]
+    mine = req[(req["point_id"] == pid) & (req["phase"] == "profiling")]
+    matched = mine[mine["match_status"] == "matched"]
+    err = mine["client_error"].notna() | mine["server_error"].notna()
+    exact_osl = point.get("ignore_eos", True) and not point.get("osl_stddev", 0)
+    srv_osl = pd.to_numeric(matched["server_output_tokens"], errors="coerce")
+    n_osl_wrong = int((srv_osl != point["osl"]).sum()) if exact_osl else 0
+    row = {
+        "point_id": pid, "concurrency": point["concurrency"], "isl": point["isl"], "osl": point["osl"],
+        "request_count": point["request_count"],
+        "n_client": int((mine["match_status"] != "server-only").sum()),
+        "n_server": int((mine["match_status"] != "client-only").sum()),
+        "n_matched": len(matched),
+        "n_client_only": int((mine["match_status"] == "client-only").sum()),
+        "n_server_only": int((req[(req["point_id"] == pid)]["match_status"] == "server-only").sum()),
+        "n_errors": int(err.sum()),
+        "n_server_osl_mismatch": n_osl_wrong,
+        "aiperf_warnings": "; ".join(run_json.get("verdict", {}).get("warnings", [])) or None,
+        "n_warmup_excluded": int(((req["point_id"] == pid) & req["is_warmup"].astype(bool)).sum()),
+        "aiperf_ok": bool(run_json.get("verdict", {}).get("ok", False)),
+        "aiperf_reasons": "; ".join(run_json.get("verdict", {}).get("reasons", [])) or None,
+        "dataset_sha256": run_json.get("dataset_sha256"),
+    }
+    if summary_json:
+        def avg(tag):
+            b = summary_json.get(tag)
+            return b.get("avg") if isinstance(b, dict) else None
+        row["benchmark_duration_s"] = avg("benchmark_duration")
+        row["request_throughput_rps"] = avg("request_throughput")
+        row["output_token_throughput_tps"] = avg("output_token_throughput")
+    for m in ("client_request_latency_ms", "client_ttft_ms", "client_itl_ms", "public_task_call_wall_ms",
+              "server_queue_wait_ms", "server_prefill_ms", "server_decode_ms", "client_minus_task_wall_ms"):
+        vals = pd.to_numeric(matched[m], errors="coerce") if m in matched else pd.Series(dtype=float)
+        row[f"{m}_mean"] = None if vals.dropna().empty else float(vals.mean())
+        for q in (50, 90, 99):
+            row[f"{m}_p{q}"] = _pct(vals, q)
+    return row
+
+
+def _iso(ns):
+    return None if ns is None else dt.datetime.fromtimestamp(ns / 1e9, dt.timezone.utc).isoformat()
+
+
+def _load_json(p: Path) -> dict:
+    return json.loads(p.read_text()) if p.exists() else {}
+
+
+def build_evidence(*, session_dir, correctness, bundle_dir, pin, model, profile, software_key, out,
+                   points: list[dict], expected_thresholds_version: str | None = None,
+                   commands: dict | None = None, device: str | None = None) -> dict:
+    session_dir, out = Path(session_dir), Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    session = _load_json(session_dir / "session.json")
+    startup = _load_json(session_dir / "startup.json")
+    prov = _load_json(session_dir / "provenance.json")
+    manifest = _load_json(Path(bundle_dir) / "manifest.json")
+    pin_d = _load_json(Path(pin))
+    started = session.get("session_started_ns")
+    run_id = f"{model}.{profile}.{dt.datetime.fromtimestamp((started or 0) / 1e9, dt.timezone.utc):%Y%m%dT%H%M%SZ}"
+    key = {"schema_version": SCHEMA_VERSION, "run_id": run_id, "software_key": software_key,
+           "model": model, "profile": profile}
+
+    client = session_client_rows(session_dir)
+    for p in points:
+        adir = session_dir / "points" / p["point_id"] / "aiperf"
+        client += aiperf_client_rows(p["point_id"], adir, str(adir))
+    server = read_server_records(session_dir / "server_timing.jsonl")
+    req = pd.DataFrame(match(client, server))
+    for c in TABLES["requests"]:
+        if c not in req:
+            req[c] = None
+    req = _derive(req)
+    for k, v in key.items():
+        req[k] = v
+    req = conform(req, "requests")
+
+    corr = pd.read_parquet(correctness) if correctness and Path(correctness).exists() else pd.DataFrame()
+    for k, v in key.items():
+        corr[k] = v
+    corr = conform(corr, "correctness")
+    proto = pd.read_parquet(session_dir / "protocol.parquet") if (session_dir / "protocol.parquet").exists() \
+        else pd.DataFrame(columns=["name", "passed", "detail", "request_id"])
+    for k, v in key.items():
+        proto[k] = v
+    proto = conform(proto, "protocol")
+
+    implemented = bool(manifest) and bool(startup.get("healthy_ns"))
+    summaries, runs = [], []
+    manifest_small = {k: v for k, v in manifest.items() if k not in ("files",)}
+    ckpt = pin_d.get("checkpoint") if isinstance(pin_d.get("checkpoint"), dict) else {"id": pin_d.get("checkpoint")}
+    for p in points:
+        pdir = session_dir / "points" / p["point_id"]
+        run_json = _load_json(pdir / "run.json")
+        sj = exports.read_summary(pdir / "aiperf")
+        srow = summarize_point(req, p, run_json, sj)
+        acc_ok, acc_reasons = accounting_ok(srow)
+        status, reasons = qualification_status(
+            implemented=implemented, correctness=corr, aiperf_ok=srow["aiperf_ok"],
+            aiperf_reasons=run_json.get("verdict", {}).get("reasons", ["AIPerf did not run"]),
+            accounting_ok=acc_ok, accounting_reasons=acc_reasons,
+            expected_thresholds_version=expected_thresholds_version)
+        srow["status"] = status
+        summaries.append({**key, **srow})
+        runs.append({
+            **key, "point_id": p["point_id"], "status": status, "status_reasons": "; ".join(reasons) or None,
+            "qualflow_version": prov.get("qualflow_version"), "git_sha": prov.get("git_sha"),
+            "git_dirty": prov.get("git_dirty"), "packages": json.dumps(prov.get("packages"), sort_keys=True),
+            "python": prov.get("python"), "os": prov.get("os"),
+            "hardware": json.dumps(prov.get("hardware"), sort_keys=True),
+            "checkpoint": ckpt.get("id"),
+            "checkpoint_revision": ckpt.get("revision") or f"content-sha256:{ckpt.get('content_sha256')}",
+            "pin": json.dumps(pin_d, sort_keys=True, default=str)[:100000],
+            "bundle_hash": manifest.get("bundle_hash"),
+            "bundle_manifest": json.dumps(manifest_small, sort_keys=True, default=str)[:100000],
+            "device": device or session.get("device"),
+            "precision": manifest.get("precision") or manifest.get("dtype") or manifest.get("profile"),
+            "context_limit": manifest.get("context_limit"),
+            "generation_config": json.dumps(manifest.get("generation_config"), sort_keys=True, default=str),
+            "dataset_sha256": run_json.get("dataset_sha256"), "seed": p.get("seed"),
+            "endpoint": (session.get("url") or "") + "/v1/responses", "streaming": p.get("streaming", True),
+            "workload": json.dumps(p, sort_keys=True),
+            "startup": json.dumps({k: startup.get(k) for k in ("load_s", "server_startup_s", "startup_s",
+                                                               "warmup_s", "warmup_requests")}),
+            "stage_times": json.dumps({k: v.get("wall_s") for k, v in session.get("stages", {}).items()}),
+            "commands": json.dumps({"server": session.get("server_command"), "aiperf": run_json.get("command"),
+                                    **(commands or {})}, default=str),
+            "started_utc": _iso(started), "ended_utc": _iso(session.get("session_ended_ns")),
+        })
+    summ = conform(pd.DataFrame(summaries), "summary") if summaries else conform(pd.DataFrame(), "summary")
+    runs_df = conform(pd.DataFrame(runs), "runs") if runs else conform(pd.DataFrame(), "runs")
+    tables = {"requests": req, "summary": summ, "correctness": corr, "protocol": proto, "runs": runs_df}
+    for name, df in tables.items():
+        write_table(df, out / f"{name}.parquet")
+    return {"run_id": run_id, "statuses": {r["point_id"]: r["status"] for r in runs},
+            "counts": {n: len(d) for n, d in tables.items()}}
+
+
+def write_table(df: pd.DataFrame, path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    df = df.copy()
+    for c in df.columns:  # object columns holding mixed python values: store as strings
+        if df[c].dtype == object and df[c].map(lambda v: isinstance(v, (dict, list))).any():
+            df[c] = df[c].map(lambda v: None if v is None else json.dumps(v, default=str))
+    table = pa.Table.from_pandas(df, preserve_index=False)
+    meta = dict(table.schema.metadata or {})
+    meta[b"qualflow_evidence_schema_version"] = SCHEMA_VERSION.encode()
+    pq.write_table(table.replace_schema_metadata(meta), path)
+
+
+def main_join(a) -> int:
+    points = json.loads(Path(a.points).read_text()) if Path(a.points).exists() else json.loads(a.points)
+    commands = json.loads(a.commands) if a.commands else None
+    res = build_evidence(session_dir=a.session, correctness=a.correctness, bundle_dir=a.bundle, pin=a.pin,
+                         model=a.model, profile=a.profile, software_key=a.software_key, out=a.out,
+                         points=points, expected_thresholds_version=a.thresholds_version,
+                         commands=commands, device=a.device)
+    print(json.dumps(res, indent=2))
+    return 0

@@ -1,0 +1,137 @@
+"""Evidence table schemas: one schema version for all tables; every column documented here (the
+README's table is generated from / checked against this)."""
+from __future__ import annotations
+
+SCHEMA_VERSION = "1.0"
+
+STATUS_LADDER = ("planned", "implemented", "family-validated", "aiperf-qualified")
+
+_KEY = {
+    "schema_version": "evidence schema version (this file's SCHEMA_VERSION)",
+    "run_id": "<model>.<profile>.<session start UTC>; unique per serving session",
+    "software_key": "qualflow version + git sha the evidence was produced with",
+    "model": "model name from the config",
+    "profile": "build profile (e.g. fp16)",
+}
+
+REQUESTS = {
+    **_KEY,
+    "request_id": "X-Request-ID (AIPerf's x_request_id / our warm-up and protocol ids)",
+    "point_id": "workload point (<workload>_c<concurrency>); null for session warm-up and protocol",
+    "phase": "warmup | protocol | profiling",
+    "source": "session-warmup | protocol-check | aiperf",
+    "is_warmup": "true for session warm-up and AIPerf warm-up requests; excluded from summaries",
+    "match_status": "matched | client-only | server-only",
+    "duplicate_request_id": "request id seen more than once on one side",
+    "client_request_start_ns": "client wall clock (AIPerf request_start_ns / warm-up send time), epoch ns",
+    "client_request_end_ns": "client wall clock of the last SSE message / body end, epoch ns",
+    "client_e2e_ms": "client_request_end_ns - client_request_start_ns",
+    "client_request_latency_ms": "AIPerf request_latency (start to last content event)",
+    "client_ttft_ms": "AIPerf time_to_first_token",
+    "client_ttst_ms": "AIPerf time_to_second_token",
+    "client_itl_ms": "AIPerf inter_token_latency",
+    "client_decode_ms": "AIPerf decode_duration",
+    "client_isl": "AIPerf input_sequence_length (client tokenizer)",
+    "client_osl": "AIPerf output_sequence_length (client tokenizer)",
+    "client_osl_mismatch_pct": "AIPerf osl_mismatch_diff_pct (0 when max_output_tokens was honoured)",
+    "client_error": "client-side error (JSON), null if none",
+    "server_response_id": "resp_<hex> of the server record",
+    "server_tag": "X-Qualflow-Phase header the server saw (warmup | protocol | aiperf:<point>)",
+    "server_status": "server record status",
+    "server_http_status": "HTTP status the server sent",
+    "server_error": "server-side error, null if none",
+    "server_stream": "request was streamed",
+    "finish_reason": "server finish reason (stop | length | ...)",
+    "server_input_tokens": "prompt tokens (server tokenizer, incl. chat template)",
+    "server_output_tokens": "generated tokens (server)",
+    "server_http_received_ns": "server wall clock when the HTTP request was received, epoch ns",
+    "server_http_sent_ns": "server wall clock when the last byte was handed to the transport, epoch ns",
+    "server_submitted_ns": "Task call start (request submitted to the engine), epoch ns",
+    "server_first_scheduled_ns": "first engine step that included the request, epoch ns",
+    "server_first_token_ns": "first token produced, epoch ns",
+    "server_finished_ns": "Task call end, epoch ns",
+    "server_queue_wait_ms": "first_scheduled - submitted",
+    "server_prefill_ms": "first_token - first_scheduled",
+    "server_decode_ms": "finished - first_token",
+    "public_task_call_wall_ms": "Task call end - Task call start (public_task_call_wall)",
+    "server_http_ms": "server_http_sent_ns - server_http_received_ns",
+    "client_to_server_ms": "server_http_received_ns - client_request_start_ns (connect + send + accept)",
+    "client_minus_task_wall_ms": "client_e2e_ms - public_task_call_wall_ms (HTTP, SSE, network, client)",
+    "client_latency_minus_task_wall_ms": "client_request_latency_ms - public_task_call_wall_ms",
+    "input_sha256": "sha256 of the request's input text",
+    "input_artifact": "where the exact request body lies (file#session/turn)",
+    "output_sha256": "sha256 of the output text (when exported)",
+    "output_chars": "length of the output text",
+    "output_artifact": "where the output text lies",
+}
+
+SUMMARY = {
+    **_KEY,
+    "point_id": "workload point",
+    "concurrency": "AIPerf --concurrency",
+    "isl": "requested input tokens (mean)", "osl": "requested output tokens (mean)",
+    "request_count": "configured profiling requests",
+    "n_client": "AIPerf profiling records", "n_server": "server records tagged for this point's profiling",
+    "n_matched": "profiling requests present on both sides", "n_client_only": "client records without server record",
+    "n_server_only": "server records without client record (incl. AIPerf warm-up leftovers)",
+    "n_errors": "profiling requests with a client or server error",
+    "n_server_osl_mismatch": "matched profiling requests whose server output_tokens != osl (ignore_eos runs)",
+    "aiperf_warnings": "non-fatal findings (e.g. client-tokenized OSL mismatch)",
+    "n_warmup_excluded": "AIPerf warm-up requests (flagged, excluded from every figure here)",
+    "benchmark_duration_s": "AIPerf benchmark_duration",
+    "request_throughput_rps": "AIPerf request_throughput", "output_token_throughput_tps": "AIPerf output_token_throughput",
+    **{f"{m}_{s}": f"{s} of {m} over matched profiling requests"
+       for m in ("client_request_latency_ms", "client_ttft_ms", "client_itl_ms", "public_task_call_wall_ms",
+                 "server_queue_wait_ms", "server_prefill_ms", "server_decode_ms", "client_minus_task_wall_ms")
+       for s in ("mean", "p50", "p90", "p99")},
+    "aiperf_ok": "AIPerf run judged successful from its exports",
+    "aiperf_reasons": "why not, if not",
+    "dataset_sha256": "sha256 of AIPerf inputs.json (dataset identity)",
+    "status": "qualification status reached for this point",
+}
+
+CORRECTNESS = {**_KEY, "case_id": "case", "prompt_id": "prompt", "criterion": "criterion",
+               "measured": "measured value", "threshold": "threshold", "passed": "pass",
+               "thresholds_version": "version of the family thresholds applied",
+               "detail": "what was compared", "effective_precision": "precision the comparison ran at",
+               "device": "device"}
+
+PROTOCOL = {**_KEY, "name": "check name", "passed": "pass", "detail": "what was seen",
+            "request_id": "X-Request-ID of the check's request"}
+
+RUNS = {
+    **_KEY,
+    "point_id": "workload point",
+    "status": "qualification status: planned | implemented | family-validated | aiperf-qualified",
+    "status_reasons": "why the next status was not reached",
+    "qualflow_version": "qualflow version", "git_sha": "git commit", "git_dirty": "uncommitted changes present",
+    "packages": "JSON: every relevant package version", "python": "python version", "os": "OS",
+    "hardware": "JSON: CPU/GPU names, counts, driver, CUDA",
+    "checkpoint": "checkpoint id or path", "checkpoint_revision": "commit sha (hub) or content hash",
+    "pin": "JSON: pin.json",
+    "bundle_hash": "bundle manifest hash", "bundle_manifest": "JSON: manifest (per-file hashes elided)",
+    "device": "device", "precision": "effective precision", "context_limit": "context limit (tokens)",
+    "generation_config": "JSON: generation config from the bundle",
+    "dataset_sha256": "AIPerf inputs.json sha256", "seed": "AIPerf --random-seed",
+    "endpoint": "endpoint url + path", "streaming": "stream mode",
+    "workload": "JSON: the workload point settings",
+    "startup": "JSON: load / startup / warm-up times (never in steady-state figures)",
+    "stage_times": "JSON: per-stage wall times of the serving session",
+    "commands": "JSON: exact commands (server, AIPerf, stages)",
+    "started_utc": "session start", "ended_utc": "session end",
+}
+
+TABLES = {"requests": REQUESTS, "summary": SUMMARY, "correctness": CORRECTNESS, "protocol": PROTOCOL,
+          "runs": RUNS}
+
+
+def conform(df, table: str):
+    """Order columns by the schema, add missing ones as null, refuse undocumented extras."""
+    cols = list(TABLES[table])
+    extra = [c for c in df.columns if c not in TABLES[table]]
+    if extra:
+        raise ValueError(f"{table}: undocumented columns {extra}")
+    for c in cols:
+        if c not in df.columns:
+            df[c] = None
+    return df[cols]

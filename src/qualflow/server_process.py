@@ -1,0 +1,176 @@
+"""Owning a `qualflow serve` child process: port check, start, health wait, crash detection, stop.
+
+The server runs in its own process group (so a terminal Ctrl-C reaches only its owner, which stops it
+in order) and with PR_SET_PDEATHSIG=SIGTERM (so it dies even if its owner is SIGKILLed). `stop()`
+sends SIGTERM to the whole group, escalates to SIGKILL, and waits until the port is free again."""
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+
+class ServerError(RuntimeError):
+    pass
+
+
+class PortConflict(ServerError):
+    pass
+
+
+class ServerCrashed(ServerError):
+    pass
+
+
+def port_is_free(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def who_listens(port: int) -> str:
+    """Best effort: name the process holding a TCP port (via `ss`)."""
+    try:
+        out = subprocess.run(["ss", "-ltnpH", f"sport = :{port}"], capture_output=True, text=True,
+                             timeout=5).stdout.strip()
+        return out or "unknown process"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown process"
+
+
+def check_port(host: str, port: int) -> None:
+    if not port_is_free(host, port):
+        raise PortConflict(f"port conflict: {host}:{port} is already in use ({who_listens(port)}); "
+                           "stop that process or set server.port in the config (0 picks a free port)")
+
+
+def _pdeathsig() -> None:  # runs in the child between fork and exec
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+def http_get_json(url: str, timeout: float = 5.0) -> tuple[int, dict | None]:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as r:
+            body = r.read()
+            return r.status, (json.loads(body) if body else None)
+    except urllib.error.HTTPError as e:
+        try:
+            return e.code, json.loads(e.read() or b"null")
+        except ValueError:
+            return e.code, None
+
+
+class ServerProcess:
+    def __init__(self, *, bundle: str, device: str, host: str, port: int, model_name: str,
+                 timing_log: str | Path, log_path: str | Path, max_batch: int | None = None,
+                 extra_args: list[str] | None = None):
+        self.host, self.port = host, port
+        self.model_name = model_name
+        self.log_path = Path(log_path)
+        self.timing_log = Path(timing_log)
+        cmd = [sys.executable, "-m", "qualflow.cli", "serve", "--bundle", str(bundle), "--device", device,
+               "--host", host, "--port", str(port), "--model-name", model_name,
+               "--timing-log", str(timing_log)]
+        if max_batch:
+            cmd += ["--max-batch", str(max_batch)]
+        self.cmd = cmd + list(extra_args or [])
+        self.proc: subprocess.Popen | None = None
+        self.spawn_ns: int | None = None
+        self.healthy_ns: int | None = None
+        self.health_body: dict | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def start(self) -> None:
+        check_port(self.host, self.port)
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log = open(self.log_path, "ab")
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        self.spawn_ns = time.time_ns()
+        self.proc = subprocess.Popen(self.cmd, stdout=self._log, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, env=env, start_new_session=True,
+                                     preexec_fn=_pdeathsig)
+
+    def log_tail(self, n: int = 30) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
+        except OSError:
+            return ""
+
+    def check_alive(self) -> None:
+        if self.proc is not None and self.proc.poll() is not None:
+            raise ServerCrashed(f"server (pid {self.proc.pid}) exited with code {self.proc.returncode}; "
+                                f"last lines of {self.log_path}:\n{self.log_tail()}")
+
+    def wait_healthy(self, timeout_s: float) -> dict:
+        deadline = time.monotonic() + timeout_s
+        last = None
+        while time.monotonic() < deadline:
+            self.check_alive()
+            try:
+                status, body = http_get_json(self.url + "/health", timeout=2.0)
+                last = (status, body)
+                if status == 200:
+                    self.healthy_ns = time.time_ns()
+                    self.health_body = body or {}
+                    return self.health_body
+            except (OSError, ValueError) as e:
+                last = repr(e)
+            time.sleep(0.25)
+        raise ServerError(f"server at {self.url} not healthy after {timeout_s:.0f}s (last: {last}); "
+                          f"last lines of {self.log_path}:\n{self.log_tail()}")
+
+    def stop(self, grace_s: float = 20.0) -> int | None:
+        """Stop the whole process group; idempotent; returns the exit code."""
+        p = self.proc
+        if p is None:
+            return None
+        if p.poll() is None:
+            try:
+                os.killpg(p.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            try:
+                p.wait(timeout=grace_s)
+            except subprocess.TimeoutExpired:
+                try:
+                    os.killpg(p.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                p.wait()
+        else:  # leader gone; make sure nothing of its group survives
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        deadline = time.monotonic() + 10
+        while not port_is_free(self.host, self.port) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if getattr(self, "_log", None):
+            self._log.close()
+            self._log = None
+        return p.returncode

@@ -1,0 +1,160 @@
+"""The pinned AIPerf command and the judgement of its exports (hand-made fixture files following the
+0.13.0 schema in shared/reference/aiperf-0.13.md §2-4)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from qualflow.aiperf.command import AiperfPoint, build_command
+from qualflow.aiperf.exports import judge_run, payload_text, read_inputs, read_outputs, read_records
+
+
+def _point(**kw):
+    base = dict(point_id="tiny_c2", concurrency=2, isl=32, osl=16, request_count=3, warmup_request_count=1)
+    base.update(kw)
+    return AiperfPoint(**base)
+
+
+def _flag(cmd, name):
+    return cmd[cmd.index(name) + 1]
+
+
+def test_command_pins_every_workload_flag():
+    cmd = build_command(_point(isl_stddev=2), url="http://127.0.0.1:9", model_name="m", tokenizer_dir="/b",
+                        artifact_dir="/a", phase_header="aiperf:tiny_c2")
+    assert cmd[:2] == ["aiperf", "profile"]
+    assert _flag(cmd, "--endpoint-type") == "responses" and "--streaming" in cmd
+    assert _flag(cmd, "--synthetic-input-tokens-mean") == "32"
+    assert _flag(cmd, "--synthetic-input-tokens-stddev") == "2"
+    assert _flag(cmd, "--output-tokens-mean") == "16" and _flag(cmd, "--output-tokens-stddev") == "0"
+    assert _flag(cmd, "--random-seed") == "42"
+    assert _flag(cmd, "--request-count") == "3" and _flag(cmd, "--warmup-request-count") == "1"
+    assert _flag(cmd, "--concurrency") == "2"
+    assert _flag(cmd, "--num-dataset-entries") == "4"
+    assert _flag(cmd, "--dataset-sampling-strategy") == "sequential"
+    assert json.loads(_flag(cmd, "--extra-inputs")) == {"ignore_eos": True, "min_tokens": 16, "store": False}
+    assert _flag(cmd, "--tokenizer") == "/b" and _flag(cmd, "--artifact-dir") == "/a"
+    assert _flag(cmd, "--header") == "X-Qualflow-Phase:aiperf:tiny_c2"
+    for f in ("--no-server-metrics", "--no-gpu-telemetry"):
+        assert f in cmd
+    assert _flag(cmd, "--ui-type") == "none" and _flag(cmd, "--workers-max") == "1"
+    assert _flag(cmd, "--export-level") == "records"
+
+
+def test_command_non_streaming_and_min_tokens_override():
+    cmd = build_command(_point(streaming=False, min_tokens=4, warmup_request_count=0), url="u", model_name="m",
+                        tokenizer_dir="t", artifact_dir="a")
+    assert "--streaming" not in cmd and "--warmup-request-count" not in cmd
+    assert json.loads(_flag(cmd, "--extra-inputs"))["min_tokens"] == 4
+
+
+def test_point_rejects_unknown_keys_and_bad_values():
+    with pytest.raises(ValueError, match="unknown workload point keys"):
+        AiperfPoint.from_dict({"point_id": "x", "concurrency": 1, "isl": 1, "osl": 1, "bogus": 1})
+    with pytest.raises(ValueError):
+        build_command(_point(concurrency=0), url="u", model_name="m", tokenizer_dir="t", artifact_dir="a")
+
+
+# ---- export fixtures ---------------------------------------------------------------------------
+
+def _record(rid, phase, i, error=None, osl=16):
+    md = {"session_num": i, "x_request_id": rid, "x_correlation_id": f"c{i}", "conversation_id": f"session_{i:06d}",
+          "turn_index": 0, "credit_issued_ns": 1_000 + i, "request_start_ns": 2_000_000_000 + i * 10_000_000,
+          "request_ack_ns": 2_001_000_000 + i * 10_000_000, "request_end_ns": 2_100_000_000 + i * 10_000_000,
+          "worker_id": "w", "record_processor_id": "r", "benchmark_phase": phase, "phase_index": 0 if phase == "warmup" else 1,
+          "phase_name": phase, "phase_kind": phase, "was_cancelled": False}
+    if phase == "profiling":
+        md["profiling_index"] = 0
+    rec = {"metadata": md}
+    if error:
+        rec["metrics"] = {"error_isl": {"value": 32, "unit": "tokens"}}
+        rec["error"] = error
+    else:
+        rec["metrics"] = {"request_latency": {"value": 95.0, "unit": "ms"},
+                          "time_to_first_token": {"value": 20.0, "unit": "ms"},
+                          "inter_token_latency": {"value": 5.0, "unit": "ms"},
+                          "inter_chunk_latency": {"value": [5.0, 5.0], "unit": "ms"},
+                          "input_sequence_length": {"value": 32, "unit": "tokens"},
+                          "output_sequence_length": {"value": osl, "unit": "tokens"}}
+    return rec
+
+
+def write_run(d, *, n_prof=3, n_warm=1, errors=0, ready=True, cancelled=False, request_count=None, seed=42):
+    d.mkdir(parents=True, exist_ok=True)
+    recs = [_record(f"w{i}", "warmup", i) for i in range(n_warm)]
+    recs += [_record(f"p{i}", "profiling", n_warm + i,
+                     error={"code": 500, "type": "Internal Server Error", "message": "x"} if i < errors else None)
+             for i in range(n_prof)]
+    (d / "profile_export.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    summary = {"schema_version": "1.4", "aiperf_version": "0.13.0", "benchmark_id": "b",
+               "run_info": {"benchmark_id": "b", "random_seed": seed, "trial": 0, "cli_command": "aiperf profile"},
+               "was_cancelled": cancelled, "is_complete": not cancelled, "error_summary": [],
+               "request_count": {"unit": "requests", "avg": float(n_prof - errors if request_count is None else request_count)},
+               "request_throughput": {"unit": "requests/sec", "avg": 2.5},
+               "output_token_throughput": {"unit": "tokens/sec", "avg": 40.0},
+               "benchmark_duration": {"unit": "sec", "avg": 1.2}}
+    if errors:
+        summary["error_request_count"] = {"unit": "requests", "avg": float(errors)}
+    (d / "profile_export_aiperf.json").write_text(json.dumps(summary))
+    inputs = {"data": [{"session_id": f"session_{i:06d}", "payloads": [
+        {"input": [{"role": "user", "content": f"prompt {i}", "type": "message"}], "model": "m", "stream": True,
+         "max_output_tokens": 16}]} for i in range(n_warm + n_prof)]}
+    (d / "inputs.json").write_text(json.dumps(inputs))
+    (d / "outputs.json").write_text(json.dumps({"schema_version": "1.0", "data": [
+        {"x_request_id": r["metadata"]["x_request_id"], "response_text": "hello"} for r in recs]}))
+    if ready:
+        (d / ".aiperf_results_ready.json").write_text(json.dumps({"ready": True, "was_cancelled": cancelled,
+                                                                  "partial": False}))
+    return d
+
+
+def test_read_records_flattens_metadata_and_metrics(tmp_path):
+    d = write_run(tmp_path / "run", errors=1)
+    rows = read_records(d)
+    assert [r["benchmark_phase"] for r in rows] == ["warmup", "profiling", "profiling", "profiling"]
+    ok = rows[-1]
+    assert ok["request_id"] == "p2" and ok["request_latency"] == 95.0 and ok["time_to_first_token"] == 20.0
+    err = rows[1]
+    assert err["client_error_code"] == 500 and err["request_latency"] is None
+    assert rows[0]["profiling_index"] is None
+    inputs = read_inputs(d)
+    assert payload_text(inputs[("session_000001", 0)]) == "prompt 1"
+    assert read_outputs(d)["p0"] == "hello"
+
+
+def test_judge_success(tmp_path):
+    v = judge_run(write_run(tmp_path / "ok"), expected_requests=3, expected_warmup=1, expected_seed=42, exit_code=0)
+    assert v.ok, v.reasons
+    assert v.profiling_records == 3 and v.warmup_records == 1 and len(v.dataset_sha256) == 64
+
+
+@pytest.mark.parametrize("kw,expect", [
+    (dict(errors=1), "requests failed"),                       # AIPerf exits 0 here
+    (dict(cancelled=True), "cancelled"),                       # Ctrl-C: exit 0, was_cancelled
+    (dict(ready=False), "no .aiperf_results_ready.json"),
+    (dict(n_prof=2, request_count=2), "request_count 2.0 != expected 3"),
+    (dict(seed=7), "random_seed 7 != expected 42"),
+    (dict(n_warm=0), "0 warmup records"),
+])
+def test_judge_failures_despite_exit_code_zero(tmp_path, kw, expect):
+    v = judge_run(write_run(tmp_path / "bad", **kw), expected_requests=3, expected_warmup=1, expected_seed=42,
+                  exit_code=0)
+    assert not v.ok
+    assert any(expect in r for r in v.reasons), v.reasons
+
+
+def test_judge_missing_exports(tmp_path):
+    (tmp_path / "empty").mkdir()
+    v = judge_run(tmp_path / "empty", expected_requests=3, exit_code=1)
+    assert not v.ok and any("profile_export_aiperf.json" in r for r in v.reasons)
+
+
+def test_osl_mismatch_is_a_warning_unless_asked(tmp_path):
+    d = write_run(tmp_path / "osl")
+    s = json.loads((d / "profile_export_aiperf.json").read_text())
+    s["osl_mismatch_count"] = {"unit": "requests", "avg": 2.0}
+    (d / "profile_export_aiperf.json").write_text(json.dumps(s))
+    assert judge_run(d, expected_requests=3, expected_warmup=1).ok
+    assert judge_run(d, expected_requests=3, expected_warmup=1).warnings
+    assert not judge_run(d, expected_requests=3, expected_warmup=1, check_osl=True).ok

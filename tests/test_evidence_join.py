@@ -1,0 +1,155 @@
+"""The request-level join: every client and every server record accounted for (matched / client-only
+/ server-only), warm-up flagged and excluded from summaries, client and server timing kept apart,
+and the qualification status ladder."""
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from qualflow.evidence.join import build_evidence, match
+from qualflow.evidence.schema import SCHEMA_VERSION, TABLES
+from qualflow.evidence.status import accounting_ok, qualification_status
+from test_aiperf_command import write_run
+
+POINT = {"point_id": "tiny_c2", "concurrency": 2, "isl": 32, "osl": 16, "request_count": 3,
+         "warmup_request_count": 1, "seed": 42}
+
+
+def _srv(rid, tag, i, out_tokens=16):
+    recv = 2_000_500_000 + i * 10_000_000
+    return {"request_id": rid, "response_id": f"resp_{i:04x}", "tag": tag, "stream": True, "status": "incomplete",
+            "http_status": 200, "finish_reason": "length", "error": None, "input_tokens": 40,
+            "output_tokens": out_tokens, "http_received_ns": recv, "http_sent_ns": recv + 99_000_000,
+            "submitted_ns": recv + 1_000_000, "first_scheduled_ns": recv + 2_000_000,
+            "first_token_ns": recv + 12_000_000, "finished_ns": recv + 91_000_000, "queue_wait_ns": 1_000_000,
+            "prefill_ns": 10_000_000, "decode_ns": 79_000_000, "public_task_call_wall_ns": 90_000_000}
+
+
+def make_session(tmp_path, *, drop_server=(), extra_server=(), osl_tokens=16, verdict_ok=True):
+    s = tmp_path / "session"
+    adir = write_run(s / "points" / "tiny_c2" / "aiperf")
+    (s / "points" / "tiny_c2" / "run.json").write_text(json.dumps(
+        {"command": "aiperf profile ...", "verdict": {"ok": verdict_ok, "reasons": [] if verdict_ok else ["boom"],
+                                                      "warnings": []}, "dataset_sha256": "ab" * 32}))
+    pd.DataFrame([{"request_id": "warmup-000", "index": 0, "phase": "warmup", "stream": True, "http_status": 200,
+                   "request_id_echoed": True, "sse_events": 9, "client_start_ns": 1, "client_end_ns": 2,
+                   "client_latency_ms": 0.0, "error": None}]).to_parquet(s / "warmup.parquet")
+    pd.DataFrame([{"name": "non_stream_response", "passed": True, "detail": "ok", "request_id": "protocol-a"},
+                  {"name": "reject_x", "passed": False, "detail": "accepted", "request_id": "protocol-b"}]
+                 ).to_parquet(s / "protocol.parquet")
+    recs = [_srv("warmup-000", "warmup", 90), _srv("protocol-a", "protocol", 91), _srv("protocol-b", "protocol", 92),
+            _srv("w0", "aiperf:tiny_c2", 0)]
+    recs += [_srv(f"p{i}", "aiperf:tiny_c2", i + 1, osl_tokens) for i in range(3) if f"p{i}" not in drop_server]
+    recs += [_srv(rid, "aiperf:tiny_c2", 50 + n) for n, rid in enumerate(extra_server)]
+    (s / "server_timing.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    (s / "session.json").write_text(json.dumps({"url": "http://127.0.0.1:1", "device": "cpu",
+                                                "server_command": ["qualflow", "serve"], "session_started_ns": 10**18,
+                                                "session_ended_ns": 10**18 + 10**9, "stages": {"startup": {"wall_s": 1.0}}}))
+    (s / "startup.json").write_text(json.dumps({"healthy_ns": 5, "startup_s": 1.0, "load_s": 0.5, "warmup_s": 0.2}))
+    (s / "provenance.json").write_text(json.dumps({"qualflow_version": "0.1.0", "git_sha": "abc", "packages": {"aiperf": "0.13.0"},
+                                                   "python": "3.11", "os": "linux", "hardware": {"cpu": "x"}}))
+    b = tmp_path / "bundle"
+    b.mkdir()
+    (b / "manifest.json").write_text(json.dumps({"bundle_hash": "h" * 64, "precision": "float16", "context_limit": 2048,
+                                                 "generation_config": {"temperature": 0.6}, "files": {}}))
+    (tmp_path / "pin.json").write_text(json.dumps({"checkpoint": {"id": "embedded", "revision": None,
+                                                                  "content_sha256": "c" * 64}}))
+    pd.DataFrame([{"case_id": "c1", "prompt_id": "p", "criterion": "top1", "measured": 1.0, "threshold": 1.0,
+                   "passed": True, "thresholds_version": "v1"}]).to_parquet(tmp_path / "corr.parquet")
+    return s, adir
+
+
+def _build(tmp_path, **kw):
+    s, _ = make_session(tmp_path, **kw)
+    res = build_evidence(session_dir=s, correctness=tmp_path / "corr.parquet", bundle_dir=tmp_path / "bundle",
+                         pin=tmp_path / "pin.json", model="embedded", profile="fp16", software_key="0.1.0+gabc",
+                         out=tmp_path / "ev", points=[POINT])
+    return res, {t: pd.read_parquet(tmp_path / "ev" / f"{t}.parquet") for t in TABLES}
+
+
+def test_all_matched_qualifies(tmp_path):
+    res, ev = _build(tmp_path)
+    req, summ, runs = ev["requests"], ev["summary"], ev["runs"]
+    assert list(req.columns) == list(TABLES["requests"])
+    assert set(req["schema_version"]) == {SCHEMA_VERSION}
+    prof = req[req["phase"] == "profiling"]
+    assert len(prof) == 3 and set(prof["match_status"]) == {"matched"}
+    # warm-up: the session's and AIPerf's, kept and flagged
+    warm = req[req["is_warmup"]]
+    assert set(warm["request_id"]) == {"warmup-000", "w0"} and set(warm["match_status"]) == {"matched"}
+    assert set(req[req["phase"] == "protocol"]["request_id"]) == {"protocol-a", "protocol-b"}
+    s = summ.iloc[0]
+    assert s["n_client"] == s["n_server"] == s["n_matched"] == 3
+    assert s["n_warmup_excluded"] == 1 and s["n_client_only"] == 0 and s["n_server_only"] == 0
+    # client and server timing apart, with their difference
+    row = prof.iloc[0]
+    assert row["client_e2e_ms"] == pytest.approx(100.0)
+    assert row["public_task_call_wall_ms"] == pytest.approx(90.0)
+    assert row["client_minus_task_wall_ms"] == pytest.approx(10.0)
+    assert row["client_request_latency_ms"] == 95.0
+    assert row["input_sha256"] and row["output_chars"] == 5
+    assert res["statuses"] == {"tiny_c2": "aiperf-qualified"}
+    r = runs.iloc[0]
+    assert r["status"] == "aiperf-qualified" and r["bundle_hash"] == "h" * 64
+    assert r["dataset_sha256"] == "ab" * 32 and json.loads(r["packages"]) == {"aiperf": "0.13.0"}
+    assert r["checkpoint_revision"] == "content-sha256:" + "c" * 64
+    assert len(ev["protocol"]) == 2 and len(ev["correctness"]) == 1
+
+
+def test_client_only_and_server_only_are_counted(tmp_path):
+    res, ev = _build(tmp_path, drop_server=("p1",), extra_server=("stray-1",))
+    req = ev["requests"]
+    assert req.set_index("request_id").loc["p1", "match_status"] == "client-only"
+    stray = req.set_index("request_id").loc["stray-1"]
+    assert stray["match_status"] == "server-only" and stray["point_id"] == "tiny_c2"
+    s = ev["summary"].iloc[0]
+    assert (s["n_client"], s["n_server"], s["n_matched"], s["n_client_only"], s["n_server_only"]) == (3, 3, 2, 1, 1)
+    assert res["statuses"]["tiny_c2"] == "family-validated"
+    assert "client-only" in ev["runs"].iloc[0]["status_reasons"]
+    # nothing lost: every client record and every server record is one row
+    n_client = 1 + 2 + 4        # session warm-up, protocol, AIPerf (1 warm-up + 3 profiling)
+    n_server_only = 1
+    assert len(req) == n_client + n_server_only
+
+
+def test_server_not_honouring_osl_blocks_qualification(tmp_path):
+    res, ev = _build(tmp_path, osl_tokens=12)
+    assert ev["summary"].iloc[0]["n_server_osl_mismatch"] == 3
+    assert res["statuses"]["tiny_c2"] == "family-validated"
+
+
+def test_match_duplicates_flagged():
+    rows = match([{"request_id": "a", "phase": "profiling"}],
+                 [{"request_id": "a", "tag": "aiperf:x"}, {"request_id": "a", "tag": "aiperf:x"}])
+    assert len(rows) == 1 and rows[0]["duplicate_request_id"] and rows[0]["match_status"] == "matched"
+
+
+CORR_OK = pd.DataFrame([{"case_id": "c", "criterion": "k", "passed": True, "thresholds_version": "v1"}])
+
+
+@pytest.mark.parametrize("kw,expected", [
+    (dict(implemented=False), "planned"),
+    (dict(correctness=CORR_OK.assign(passed=False)), "implemented"),
+    (dict(correctness=pd.DataFrame()), "implemented"),
+    (dict(expected_thresholds_version="v2"), "implemented"),
+    (dict(aiperf_ok=False), "family-validated"),
+    (dict(accounting_ok=False), "family-validated"),
+    (dict(), "aiperf-qualified"),
+])
+def test_status_ladder(kw, expected):
+    args = dict(implemented=True, correctness=CORR_OK, aiperf_ok=True, aiperf_reasons=["x"], accounting_ok=True,
+                accounting_reasons=["y"], expected_thresholds_version=None)
+    args.update(kw)
+    status, reasons = qualification_status(**args)
+    assert status == expected
+    assert bool(reasons) == (expected != "aiperf-qualified")
+
+
+def test_accounting_requires_equal_counts():
+    base = dict(request_count=3, n_client=3, n_server=3, n_matched=3, n_client_only=0, n_server_only=0,
+                n_errors=0, n_server_osl_mismatch=0)
+    assert accounting_ok(base)[0]
+    assert not accounting_ok({**base, "n_server": 2, "n_matched": 2, "n_client_only": 1})[0]
+    assert not accounting_ok({**base, "n_errors": 1})[0]

@@ -1,0 +1,133 @@
+# Config validation, derived names and input functions. All logic lives in src/qualflow and is
+# reached only through the `qualflow` CLI; this file only maps config to paths and arguments.
+import json
+import shlex
+from pathlib import Path
+
+from snakemake.utils import validate
+
+from qualflow.provenance import PACKAGES, package_versions, software_key
+
+
+validate(config, schema="../schemas/config.schema.yaml")
+
+
+def _check_config():
+    for m, mc in config["models"].items():
+        for w in mc["workloads"]:
+            if w not in config["workloads"]:
+                raise ValueError(
+                    f"config: models.{m}.workloads names {w!r}, which is not under 'workloads' "
+                    f"(known: {sorted(config['workloads'])})"
+                )
+        hub = mc["checkpoint"] != "embedded" and not Path(mc["checkpoint"]).exists()
+        if hub and not mc["revision"]:
+            if not mc["allow_unpinned"]:
+                raise ValueError(
+                    f"config: models.{m}.revision must be a full commit sha for hub checkpoint "
+                    f"{mc['checkpoint']!r} (or set allow_unpinned: true)"
+                )
+
+
+_check_config()
+
+# Evidence and everything measured with this software live under this key.
+SWKEY = config["software_key"] or software_key()
+DEVICE = config["device"]
+# Package versions that change results: params, so an upgrade reruns what it should (reference §3.3).
+SOFTWARE_MODEL = package_versions(("qualflow",) + PACKAGES["model"])
+SOFTWARE_SESSION = package_versions(
+    ("qualflow",) + PACKAGES["model"] + PACKAGES["serve"] + PACKAGES["client"]
+)
+SOFTWARE_EVIDENCE = package_versions(("qualflow",) + PACKAGES["evidence"])
+
+MODEL_PROFILES = [(m, p) for m, mc in config["models"].items() for p in mc["profiles"]]
+
+
+wildcard_constraints:
+    model="|".join(config["models"]),
+    profile="[A-Za-z0-9_-]+",
+
+
+def model_cfg(wildcards):
+    return config["models"][wildcards.model]
+
+
+def points(model):
+    """Workload points of a model: one per (workload, concurrency)."""
+    out = []
+    for w in config["models"][model]["workloads"]:
+        wc = config["workloads"][w]
+        for c in wc["concurrency"]:
+            p = {k: v for k, v in wc.items() if k != "concurrency"}
+            out.append({"point_id": f"{w}_c{c}", "concurrency": c, **p})
+    return out
+
+
+def points_arg(wildcards):
+    return shlex.quote(json.dumps(points(wildcards.model), sort_keys=True))
+
+
+def served_name(wildcards):
+    return model_cfg(wildcards)["model_name"] or wildcards.model
+
+
+def checkpoint_input(wildcards):
+    if model_cfg(wildcards)["checkpoint"] == "embedded":
+        return f"results/checkpoints/{wildcards.model}"
+    return []
+
+
+def checkpoint_arg(wildcards):
+    ck = model_cfg(wildcards)["checkpoint"]
+    return f"results/checkpoints/{wildcards.model}" if ck == "embedded" else ck
+
+
+def pin_extra(wildcards):
+    mc = model_cfg(wildcards)
+    args = []
+    if mc["revision"]:
+        args += ["--revision", mc["revision"]]
+    if mc["allow_unpinned"]:
+        args.append("--allow-unpinned")
+    return shlex.join(args)
+
+
+def thresholds_arg(wildcards):
+    v = model_cfg(wildcards)["thresholds_version"]
+    return f"--thresholds-version {shlex.quote(v)}" if v else ""
+
+
+def gpus(wildcards):
+    return 1 if DEVICE.startswith("cuda") else 0
+
+
+def stage_commands(wildcards):
+    """The stage commands as this DAG runs them (recorded in the `runs` table)."""
+    m, p = wildcards.model, wildcards.profile
+    return shlex.quote(
+        json.dumps(
+            {
+                "pin": f"qualflow pin --checkpoint {checkpoint_arg(wildcards)} {pin_extra(wildcards)} "
+                f"--out results/pin/{m}.json",
+                "build": f"qualflow build --pin results/pin/{m}.json --profile {p} "
+                f"--out results/bundle/{SWKEY}/{m}/{p} --force",
+                "correctness": f"qualflow correctness --bundle results/bundle/{SWKEY}/{m}/{p} "
+                f"--device {DEVICE} --out results/correctness/{SWKEY}/{m}/{p}.parquet",
+            }
+        )
+    )
+
+
+def all_evidence(table="runs"):
+    return [
+        f"results/evidence/{SWKEY}/{m}/{p}/{table}.parquet" for m, p in MODEL_PROFILES
+    ]
+
+
+def evidence_dirs(wildcards, input):
+    return " ".join(str(Path(f).parent) for f in input.runs)
+
+
+def all_session(name):
+    return [f"results/session/{SWKEY}/{m}/{p}/{name}" for m, p in MODEL_PROFILES]

@@ -1,0 +1,35 @@
+rule report:
+    """HTML report + matplotlib PNGs over every model/profile's evidence."""
+    input:
+        runs=all_evidence("runs"),
+        summary=all_evidence("summary"),
+        requests=all_evidence("requests"),
+    output:
+        html=f"results/report/{SWKEY}/report.html",
+    log:
+        f"logs/report/{SWKEY}.log",
+    params:
+        evidence=evidence_dirs,
+        outdir=lambda w, output: str(Path(output.html).parent),
+        software=SOFTWARE_EVIDENCE,
+    shell:
+        "qualflow report --evidence {params.evidence} --out {params.outdir} > {log} 2>&1"
+
+
+rule qualify:
+    """Target: everything, for every configured model/profile/workload; writes the status table and
+    fails unless every point reached `require_status`."""
+    input:
+        report=f"results/report/{SWKEY}/report.html",
+        runs=all_evidence("runs"),
+    output:
+        f"results/status/{SWKEY}.tsv",
+    log:
+        f"logs/qualify/{SWKEY}.log",
+    params:
+        evidence=evidence_dirs,
+        require=config["require_status"],
+    localrule: True
+    shell:
+        "qualflow status --evidence {params.evidence} --require {params.require} --out {output}"
+        " > {log} 2>&1 || (cat {log}; exit 1)"

@@ -1,0 +1,86 @@
+# The serving session: ONE job per model/profile owns the server's whole lifetime
+# (reference snakemake-9.md §2.5, pattern A):
+#
+#   serve (start + /health with timeout; load/startup times -> startup.json)
+#     -> warmup (fixed requests, each with its own X-Request-ID -> warmup.parquet)
+#     -> protocol_checks (openai SDK conformance checks -> protocol.parquet)
+#     -> AIPerf point 1..N, sequentially (points/<point>/aiperf + command.sh + run.json)
+#     -> stop (finally; also on Ctrl-C/SIGTERM, and if Snakemake itself dies: PDEATHSIG)
+#
+# Not Snakemake `service()` jobs, because their consumers start simultaneously (warm-up, protocol
+# checks and all AIPerf points would load the server at once and measure each other), the service
+# plus every consumer must fit into --cores at once (#3035), consumers only wait --latency-wait for
+# the service marker (#2816), a crashed service is not noticed, a failing consumer gets the service
+# shell SIGKILLed (orphaning a background server), and on SLURM a service group must run in one
+# allocation whose members run sequentially (#4223). `qualflow session` is started with `exec`, so
+# the job's signals reach it directly; it detects a busy port and names it, notices a crashed
+# server in every stage, and always stops the server and waits until its port is free.
+#
+# Reruns: the rule is named `aiperf_profile`, so `snakemake -R aiperf_profile` reruns the session
+# (a restarted server is started, warmed and checked again, then all AIPerf points) and everything
+# downstream (join, report, status), never pin/build/correctness. `serve`, `warmup` and
+# `protocol_checks` are target rules naming the session's per-stage outputs.
+
+
+rule aiperf_profile:
+    """Serving session for one model/profile: serve -> warmup -> protocol_checks -> AIPerf points."""
+    input:
+        bundle=f"results/bundle/{SWKEY}/{{model}}/{{profile}}",
+        correctness=f"results/correctness/{SWKEY}/{{model}}/{{profile}}.parquet",
+    output:
+        session=f"results/session/{SWKEY}/{{model}}/{{profile}}/session.json",
+        startup=f"results/session/{SWKEY}/{{model}}/{{profile}}/startup.json",
+        warmup=f"results/session/{SWKEY}/{{model}}/{{profile}}/warmup.parquet",
+        protocol=f"results/session/{SWKEY}/{{model}}/{{profile}}/protocol.parquet",
+        timing=f"results/session/{SWKEY}/{{model}}/{{profile}}/server_timing.jsonl",
+        provenance=f"results/session/{SWKEY}/{{model}}/{{profile}}/provenance.json",
+        points=directory(f"results/session/{SWKEY}/{{model}}/{{profile}}/points"),
+    log:
+        f"logs/aiperf_profile/{SWKEY}/{{model}}/{{profile}}.log",
+    benchmark:
+        f"benchmarks/aiperf_profile/{SWKEY}/{{model}}/{{profile}}.tsv"
+    params:
+        outdir=lambda w, output: str(Path(output.session).parent),
+        points=points_arg,
+        model_name=served_name,
+        device=DEVICE,
+        host=config["server"]["host"],
+        port=config["server"]["port"],
+        max_batch=config["server"]["max_batch"],
+        startup_timeout=config["server"]["startup_timeout_s"],
+        warmup_requests=config["warmup"]["requests"],
+        warmup_max_tokens=config["warmup"]["max_output_tokens"],
+        protocol="" if config["protocol_checks"] else "--no-protocol",
+        aiperf_workers=config["aiperf"]["workers_max"],
+        aiperf_rp=config["aiperf"]["record_processors"],
+        aiperf_timeout=config["aiperf"]["timeout_s"],
+        software=SOFTWARE_SESSION,
+    threads: workflow.cores
+    resources:
+        gpu=gpus,
+    shell:
+        "exec qualflow session --bundle {input.bundle} --out {params.outdir} --points {params.points}"
+        " --model-name {params.model_name} --device {params.device} --host {params.host}"
+        " --port {params.port} --max-batch {params.max_batch}"
+        " --startup-timeout {params.startup_timeout} --warmup-requests {params.warmup_requests}"
+        " --warmup-max-tokens {params.warmup_max_tokens} {params.protocol}"
+        " --aiperf-workers {params.aiperf_workers} --aiperf-record-processors {params.aiperf_rp}"
+        " --aiperf-timeout {params.aiperf_timeout} > {log} 2>&1"
+
+
+rule serve:
+    """Target: server started, healthy, load/startup times recorded (inside the serving session)."""
+    input:
+        all_session("startup.json"),
+
+
+rule warmup:
+    """Target: warm-up requests sent and recorded by request id (inside the serving session)."""
+    input:
+        all_session("warmup.parquet"),
+
+
+rule protocol_checks:
+    """Target: Responses conformance checks (inside the serving session)."""
+    input:
+        all_session("protocol.parquet"),
