@@ -94,13 +94,28 @@ def main() -> int:
     result["params"] = params
     result["weight_read_floor_ms"] = floor_ms
 
+    runner = task.engine.decode_runner  # the GPU-side cost of one decode step, without the host loop
+    result["graph_replay_ms"] = {}
+    for bs in (1, 64):
+        g, _ = runner.graphs[(bs, runner.kv_buckets[0])]
+        s_, e_ = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        g.replay()
+        s_.record()
+        for _ in range(50):
+            g.replay()
+        e_.record()
+        torch.cuda.synchronize()
+        result["graph_replay_ms"][bs] = s_.elapsed_time(e_) / 50
+    print(f"graph replay ms/step (kv bucket {runner.kv_buckets[0]}): {result['graph_replay_ms']}", flush=True)
+
     from qualflow.correctness import run_correctness
     t = time.perf_counter()
     corr = run_correctness(task, str(ckpt))
     result["correctness"] = {"passed": int(corr.passed.sum()), "total": len(corr),
                              "thresholds_version": corr.thresholds_version.iloc[0],
                              "precision": corr.effective_precision.iloc[0],
-                             "max_abs_logit_diff": float(corr[corr.criterion == "max_abs_logit_diff"].measured.max())}
+                             "max_rel_logit_diff": float(corr[corr.criterion == "max_rel_logit_diff"].measured.max()),
+                             "max_kl": float(corr[corr.criterion == "max_kl"].measured.max())}
     print(f"correctness {result['correctness']} in {time.perf_counter() - t:.1f}s", flush=True)
     if not corr.passed.all():
         print(corr[~corr.passed].to_string())

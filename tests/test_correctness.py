@@ -16,8 +16,8 @@ def test_embedded_default_passes(bundle_dir, tmp_path, capsys):
     out = tmp_path / "correctness.parquet"
     assert main(["correctness", "--bundle", str(bundle_dir), "--out", str(out)]) == 0
     df = pd.read_parquet(out)
-    assert set(df.criterion) == {"max_abs_logit_diff", "top1_agreement", "greedy_continuation"}
-    assert df.passed.all() and len(df) == 3 * df.prompt_id.nunique() >= 15
+    assert set(df.criterion) == {"max_rel_logit_diff", "max_kl", "top1_agreement", "greedy_continuation"}
+    assert df.passed.all() and len(df) == 4 * df.prompt_id.nunique() >= 15
     assert (df.thresholds_version == "qwen3-correctness-v1").all()
     assert "criteria passed" in capsys.readouterr().out
 
@@ -41,7 +41,7 @@ def test_one_perturbed_weight_fails(bundle_dir, tmp_path):
     out = tmp_path / "correctness.parquet"
     assert main(["correctness", "--bundle", str(bad), "--out", str(out)]) == 1
     df = pd.read_parquet(out)
-    assert not df[df.criterion == "max_abs_logit_diff"].passed.any()
+    assert not df[df.criterion == "max_rel_logit_diff"].passed.any()
 
 
 def test_unknown_precision_has_no_thresholds():

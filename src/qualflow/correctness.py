@@ -36,8 +36,12 @@ def check_case(task: Task, reference, prompt: dict, spec: dict, th: dict) -> lis
                      "threshold": float(threshold), "passed": bool(passed), "detail": detail})
 
     diff = (nat_logits - ref_logits).abs().max().item()
-    row("max_abs_logit_diff", diff, th["max_abs_logit_diff"], diff <= th["max_abs_logit_diff"],
-        f"over {len(seq)} positions x {ref_logits.shape[-1]} logits")
+    rel = diff / ref_logits.abs().max().item()
+    row("max_rel_logit_diff", rel, th["max_rel_logit_diff"], rel <= th["max_rel_logit_diff"],
+        f"max abs diff {diff:.4g} over {len(seq)} positions x {ref_logits.shape[-1]} logits")
+    lp_ref, lp_nat = ref_logits.log_softmax(-1), nat_logits.log_softmax(-1)
+    kl = (lp_ref.exp() * (lp_ref - lp_nat)).sum(-1).max().item()
+    row("max_kl", kl, th["max_kl"], kl <= th["max_kl"], "KL(reference || native), nats, worst position")
     margin = _margin(r)
     decisive = margin >= th["top1_margin_tol"]
     agree = (r.argmax(-1) == t.argmax(-1))[decisive]

@@ -60,19 +60,15 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
     return (xf * cos[:, :, None] + rot * sin[:, :, None]).to(x.dtype)
 
 
-def add_rms_norm(h: torch.Tensor, delta: torch.Tensor, w: torch.Tensor, eps: float):
-    """Residual add, then the next RMSNorm: returns (new residual, normed)."""
-    h = h + delta
-    return h, rms_norm(h, w, eps)
-
-
-def qk_norm_rope(q, k, wq, wk, cos, sin, eps: float):
-    return apply_rope(rms_norm(q, wq, eps), cos, sin), apply_rope(rms_norm(k, wk, eps), cos, sin)
-
-
-def silu_mul(gate_up: torch.Tensor) -> torch.Tensor:
-    gate, up = gate_up.chunk(2, dim=-1)
-    return F.silu(gate) * up
+def attention(q: torch.Tensor, kc: torch.Tensor, vc: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Grouped-query attention over the cache prefix without repeating K/V per query head.
+    q [B, T, H, D]; kc, vc [B, L, KV, D]; mask [B, T, L] (True = attend). Returns [B, T, H*D]."""
+    B, T, H, D = q.shape
+    KV = kc.shape[2]
+    qg = q.view(B, T, KV, H // KV, D)
+    s = torch.einsum("btkgd,blkd->bkgtl", qg, kc).float() * D ** -0.5
+    p = s.masked_fill(~mask[:, None, None], float("-inf")).softmax(-1).to(vc.dtype)
+    return torch.einsum("bkgtl,blkd->btkgd", p, vc).reshape(B, T, H * D)
 
 
 class Qwen3Model(nn.Module):
@@ -80,16 +76,31 @@ class Qwen3Model(nn.Module):
                  compile_ops: bool = False):
         super().__init__()
         self.cfg = cfg
-        # torch.compile fuses each of these elementwise chains into one kernel (GPU speed);
-        # eager is the same math, kernel by kernel.
-        wrap = (lambda f: torch.compile(f, dynamic=True)) if compile_ops else (lambda f: f)
-        self.add_rms_norm, self.qk_norm_rope, self.silu_mul = wrap(add_rms_norm), wrap(qk_norm_rope), wrap(silu_mul)
         self.w = weights  # plain dict: the runtime layout, already on device and in the compute dtype
         device = weights["embed"].device
         self.cos, self.sin = rope_tables(cfg, max_len, device)
         self.lm_head = weights.get("lm_head", weights["embed"])
         self.q_size = cfg.num_heads * cfg.head_dim
         self.kv_size = cfg.num_kv_heads * cfg.head_dim
+        # A layer is two fused halves around the (eager) KV-cache write. torch.compile turns each
+        # half's elementwise chains into single kernels (GPU speed); eager runs the same math.
+        wrap = (lambda f: torch.compile(f, dynamic=True)) if compile_ops else (lambda f: f)
+        self.pre, self.post = wrap(self._pre), wrap(self._post)
+
+    def _pre(self, x, w_qkv, w_qn, w_kn, cos, sin):
+        cfg = self.cfg
+        B, T, _ = x.shape
+        q, k, v = F.linear(x, w_qkv).split([self.q_size, self.kv_size, self.kv_size], dim=-1)
+        q = apply_rope(rms_norm(q.view(B, T, cfg.num_heads, cfg.head_dim), w_qn, cfg.rms_norm_eps), cos, sin)
+        k = apply_rope(rms_norm(k.view(B, T, cfg.num_kv_heads, cfg.head_dim), w_kn, cfg.rms_norm_eps), cos, sin)
+        return q, k, v.view(B, T, cfg.num_kv_heads, cfg.head_dim)
+
+    def _post(self, h, q, kc, vc, mask, w_o, w_mn, w_gu, w_d, w_next):
+        eps = self.cfg.rms_norm_eps
+        h = h + F.linear(attention(q, kc, vc, mask), w_o)
+        gate, up = F.linear(rms_norm(h, w_mn, eps), w_gu).chunk(2, dim=-1)
+        h = h + F.linear(F.silu(gate) * up, w_d)
+        return h, rms_norm(h, w_next, eps)
 
     def forward(self, ids: torch.Tensor, positions: torch.Tensor, cache: torch.Tensor, slot0: int,
                 kv_len: int, logit_index: torch.Tensor | None = None) -> torch.Tensor:
@@ -99,26 +110,17 @@ class Qwen3Model(nn.Module):
         B, T = ids.shape
         cos, sin = self.cos[positions], self.sin[positions]
         rows = torch.arange(slot0, slot0 + B, device=ids.device)[:, None].expand(B, T)
-        keys = torch.arange(kv_len, device=ids.device)
-        mask = (keys[None, None, :] <= positions[:, :, None])[:, None]  # [B, 1, T, kv_len]
+        mask = torch.arange(kv_len, device=ids.device)[None, None, :] <= positions[:, :, None]  # [B, T, L]
         h = F.embedding(ids, w["embed"])
         x = rms_norm(h, w["layers.0.attn_norm"], cfg.rms_norm_eps)
         for i in range(cfg.num_layers):
             p = f"layers.{i}."
-            q, k, v = F.linear(x, w[p + "qkv"]).split([self.q_size, self.kv_size, self.kv_size], dim=-1)
-            q, k = self.qk_norm_rope(q.view(B, T, cfg.num_heads, cfg.head_dim),
-                                     k.view(B, T, cfg.num_kv_heads, cfg.head_dim),
-                                     w[p + "q_norm"], w[p + "k_norm"], cos, sin, cfg.rms_norm_eps)
+            q, k, v = self.pre(x, w[p + "qkv"], w[p + "q_norm"], w[p + "k_norm"], cos, sin)
             cache[i, 0][rows, positions] = k
-            cache[i, 1][rows, positions] = v.view(B, T, cfg.num_kv_heads, cfg.head_dim)
-            kc = cache[i, 0, slot0:slot0 + B, :kv_len].transpose(1, 2)  # [B, kv, L, D]
-            vc = cache[i, 1, slot0:slot0 + B, :kv_len].transpose(1, 2)
-            a = F.scaled_dot_product_attention(q.transpose(1, 2), kc, vc, attn_mask=mask, enable_gqa=True)
-            h, x = self.add_rms_norm(h, F.linear(a.transpose(1, 2).reshape(B, T, self.q_size), w[p + "o"]),
-                                     w[p + "mlp_norm"], cfg.rms_norm_eps)
-            nxt = f"layers.{i + 1}.attn_norm" if i + 1 < cfg.num_layers else "norm"
-            h, x = self.add_rms_norm(h, F.linear(self.silu_mul(F.linear(x, w[p + "gate_up"])), w[p + "down"]),
-                                     w[nxt], cfg.rms_norm_eps)
+            cache[i, 1][rows, positions] = v
+            nxt = w[f"layers.{i + 1}.attn_norm"] if i + 1 < cfg.num_layers else w["norm"]
+            h, x = self.post(h, q, cache[i, 0, slot0:slot0 + B, :kv_len], cache[i, 1, slot0:slot0 + B, :kv_len],
+                             mask, w[p + "o"], w[p + "mlp_norm"], w[p + "gate_up"], w[p + "down"], nxt)
         if logit_index is not None:  # x is the final-normed hidden state
             x = x[torch.arange(B, device=ids.device), logit_index]
         return F.linear(x, self.lm_head).float()
