@@ -73,7 +73,7 @@ def test_ids_and_timing_store(tmp_path):
 class FakeTask:
     """Just enough of the Task API for core logic that does not need a model."""
     capabilities = frozenset({TEXT_GENERATION, STREAMING})
-    model_name, context_limit = "fake", 64
+    model_name, context_limit, load_timing = "fake", 64, {"load_s": 0.1}
     family = SimpleNamespace(name="fake", unsupported_features={"instructions": "no system prompt here"})
     cancelled: list
 
@@ -101,6 +101,9 @@ class FakeTask:
 
     def cancel(self, rid):
         self.cancelled.append(rid)
+
+    def close(self):
+        pass
 
 
 def final(reason, text="ab", tail=""):
