@@ -47,7 +47,7 @@ class Task:
         fast = self.device.type == "cuda" and not eager  # fused ops + CUDA graphs; eager for debugging
         self.model = self.family.build_model(bundle.config, weights, self.context_limit, compile_ops=fast)
         layers, kv_heads, head_dim = self.family.kv_layout(bundle.config)
-        cache = torch.zeros(layers, 2, max_batch + 1, self.context_limit, kv_heads, head_dim,
+        cache = torch.zeros(layers, 2, max_batch + 1, kv_heads, self.context_limit, head_dim,
                             dtype=self.dtype, device=self.device)  # the extra slot is scratch for scoring
         self._scratch_slot = max_batch
         t1 = time.time_ns()

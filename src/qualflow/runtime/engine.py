@@ -204,6 +204,6 @@ class Engine:
         for new_slot, s in enumerate(keep):
             if s.slot != new_slot:  # move its KV rows down into the freed slot
                 n = s.length - 1 if s.out else s.length
-                self.cache[:, :, new_slot, :n] = self.cache[:, :, s.slot, :n]
+                self.cache[:, :, new_slot, :, :n] = self.cache[:, :, s.slot, :, :n]
                 s.slot = new_slot
         self.running = keep

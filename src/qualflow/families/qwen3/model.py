@@ -1,7 +1,8 @@
 """Qwen3 in plain torch: RMSNorm, RoPE, grouped-query attention with QK-norm over a slot KV cache,
 SwiGLU MLP, tied LM head. Weights are in the runtime layout (fused qkv and gate_up, see convert.py).
 
-The KV cache is one tensor [layers, 2, slots, max_len, kv_heads, head_dim] owned by the caller.
+The KV cache is one tensor [layers, 2, slots, kv_heads, max_len, head_dim] owned by the caller
+(head-major, so attention reads a slot range as a plain view, no copy).
 A forward pass works on `B` consecutive slots starting at `slot0`: row b of the batch is slot
 slot0 + b, its tokens sit at `positions[b]`. Keys are written into the cache first, then every query
 attends to the cache prefix [0, kv_len) under the mask key_pos <= query_pos. Prefill and decode are the
@@ -62,13 +63,13 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
 
 def attention(q: torch.Tensor, kc: torch.Tensor, vc: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Grouped-query attention over the cache prefix without repeating K/V per query head.
-    q [B, T, H, D]; kc, vc [B, L, KV, D]; mask [B, T, L] (True = attend). Returns [B, T, H*D]."""
+    q [B, T, H, D]; kc, vc [B, KV, L, D]; mask [B, T, L] (True = attend). Returns [B, T, H*D]."""
     B, T, H, D = q.shape
-    KV = kc.shape[2]
+    KV = kc.shape[1]
     qg = q.view(B, T, KV, H // KV, D)
-    s = torch.einsum("btkgd,blkd->bkgtl", qg, kc).float() * D ** -0.5
+    s = torch.einsum("btkgd,bkld->bkgtl", qg, kc).float() * D ** -0.5
     p = s.masked_fill(~mask[:, None, None], float("-inf")).softmax(-1).to(vc.dtype)
-    return torch.einsum("bkgtl,blkd->btkgd", p, vc).reshape(B, T, H * D)
+    return torch.einsum("bkgtl,bkld->btkgd", p, vc).reshape(B, T, H * D)
 
 
 class Qwen3Model(nn.Module):
@@ -93,7 +94,7 @@ class Qwen3Model(nn.Module):
         q, k, v = F.linear(x, w_qkv).split([self.q_size, self.kv_size, self.kv_size], dim=-1)
         q = apply_rope(rms_norm(q.view(B, T, cfg.num_heads, cfg.head_dim), w_qn, cfg.rms_norm_eps), cos, sin)
         k = apply_rope(rms_norm(k.view(B, T, cfg.num_kv_heads, cfg.head_dim), w_kn, cfg.rms_norm_eps), cos, sin)
-        return q, k, v.view(B, T, cfg.num_kv_heads, cfg.head_dim)
+        return q, torch.stack([k, v.view(B, T, cfg.num_kv_heads, cfg.head_dim)], dim=2)  # [B, T, 2, KV, D]
 
     def _post(self, h, q, kc, vc, mask, w_o, w_mn, w_gu, w_d, w_next):
         eps = self.cfg.rms_norm_eps
@@ -115,11 +116,10 @@ class Qwen3Model(nn.Module):
         x = rms_norm(h, w["layers.0.attn_norm"], cfg.rms_norm_eps)
         for i in range(cfg.num_layers):
             p = f"layers.{i}."
-            q, k, v = self.pre(x, w[p + "qkv"], w[p + "q_norm"], w[p + "k_norm"], cos, sin)
-            cache[i, 0][rows, positions] = k
-            cache[i, 1][rows, positions] = v
+            q, kv = self.pre(x, w[p + "qkv"], w[p + "q_norm"], w[p + "k_norm"], cos, sin)
+            cache[i][:, rows, :, positions] = kv  # one scatter writes K and V
             nxt = w[f"layers.{i + 1}.attn_norm"] if i + 1 < cfg.num_layers else w["norm"]
-            h, x = self.post(h, q, cache[i, 0, slot0:slot0 + B, :kv_len], cache[i, 1, slot0:slot0 + B, :kv_len],
+            h, x = self.post(h, q, cache[i, 0, slot0:slot0 + B, :, :kv_len], cache[i, 1, slot0:slot0 + B, :, :kv_len],
                              mask, w[p + "o"], w[p + "mlp_norm"], w[p + "gate_up"], w[p + "down"], nxt)
         if logit_index is not None:  # x is the final-normed hidden state
             x = x[torch.arange(B, device=ids.device), logit_index]
