@@ -87,3 +87,10 @@ def test_transformers_loads_offline_and_is_well_conditioned(embedded_dir):
 def test_unknown_preset_exits_2(tmp_path, capsys):
     assert main(["embedded", "--out", str(tmp_path / "x"), "--preset", "huge"]) == 2
     assert "unknown preset 'huge'" in capsys.readouterr().err
+
+
+def test_qwen3_06b_preset_is_the_real_shape():
+    from qualflow.embedded import model_config
+    c = model_config("qwen3-0.6b")
+    assert (c["hidden_size"], c["num_hidden_layers"], c["num_attention_heads"], c["num_key_value_heads"],
+            c["head_dim"], c["intermediate_size"], c["max_position_embeddings"]) == (1024, 28, 16, 8, 128, 3072, 40960)

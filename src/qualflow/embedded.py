@@ -204,7 +204,8 @@ def make_weights(preset: str) -> dict:
     g = torch.Generator(device="cpu")
     g.manual_seed(SEED)
     sd: dict[str, torch.Tensor] = {}
-    sd["model.embed_tokens.weight"] = _normal(g, (VOCAB_SIZE, d), EMBED_STD)
+    # The logit spread is EMBED_STD * sqrt(128) at every size: the std shrinks with sqrt(hidden).
+    sd["model.embed_tokens.weight"] = _normal(g, (VOCAB_SIZE, d), EMBED_STD * (128 / d) ** 0.5)
     for i in range(L):
         p = f"model.layers.{i}."
         sd[p + "input_layernorm.weight"] = _normal(g, (d,), 0.05, 1.0)
