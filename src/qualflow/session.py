@@ -18,13 +18,12 @@ from __future__ import annotations
 
 import ctypes
 import json
-import os
 import signal
 import sys
 import time
 from pathlib import Path
 
-from qualflow.aiperf.command import AiperfPoint
+from qualflow.aiperf.command import AiperfPoint, load_points
 from qualflow.server_process import ServerError, ServerProcess, free_port
 
 
@@ -177,7 +176,7 @@ def run_session(*, bundle: str, out: str | Path, device: str, host: str, port: i
 
 
 def main_session(a) -> int:
-    points = json.loads(Path(a.points).read_text()) if os.path.exists(a.points) else json.loads(a.points)
+    points = load_points(a.points)
     return run_session(bundle=a.bundle, out=a.out, device=a.device, host=a.host, port=a.port,
                        model_name=a.model_name, points=points, startup_timeout_s=a.startup_timeout,
                        warmup_requests=a.warmup_requests, warmup_max_tokens=a.warmup_max_tokens,

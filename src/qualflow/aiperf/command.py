@@ -96,3 +96,12 @@ def build_command(point: AiperfPoint, *, url: str, model_name: str, tokenizer_di
 
 def command_to_str(cmd: list[str]) -> str:
     return shlex.join(cmd)
+
+
+def load_points(arg: str) -> list[dict]:
+    """Workload points from a JSON string (starting with '[') or a file holding one."""
+    text = arg if arg.lstrip().startswith("[") else open(arg).read()
+    points = json.loads(text)
+    for p in points:
+        AiperfPoint.from_dict(p)  # validates keys
+    return points

@@ -6,11 +6,21 @@ import os
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
 from qualflow.aiperf.command import AiperfPoint, build_command, command_to_str
 from qualflow.aiperf.exports import judge_run
+
+
+def private_tmpdir() -> Path:
+    """A fresh, SHORT temp dir: AIPerf puts its ZMQ IPC sockets under TMPDIR, and a unix socket path
+    must stay under 107 bytes, so it can never live inside a (deep) results directory."""
+    base = tempfile.gettempdir()
+    if len(base) > 40:
+        base = "/tmp"
+    return Path(tempfile.mkdtemp(prefix="qf-aiperf-", dir=base))
 
 
 def aiperf_env(tmpdir: Path) -> dict:
@@ -32,8 +42,7 @@ def run_point(point: AiperfPoint, *, url: str, model_name: str, tokenizer_dir: s
     if artifact_dir.exists():
         shutil.rmtree(artifact_dir)          # AIPerf overwrites files in place; never mix two runs
     point_dir.mkdir(parents=True, exist_ok=True)
-    tmpdir = point_dir / "tmp"
-    tmpdir.mkdir(exist_ok=True)
+    tmpdir = private_tmpdir()
     cmd = build_command(point, url=url, model_name=model_name, tokenizer_dir=tokenizer_dir,
                         artifact_dir=str(artifact_dir), phase_header=phase_header,
                         workers_max=workers_max, record_processors=record_processors)

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from qualflow.aiperf import exports
+from qualflow.aiperf.command import load_points
 from qualflow.evidence.schema import SCHEMA_VERSION, TABLES, conform
 from qualflow.evidence.status import accounting_ok, qualification_status
 
@@ -303,7 +304,7 @@ def write_table(df: pd.DataFrame, path: Path) -> None:
 
 
 def main_join(a) -> int:
-    points = json.loads(Path(a.points).read_text()) if Path(a.points).exists() else json.loads(a.points)
+    points = load_points(a.points)
     commands = json.loads(a.commands) if a.commands else None
     res = build_evidence(session_dir=a.session, correctness=a.correctness, bundle_dir=a.bundle, pin=a.pin,
                          model=a.model, profile=a.profile, software_key=a.software_key, out=a.out,

@@ -1,0 +1,204 @@
+"""End-to-end: the real `snakemake` on a temp copy of the workflow with a tiny embedded workload.
+
+Asserts the evidence accounting (AIPerf records = server records = joined profiling rows), warm-up
+flagged, status aiperf-qualified, no server process or bound port left (after success and after a
+Ctrl-C in the middle of a serving session), `-n` has nothing to do afterwards, and `-R aiperf_profile`
+reruns the serving session and downstream but not pin/build/correctness."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from qualflow.server_process import port_is_free
+
+REPO = Path(__file__).resolve().parents[1]
+SWKEY = "e2e-test"
+TINY = {
+    "models": {"embedded": {"checkpoint": "embedded", "embedded_preset": "tiny", "profiles": ["fp16"],
+                            "workloads": ["tiny"]}},
+    "device": "cpu",
+    "software_key": SWKEY,
+    "server": {"host": "127.0.0.1", "port": 0, "startup_timeout_s": 300},
+    "warmup": {"requests": 2, "max_output_tokens": 8},
+    "workloads": {"tiny": {"concurrency": [2], "isl": 16, "osl": 8, "request_count": 6,
+                           "warmup_request_count": 2, "seed": 7}},
+    "require_status": "aiperf-qualified",
+}
+UPSTREAM = ("embedded_checkpoint", "pin_checkpoint", "build_bundle", "family_correctness")
+DOWNSTREAM = ("aiperf_profile", "join_evidence", "report", "qualify")
+
+
+def _env():
+    env = dict(os.environ)
+    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
+    env.pop("HF_HUB_OFFLINE", None)  # the DAG itself is offline for the embedded default
+    return env
+
+
+def _smk(wf: Path, *args, timeout=900, check=True):
+    cmd = [sys.executable, "-m", "snakemake", "--cores", "2", "--configfile", "tiny.yaml", *args]
+    r = subprocess.run(cmd, cwd=wf, env=_env(), capture_output=True, text=True, timeout=timeout)
+    if check and r.returncode != 0:
+        logs = "\n".join(f"== {p}\n{p.read_text()[-3000:]}" for p in (wf / "logs").rglob("*.log"))
+        pytest.fail(f"snakemake {args} failed ({r.returncode}):\n{r.stdout[-4000:]}\n{r.stderr[-4000:]}\n{logs}")
+    return r
+
+
+def _job_counts(text: str) -> dict[str, int]:
+    m = re.search(r"Job stats:\n.*?\n-+\s+-+\n(.*?)\ntotal", text, re.S)
+    if not m:
+        return {}
+    return {ln.split()[0]: int(ln.split()[1]) for ln in m.group(1).splitlines() if ln.strip()}
+
+
+def _pids_in(wf: Path) -> list[str]:
+    """Live processes whose working directory is inside the workflow copy (server, AIPerf, session)."""
+    out = []
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit() and int(p.name) != os.getpid():
+            try:
+                cwd = os.readlink(p / "cwd")
+                state = (p / "stat").read_text().rsplit(")", 1)[1].split()[0]
+                cmd = (p / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if cwd.startswith(str(wf)) and state != "Z":
+                out.append(f"{p.name}: {cmd}")
+    return out
+
+
+@pytest.fixture(scope="module")
+def workflow_copy(tmp_path_factory):
+    wf = tmp_path_factory.mktemp("wf")
+    for name in ("Snakefile", "workflow", "config"):
+        src = REPO / name
+        (shutil.copytree if src.is_dir() else shutil.copy)(src, wf / name)
+    (wf / "tiny.yaml").write_text(yaml.safe_dump(TINY))
+    return wf
+
+
+@pytest.mark.slow
+def test_qualify_end_to_end(workflow_copy):
+    wf = workflow_copy
+    t0 = time.monotonic()
+    _smk(wf, "qualify")
+    wall = time.monotonic() - t0
+    ev = wf / "results" / "evidence" / SWKEY / "embedded" / "fp16"
+    req = pd.read_parquet(ev / "requests.parquet")
+    summ = pd.read_parquet(ev / "summary.parquet")
+    runs = pd.read_parquet(ev / "runs.parquet")
+    sess = wf / "results" / "session" / SWKEY / "embedded" / "fp16"
+    point = "tiny_c2"
+
+    # accounting: AIPerf records = server records = joined profiling rows
+    aiperf_lines = [json.loads(ln) for ln in (sess / "points" / point / "aiperf" / "profile_export.jsonl")
+                    .read_text().splitlines()]
+    aiperf_prof = {r["metadata"]["x_request_id"] for r in aiperf_lines
+                   if r["metadata"]["benchmark_phase"] == "profiling"}
+    server = [json.loads(ln) for ln in (sess / "server_timing.jsonl").read_text().splitlines()]
+    server_point = {r["request_id"] for r in server if r["tag"] == f"aiperf:{point}"}
+    prof = req[req["phase"] == "profiling"]
+    assert len(aiperf_prof) == 6
+    assert set(prof["request_id"]) == aiperf_prof
+    assert (prof["match_status"] == "matched").all()
+    assert server_point - aiperf_prof == {r["metadata"]["x_request_id"] for r in aiperf_lines
+                                          if r["metadata"]["benchmark_phase"] == "warmup"}
+    s = summ.iloc[0]
+    assert s["n_client"] == s["n_server"] == s["n_matched"] == 6
+    assert s["n_client_only"] == 0 and s["n_server_only"] == 0
+    # every server record is a requests row
+    assert set(r["request_id"] for r in server) <= set(req["request_id"])
+    assert len(req) == len({*req["request_id"]})
+    # warm-up flagged (session warm-up + AIPerf warm-up), excluded from the summary
+    warm = req[req["is_warmup"]]
+    assert (warm["source"] == "session-warmup").sum() == 2 and (warm["source"] == "aiperf").sum() == 2
+    assert s["n_warmup_excluded"] == 2
+    # client vs server timing separate, difference computed
+    assert prof["public_task_call_wall_ms"].notna().all() and prof["client_ttft_ms"].notna().all()
+    assert (prof["client_minus_task_wall_ms"] > 0).all()
+    # status and provenance
+    assert runs.iloc[0]["status"] == "aiperf-qualified", runs.iloc[0]["status_reasons"]
+    assert runs.iloc[0]["dataset_sha256"] and runs.iloc[0]["bundle_hash"]
+    startup = json.loads((sess / "startup.json").read_text())
+    assert startup["startup_s"] > 0 and startup["warmup_s"] > 0
+    assert (wf / "results" / "report" / SWKEY / "report.html").exists()
+    assert (wf / "results" / "status" / f"{SWKEY}.tsv").read_text().count("aiperf-qualified") == 1
+    for rule in ("build_bundle", "family_correctness", "aiperf_profile"):
+        assert list((wf / "benchmarks" / rule).rglob("*.tsv")), rule
+    # no server left, port free
+    session = json.loads((sess / "session.json").read_text())
+    port = int(session["url"].rsplit(":", 1)[1])
+    assert not Path(f"/proc/{session['server_pid']}").exists() or \
+        Path(f"/proc/{session['server_pid']}/stat").read_text().split()[2] == "Z"
+    assert port_is_free("127.0.0.1", port)
+    assert not _pids_in(wf)
+    print(f"\nqualify wall time on the tiny workload: {wall:.0f}s")
+
+    # nothing to do afterwards
+    r = _smk(wf, "-n", "qualify")
+    assert "Nothing to be done" in r.stdout + r.stderr, r.stdout[-2000:]
+
+    # -R aiperf_profile: the session and downstream, nothing upstream
+    r = _smk(wf, "-n", "-R", "aiperf_profile", "qualify")
+    jobs = _job_counts(r.stdout + r.stderr)
+    assert all(jobs.get(j) == 1 for j in DOWNSTREAM), jobs
+    assert not any(j in jobs for j in UPSTREAM), jobs
+
+    # a workload change reruns the serving session and downstream only
+    changed = json.loads(json.dumps(TINY))
+    changed["workloads"]["tiny"]["osl"] = 9
+    (wf / "tiny2.yaml").write_text(yaml.safe_dump(changed))
+    r = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2", "--configfile", "tiny2.yaml", "-n",
+                        "qualify"], cwd=wf, env=_env(), capture_output=True, text=True, timeout=300)
+    jobs = _job_counts(r.stdout + r.stderr)
+    assert all(jobs.get(j) == 1 for j in DOWNSTREAM) and not any(j in jobs for j in UPSTREAM), jobs
+
+
+@pytest.mark.slow
+def test_ctrl_c_during_serving_session_leaves_no_server(workflow_copy):
+    """Real `-R aiperf_profile` run, interrupted (SIGINT to the process group, like a terminal Ctrl-C)
+    once the server is up; the run starts only downstream jobs, and nothing is left running."""
+    wf = workflow_copy
+    if not (wf / "results" / "evidence" / SWKEY).exists():
+        pytest.skip("needs the end-to-end run first")
+    sess = wf / "results" / "session" / SWKEY / "embedded" / "fp16"
+    cmd = [sys.executable, "-m", "snakemake", "--cores", "2", "--configfile", "tiny.yaml", "-R", "aiperf_profile",
+           "qualify"]
+    for old in (wf / "logs" / "aiperf_profile").rglob("*.log"):
+        old.unlink()  # so that the server pid read below is the new one
+    log = open(wf / "interrupted.log", "w")
+    p = subprocess.Popen(cmd, cwd=wf, env=_env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    job_log = wf / "logs" / "aiperf_profile" / SWKEY / "embedded" / "fp16.log"
+    deadline = time.monotonic() + 300
+    pid = None
+    while time.monotonic() < deadline and p.poll() is None:
+        text = job_log.read_text() if job_log.exists() else ""
+        m = re.search(r"server pid (\d+) starting at http://[\d.]+:(\d+)", text)
+        if m and (sess / "warmup.parquet").exists():
+            pid, port = int(m.group(1)), int(m.group(2))
+            break
+        time.sleep(0.5)
+    assert pid is not None, (wf / "interrupted.log").read_text()[-3000:]
+    os.killpg(p.pid, signal.SIGINT)
+    rc = p.wait(timeout=120)
+    log.close()
+    out = (wf / "interrupted.log").read_text()
+    jobs = _job_counts(out)
+    assert not any(j in jobs for j in UPSTREAM), jobs
+    assert rc != 0
+    time.sleep(1)
+    assert not Path(f"/proc/{pid}").exists() or Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
+    assert port_is_free("127.0.0.1", port)
+    assert not _pids_in(wf)
+    assert "session: server stopped" in job_log.read_text()
