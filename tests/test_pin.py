@@ -129,3 +129,12 @@ def test_bad_config_json(embedded_dir, tmp_path):
 def test_revision_for_local_dir_refused(embedded_dir):
     with pytest.raises(CheckpointError, match="only apply to hub"):
         pin_checkpoint(str(embedded_dir), SHA)
+
+
+def test_hub_client_errors_become_clear_errors(monkeypatch):
+    def offline(repo_id, revision=None, **kw):
+        raise OSError("no network")
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", offline)
+    with pytest.raises(CheckpointError, match=f"could not download hub checkpoint Qwen/Qwen3-0.6B@{SHA}"):
+        pin_checkpoint("Qwen/Qwen3-0.6B", SHA)

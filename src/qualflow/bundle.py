@@ -225,10 +225,7 @@ class Bundle:
         return load_file(str(self.path / WEIGHTS), device=str(device))
 
 
-def verify_bundle(path: str | os.PathLike) -> dict:
-    """Re-hash every bundle file against manifest.json and recompute the bundle hash; returns the
-    manifest. Raises BundleIntegrityError naming the offending file."""
-    path = Path(path)
+def _read_manifest(path: Path) -> dict:
     mpath = path / MANIFEST
     if not mpath.is_file():
         raise BundleError(f"not a bundle: {mpath} not found")
@@ -236,8 +233,18 @@ def verify_bundle(path: str | os.PathLike) -> dict:
         manifest = json.loads(mpath.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise BundleIntegrityError(f"{mpath} is not valid JSON: {e}") from None
-    if manifest.get("schema_version") != SCHEMA_VERSION:
-        raise BundleError(f"{mpath}: unsupported bundle schema_version {manifest.get('schema_version')!r}")
+    if not isinstance(manifest, dict) or manifest.get("schema_version") != SCHEMA_VERSION:
+        raise BundleError(f"{mpath}: unsupported bundle schema_version "
+                          f"{manifest.get('schema_version') if isinstance(manifest, dict) else None!r}")
+    return manifest
+
+
+def verify_bundle(path: str | os.PathLike) -> dict:
+    """Re-hash every bundle file against manifest.json and recompute the bundle hash; returns the
+    manifest. Raises BundleIntegrityError naming the offending file."""
+    path = Path(path)
+    mpath = path / MANIFEST
+    manifest = _read_manifest(path)
     for rel, want in sorted(manifest["files"].items()):
         p = path / rel
         if not p.is_file():
@@ -252,13 +259,7 @@ def verify_bundle(path: str | os.PathLike) -> dict:
 def load_bundle(path: str | os.PathLike, verify: bool = True) -> Bundle:
     from tokenizers import Tokenizer
     path = Path(path)
-    if verify:
-        manifest = verify_bundle(path)
-    else:
-        mpath = path / MANIFEST
-        if not mpath.is_file():
-            raise BundleError(f"not a bundle: {mpath} not found")
-        manifest = json.loads(mpath.read_text(encoding="utf-8"))
+    manifest = verify_bundle(path) if verify else _read_manifest(path)
     return Bundle(
         path=path, manifest=manifest,
         config=json.loads((path / "config.json").read_text(encoding="utf-8")),

@@ -78,7 +78,11 @@ def hash_tree(root: str | os.PathLike) -> dict[str, dict]:
 
 def _hub_resolve(repo_id: str, revision: str | None) -> str:
     import huggingface_hub
-    info = huggingface_hub.HfApi().model_info(repo_id, revision=revision)
+    try:
+        info = huggingface_hub.HfApi().model_info(repo_id, revision=revision)
+    except Exception as e:  # the hub client's own errors (network, auth, not found) at its boundary
+        raise CheckpointError(f"could not resolve hub checkpoint {repo_id}@{revision}: "
+                              f"{type(e).__name__}: {e}") from e
     sha = getattr(info, "sha", None)
     if not sha or not SHA_RE.match(sha):
         raise CheckpointError(f"hub did not resolve {repo_id}@{revision} to a commit sha (got {sha!r})")
@@ -87,7 +91,11 @@ def _hub_resolve(repo_id: str, revision: str | None) -> str:
 
 def _hub_download(repo_id: str, sha: str) -> str:
     import huggingface_hub
-    return huggingface_hub.snapshot_download(repo_id=repo_id, revision=sha)
+    try:
+        return huggingface_hub.snapshot_download(repo_id=repo_id, revision=sha)
+    except Exception as e:  # the hub client's own errors (network, auth, not found) at its boundary
+        raise CheckpointError(f"could not download hub checkpoint {repo_id}@{sha}: "
+                              f"{type(e).__name__}: {e}") from e
 
 
 def is_local_ref(ref: str) -> bool:
@@ -146,12 +154,10 @@ def describe_dir(path: Path, ident: dict) -> dict:
     files = hash_tree(path)
     tok = {n: files[n]["sha256"] for n in TOKENIZER_FILES}
     gen_path = path / "generation_config.json"
-    gen = None
+    gen = {"sha256": None, "content": None}
     if gen_path.is_file():
         gen = {"sha256": files["generation_config.json"]["sha256"],
                "content": json.loads(gen_path.read_text(encoding="utf-8"))}
-    else:
-        gen = {"sha256": None, "content": None}
     return {
         "schema_version": SCHEMA_VERSION,
         "checkpoint": {**ident, "content_sha256": hash_lines(files)},
