@@ -46,12 +46,13 @@ def _env():
     return env
 
 
-def _smk(wf: Path, *args, timeout=900, check=True):
-    cmd = [sys.executable, "-m", "snakemake", "--cores", "2", "--configfile", "tiny.yaml", *args]
+def _smk(wf: Path, target: str, *opts, configfile="tiny.yaml", timeout=900, check=True):
+    # options taking several values (--configfile, -R) come after the target
+    cmd = [sys.executable, "-m", "snakemake", "--cores", "2", target, "--configfile", configfile, *opts]
     r = subprocess.run(cmd, cwd=wf, env=_env(), capture_output=True, text=True, timeout=timeout)
     if check and r.returncode != 0:
         logs = "\n".join(f"== {p}\n{p.read_text()[-3000:]}" for p in (wf / "logs").rglob("*.log"))
-        pytest.fail(f"snakemake {args} failed ({r.returncode}):\n{r.stdout[-4000:]}\n{r.stderr[-4000:]}\n{logs}")
+        pytest.fail(f"snakemake {target} {opts} failed ({r.returncode}):\n{r.stdout[-4000:]}\n{r.stderr[-4000:]}\n{logs}")
     return r
 
 
@@ -146,11 +147,11 @@ def test_qualify_end_to_end(workflow_copy):
     print(f"\nqualify wall time on the tiny workload: {wall:.0f}s")
 
     # nothing to do afterwards
-    r = _smk(wf, "-n", "qualify")
+    r = _smk(wf, "qualify", "-n")
     assert "Nothing to be done" in r.stdout + r.stderr, r.stdout[-2000:]
 
     # -R aiperf_profile: the session and downstream, nothing upstream
-    r = _smk(wf, "-n", "-R", "aiperf_profile", "qualify")
+    r = _smk(wf, "qualify", "-n", "-R", "aiperf_profile")
     jobs = _job_counts(r.stdout + r.stderr)
     assert all(jobs.get(j) == 1 for j in DOWNSTREAM), jobs
     assert not any(j in jobs for j in UPSTREAM), jobs
@@ -159,8 +160,7 @@ def test_qualify_end_to_end(workflow_copy):
     changed = json.loads(json.dumps(TINY))
     changed["workloads"]["tiny"]["osl"] = 9
     (wf / "tiny2.yaml").write_text(yaml.safe_dump(changed))
-    r = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2", "--configfile", "tiny2.yaml", "-n",
-                        "qualify"], cwd=wf, env=_env(), capture_output=True, text=True, timeout=300)
+    r = _smk(wf, "qualify", "-n", configfile="tiny2.yaml")
     jobs = _job_counts(r.stdout + r.stderr)
     assert all(jobs.get(j) == 1 for j in DOWNSTREAM) and not any(j in jobs for j in UPSTREAM), jobs
 
@@ -173,8 +173,8 @@ def test_ctrl_c_during_serving_session_leaves_no_server(workflow_copy):
     if not (wf / "results" / "evidence" / SWKEY).exists():
         pytest.skip("needs the end-to-end run first")
     sess = wf / "results" / "session" / SWKEY / "embedded" / "fp16"
-    cmd = [sys.executable, "-m", "snakemake", "--cores", "2", "--configfile", "tiny.yaml", "-R", "aiperf_profile",
-           "qualify"]
+    cmd = [sys.executable, "-m", "snakemake", "--cores", "2", "qualify", "--configfile", "tiny.yaml", "-R",
+           "aiperf_profile"]
     for old in (wf / "logs" / "aiperf_profile").rglob("*.log"):
         old.unlink()  # so that the server pid read below is the new one
     log = open(wf / "interrupted.log", "w")
