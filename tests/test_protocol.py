@@ -164,4 +164,4 @@ def test_core_non_stream_failure_is_500():
     core = Core(FakeTask([final("error")]))
     with pytest.raises(ApiError) as e:
         asyncio.run(core.create_response(parse_request(BODY), "rid-9"))
-    assert e.value.status == 500 and e.value.code == "server_error" and "rid-9" in e.value.message
+    assert e.value.status == 500 and e.value.code == "server_error" and "boom" in e.value.message

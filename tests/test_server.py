@@ -217,8 +217,9 @@ def test_disconnect_cancels_the_task_request(srv):
             if deltas == 3:
                 break
     rec = srv.wait_record("gone-1")
+    # the engine itself ended the request as cancelled, long before its 1500 tokens
     assert rec["status"] == "cancelled" and rec["finish_reason"] == "cancelled"
-    assert (rec["http_sent_ns"] - rec["http_received_ns"]) / 1e9 < 30
+    assert 3 <= rec["output_tokens"] < 1500 and rec["finished_ns"] >= rec["first_token_ns"]
     # and the server is fine afterwards
     assert post(srv, {"model": MODEL, "input": "hi", "max_output_tokens": 2}).status_code == 200
 

@@ -116,8 +116,17 @@ def create_app(load: Callable[[], Any] | None = None, *, task: Any = None, model
     app.state.store, app.state.server_state = store, state
 
     def finish(rec: dict, http_status: int) -> None:
+        """The last byte is out: finalize the record, or once its Task request ends (client gone early)."""
+        sent_ns, core = time.time_ns(), state["core"]
+        running = core.inflight.get(rec["response_id"]) if core else None
+        if running is not None:
+            running.add_done_callback(lambda _: finalize(rec, http_status, sent_ns))
+        else:
+            finalize(rec, http_status, sent_ns)
+
+    def finalize(rec: dict, http_status: int, sent_ns: int) -> None:
         rec["http_status"] = rec["http_status"] or http_status
-        store.finish(rec, time.time_ns())
+        store.finish(rec, sent_ns)
         t = rec["public_task_call_wall_ns"]
         log.info("request_id=%s response_id=%s tag=%s stream=%s http=%s status=%s finish=%s in=%s out=%s "
                  "task_ms=%s http_ms=%.1f%s", rec["request_id"], rec["response_id"], rec["tag"], rec["stream"],

@@ -88,12 +88,14 @@ class Prepared:
     response_id: str
     message_id: str
     created_at: int
+    abandoned: bool = False
 
 
 class Core:
     def __init__(self, task: Any, model_name: str | None = None):
         self.task = task
         self.model_name = model_name or task.model_name
+        self.inflight: dict[str, asyncio.Task] = {}   # response_id -> its running Task request
         task.require(TEXT_GENERATION)
 
     # ------------------------------------------------------------ validation
@@ -167,38 +169,61 @@ class Core:
         return OutputMessage(id=p.message_id, status=status, content=content)
 
     def _record(self, p: Prepared, final: FinalEvent) -> None:
-        rec = p.record
-        rec.update(status=_STATUS[final.finish_reason], finish_reason=final.finish_reason, error=final.error,
-                   input_tokens=final.prompt_tokens, output_tokens=final.completion_tokens,
-                   **{k: v for k, v in final.timing.as_dict().items() if k in TASK_FIELDS})
+        p.record.update(status="cancelled" if p.abandoned else _STATUS[final.finish_reason],
+                        finish_reason=final.finish_reason, error=final.error, input_tokens=final.prompt_tokens,
+                        output_tokens=final.completion_tokens,
+                        **{k: v for k, v in final.timing.as_dict().items() if k in TASK_FIELDS})
 
-    async def _generate(self, p: Prepared) -> AsyncIterator[TokenEvent | FinalEvent]:
-        """Task events; leaving early (client gone, task cancelled) cancels the request in the engine."""
-        final = None
-        try:
-            async for ev in self.task.generate(p.gen):
-                if isinstance(ev, FinalEvent):
-                    final = ev
-                    self._record(p, ev)
-                yield ev
-        finally:
-            if final is None:
-                self.task.cancel(p.gen.request_id)
-                p.record.update(status="cancelled", finish_reason="cancelled")
+    def _submit(self, p: Prepared) -> asyncio.Queue:
+        """Run the Task request on its own asyncio task; its events (or an exception) arrive on the queue.
+        Decoupled from the HTTP side so that a client leaving early cancels the request (`_abandon`) while
+        the record still gets the Task's own final event and timing."""
+        q: asyncio.Queue = asyncio.Queue()
+
+        async def produce():
+            try:
+                async for ev in self.task.generate(p.gen):
+                    if isinstance(ev, FinalEvent):
+                        self._record(p, ev)
+                    q.put_nowait(ev)
+            except Exception as e:  # noqa: BLE001 - handed to the consumer, which reports it
+                p.record.update(status="failed", error=f"{type(e).__name__}: {e}")
+                q.put_nowait(e)
+            finally:
+                self.inflight.pop(p.response_id, None)
+
+        self.inflight[p.response_id] = asyncio.ensure_future(produce())
+        return q
+
+    @staticmethod
+    async def _next(q: asyncio.Queue) -> TokenEvent | FinalEvent:
+        ev = await q.get()
+        if isinstance(ev, Exception):
+            raise ev
+        return ev
+
+    def _abandon(self, p: Prepared) -> None:
+        """The consumer left before the final event (client gone): cancel the Task request."""
+        if p.response_id in self.inflight:
+            p.abandoned = True
+            p.record["status"] = "cancelled"
+            self.task.cancel(p.gen.request_id)
 
     async def create_response(self, req: CreateResponse, request_id: str, record: dict | None = None) -> Response:
         p = self.prepare(req, request_id, record)
-        final = None
-        gen = self._generate(p)
+        q, final = self._submit(p), None
         try:
-            async for ev in gen:
-                final = ev if isinstance(ev, FinalEvent) else final
+            while not isinstance(final, FinalEvent):
+                final = await self._next(q)
+        except Exception as e:  # noqa: BLE001
+            raise ApiError(500, f"Generation failed: {type(e).__name__}: {e}", "server_error", None,
+                           "server_error") from e
         finally:
-            await gen.aclose()
-        if final is None or final.finish_reason in ("error", "cancelled"):
-            reason, detail = (final.finish_reason, final.error) if final else ("ended", "no final event")
-            raise ApiError(500, f"Generation {reason}: {detail or 'no detail'} "
-                                f"(request id {request_id})", "server_error", None, "server_error")
+            if not isinstance(final, FinalEvent):
+                self._abandon(p)
+        if final.finish_reason in ("error", "cancelled"):
+            raise ApiError(500, f"Generation {final.finish_reason}: {final.error or 'no detail'}",
+                           "server_error", None, "server_error")
         return self._response(p, final)
 
     def stream_response(self, req: CreateResponse, request_id: str, record: dict | None = None
@@ -214,8 +239,7 @@ class Core:
             return e
 
         ids = dict(item_id=p.message_id)
-        gen = self._generate(p)
-        first = asyncio.ensure_future(anext(gen))   # submit to the engine now; send the preamble meanwhile
+        q = self._submit(p)   # submitted to the engine now; the preamble is sent meanwhile
         text, final, failure = "", None, "no final event"
         try:
             snapshot = self._response(p)
@@ -223,21 +247,16 @@ class Core:
             yield ev(ResponseEvent(type="response.in_progress", response=snapshot))
             yield ev(OutputItemEvent(type="response.output_item.added", item=self._message(p, None)))
             yield ev(ContentPartEvent(type="response.content_part.added", part=OutputText(), **ids))
-            e = await first
-            while not isinstance(e, FinalEvent):
+            while not isinstance(e := await self._next(q), FinalEvent):
                 if e.text:
                     text += e.text
                     yield ev(TextDeltaEvent(delta=e.text, **ids))
-                e = await anext(gen)
             final = e
-        except Exception as exc:   # an engine fault mid-stream becomes error + response.failed, not a cut stream
+        except Exception as exc:  # noqa: BLE001 - an engine fault becomes error + response.failed, not a cut stream
             failure = f"{type(exc).__name__}: {exc}"
-            p.record.update(status="failed", error=failure)
         finally:
-            if not first.done():
-                first.cancel()   # its CancelledError closes the generator, which cancels the Task request
-            else:
-                await gen.aclose()
+            if final is None:
+                self._abandon(p)
         if final is None or final.finish_reason == "cancelled":   # not by this client: it is still here
             final = final or FinalEvent(p.gen.request_id, "error", len(p.gen.prompt_token_ids), 0, text, [],
                                         TaskTiming(p.record["http_received_ns"]), failure)
