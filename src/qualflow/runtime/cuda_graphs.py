@@ -24,7 +24,7 @@ class GraphDecodeRunner:
     def __init__(self, model, cache: torch.Tensor, max_batch: int, max_len: int, device: torch.device):
         self.model, self.cache, self.device = model, cache, device
         self.batch_sizes = _buckets(max_batch, [1, 2, 4, 8, 16], 16)
-        self.kv_buckets = _buckets(max_len, [256, 512, 1024, 2048], 2048)
+        self.kv_buckets = _buckets(max_len, [256, 512, 1024, 2048], 2048)  # attention reads a bucket, so keep them tight
         self.ids = torch.zeros(max_batch, 1, dtype=torch.long, device=device)
         self.pos = torch.zeros(max_batch, 1, dtype=torch.long, device=device)
         self.zero_index = torch.zeros(max_batch, dtype=torch.long, device=device)

@@ -167,16 +167,18 @@ class Engine:
         for i, s in enumerate(batch):  # stop tokens are suppressed until min_tokens are out
             if len(s.out) < s.req.params.min_tokens and s.req.params.stop_token_ids:
                 logits[i, list(s.req.params.stop_token_ids)] = float("-inf")
-        dev = logits.device
-        toks = sample(
-            logits,
-            torch.tensor([p.temperature for p in params], device=dev),
-            torch.tensor([p.top_k for p in params], device=dev),
-            torch.tensor([p.top_p for p in params], device=dev),
-            [s.generator for s in batch],
-            all_greedy=all(p.temperature == 0 for p in params),
-            need_filter=any(p.top_k > 0 or p.top_p < 1 for p in params),
-        ).tolist()  # the one host sync per step: stop decisions need the tokens
+        if all(p.temperature == 0 for p in params):
+            toks = logits.argmax(dim=-1).tolist()
+        else:
+            dev = logits.device
+            toks = sample(
+                logits,
+                torch.tensor([p.temperature for p in params], device=dev),
+                torch.tensor([p.top_k for p in params], device=dev),
+                torch.tensor([p.top_p for p in params], device=dev),
+                [s.generator for s in batch],
+                need_filter=any(p.top_k > 0 or p.top_p < 1 for p in params),
+            ).tolist()  # the one host sync per step: stop decisions need the tokens
         now = time.time_ns()
         for s, t in zip(batch, toks):
             s.out.append(t)

@@ -96,9 +96,16 @@ class Qwen3Model(nn.Module):
         k = apply_rope(rms_norm(k.view(B, T, cfg.num_kv_heads, cfg.head_dim), w_kn, cfg.rms_norm_eps), cos, sin)
         return q, torch.stack([k, v.view(B, T, cfg.num_kv_heads, cfg.head_dim)], dim=2)  # [B, T, 2, KV, D]
 
-    def _post(self, h, q, kc, vc, mask, w_o, w_mn, w_gu, w_d, w_next):
+    def _post(self, h, q, kc, vc, mask, w_o, w_mn, w_gu, w_d, w_next, kv_new):
         eps = self.cfg.rms_norm_eps
-        h = h + F.linear(attention(q, kc, vc, mask), w_o)
+        if kv_new is None:  # decode: attend over the cache
+            a = attention(q, kc, vc, mask)
+        else:  # fresh prefill: causal attention over the new keys alone (a fused kernel on GPU)
+            B, T, H, D = q.shape
+            k, v = kv_new.unbind(2)
+            a = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                               is_causal=True, enable_gqa=True).transpose(1, 2).reshape(B, T, H * D)
+        h = h + F.linear(a, w_o)
         gate, up = F.linear(rms_norm(h, w_mn, eps), w_gu).chunk(2, dim=-1)
         h = h + F.linear(F.silu(gate) * up, w_d)
         return h, rms_norm(h, w_next, eps)
@@ -106,7 +113,9 @@ class Qwen3Model(nn.Module):
     def forward(self, ids: torch.Tensor, positions: torch.Tensor, cache: torch.Tensor, slot0: int,
                 kv_len: int, logit_index: torch.Tensor | None = None) -> torch.Tensor:
         """ids, positions: [B, T] int64. Returns logits [B, V] at `logit_index` ([B], position in T)
-        or, when it is None, logits for every token [B, T, V]. Writes the batch's keys/values."""
+        or, when it is None, logits for every token [B, T, V]. Writes the batch's keys/values.
+        A call with T > 1 is a fresh prefill: every row starts at position 0 (right padding allowed),
+        so attention is causal over the new tokens; T == 1 is a decode step over the cache."""
         cfg, w = self.cfg, self.w
         B, T = ids.shape
         cos, sin = self.cos[positions], self.sin[positions]
@@ -120,7 +129,8 @@ class Qwen3Model(nn.Module):
             cache[i][:, rows, :, positions] = kv  # one scatter writes K and V
             nxt = w[f"layers.{i + 1}.attn_norm"] if i + 1 < cfg.num_layers else w["norm"]
             h, x = self.post(h, q, cache[i, 0, slot0:slot0 + B, :, :kv_len], cache[i, 1, slot0:slot0 + B, :, :kv_len],
-                             mask, w[p + "o"], w[p + "mlp_norm"], w[p + "gate_up"], w[p + "down"], nxt)
+                             mask, w[p + "o"], w[p + "mlp_norm"], w[p + "gate_up"], w[p + "down"], nxt,
+                             kv if T > 1 else None)
         if logit_index is not None:  # x is the final-normed hidden state
             x = x[torch.arange(B, device=ids.device), logit_index]
         return F.linear(x, self.lm_head).float()
