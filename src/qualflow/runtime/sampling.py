@@ -8,8 +8,8 @@ def sample(logits: torch.Tensor, temperature: torch.Tensor, top_k: torch.Tensor,
            generators: list[torch.Generator | None], need_filter: bool) -> torch.Tensor:
     """logits [B, V] float32; temperature/top_p float [B], top_k int [B] (0 = off) on logits.device.
     Rows with temperature 0 are greedy. Sampling uses the exponential-race trick
-    (argmax p / E, E ~ Exp(1)), which equals a multinomial draw and needs no host sync. The two
-    flags are decided on the host from the requests' parameters, so no tensor is read back here."""
+    (argmax p / E, E ~ Exp(1)), which equals a multinomial draw and needs no host sync.
+    `need_filter` is decided on the host from the requests' parameters: no tensor is read back here."""
     greedy = logits.argmax(dim=-1)
     scaled = logits / temperature.clamp_min(1e-5)[:, None]
     if need_filter:
