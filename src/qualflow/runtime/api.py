@@ -53,10 +53,10 @@ class Task:
         t1 = time.time_ns()
         runner = None
         if fast:
-            from .cuda_graphs import GraphDecodeRunner
-            runner = GraphDecodeRunner(self.model, cache, max_batch, self.context_limit, self.device)
+            from .cuda_graphs import GraphRunner
+            runner = GraphRunner(self.model, cache, max_batch, self.context_limit, self.device, max_batch)
         self.engine = Engine(self.model, cache, max_batch, self.context_limit, self.device,
-                             step_delay_s=step_delay_s, decode_runner=runner)
+                             step_delay_s=step_delay_s, graphs=runner, scratch_slot=max_batch)
         t2 = time.time_ns()
         self.max_batch = max_batch
         self._mailboxes: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()

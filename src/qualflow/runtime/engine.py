@@ -46,12 +46,13 @@ class Seq:
 
 class Engine:
     def __init__(self, model, cache: torch.Tensor, max_batch: int, max_len: int, device: torch.device,
-                 max_prefill_tokens: int = 8192, step_delay_s: float = 0.0, decode_runner=None):
+                 max_prefill_tokens: int = 8192, step_delay_s: float = 0.0, graphs=None, scratch_slot: int = -1):
         self.model, self.cache, self.device = model, cache, device
         self.max_batch, self.max_len = max_batch, max_len
         self.max_prefill_tokens = max_prefill_tokens
         self.step_delay_s = step_delay_s          # test-only slowdown, 0 in production
-        self.decode_runner = decode_runner        # optional (e.g. CUDA graphs): f(ids, pos, n, kv_len) -> logits
+        self.graphs = graphs                      # optional CUDA graphs (cuda_graphs.GraphRunner)
+        self.scratch_slot = scratch_slot
         self.lock = threading.Lock()              # held while the model runs
         self.inbox: queue.SimpleQueue = queue.SimpleQueue()
         self.waiting: list[Seq] = []
@@ -130,8 +131,14 @@ class Engine:
             pos = torch.arange(T).expand(len(batch), T)
             last = torch.tensor([len(s.req.prompt_token_ids) - 1 for s in batch])
             with self.lock, torch.inference_mode():
-                logits = self.model(ids.to(self.device), pos.to(self.device), self.cache, batch[0].slot, T,
-                                    logit_index=last.to(self.device))
+                logits = None
+                if self.graphs is not None and len(batch) == 1:
+                    logits = self.graphs.prefill(batch[0].req.prompt_token_ids)
+                    if logits is not None:  # computed on the scratch slot: move the KV rows into place
+                        self.cache[:, :, batch[0].slot, :, :T] = self.cache[:, :, self.scratch_slot, :, :T]
+                if logits is None:
+                    logits = self.model(ids.to(self.device), pos.to(self.device), self.cache, batch[0].slot, T,
+                                        logit_index=last.to(self.device))
                 self._sample_and_emit(batch, logits)
         except Exception as e:  # fail only these requests; the engine keeps serving
             log.exception("prefill failed")
@@ -146,8 +153,8 @@ class Engine:
             pos = torch.tensor([[s.length - 1] for s in batch])
             kv_len = max(s.length for s in batch)
             with self.lock, torch.inference_mode():
-                if self.decode_runner is not None:
-                    logits = self.decode_runner(ids, pos, len(batch), kv_len)
+                if self.graphs is not None:
+                    logits = self.graphs.decode(ids, pos, len(batch), kv_len)
                 else:
                     logits = self.model(ids.to(self.device), pos.to(self.device), self.cache, 0, kv_len,
                                         logit_index=torch.zeros(len(batch), dtype=torch.long, device=self.device))
