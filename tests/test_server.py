@@ -34,9 +34,9 @@ def client(srv):
     return srv.client()
 
 
-def post(srv, body, headers=None, **kw) -> httpx.Response:
+def post(srv, body, headers=None, timeout=60) -> httpx.Response:
     return httpx.post(srv.url + "/v1/responses", json=body if isinstance(body, dict) else None,
-                      content=None if isinstance(body, dict) else body, headers=headers, timeout=60, **kw)
+                      content=None if isinstance(body, dict) else body, headers=headers, timeout=timeout)
 
 
 def sse_frames(raw: str) -> list[tuple[str, dict]]:
@@ -220,6 +220,11 @@ def test_disconnect_cancels_the_task_request(srv):
     # the engine itself ended the request as cancelled, long before its 1500 tokens
     assert rec["status"] == "cancelled" and rec["finish_reason"] == "cancelled"
     assert 3 <= rec["output_tokens"] < 1500 and rec["finished_ns"] >= rec["first_token_ns"]
+    # a non-streaming client that gives up cancels its request too
+    with pytest.raises(httpx.ReadTimeout):
+        post(srv, {**body, "stream": False}, headers={"X-Request-ID": "gone-2"}, timeout=1.5)
+    rec = srv.wait_record("gone-2")
+    assert rec["status"] == "cancelled" and rec["finish_reason"] == "cancelled" and rec["output_tokens"] < 1500
     # and the server is fine afterwards
     assert post(srv, {"model": MODEL, "input": "hi", "max_output_tokens": 2}).status_code == 200
 
