@@ -75,6 +75,7 @@ def run_session(*, bundle: str, out: str | Path, device: str, host: str, port: i
                 warmup_max_tokens: int, max_batch: int | None = None, aiperf_workers: int = 1,
                 aiperf_record_processors: int = 1, aiperf_timeout_s: float = 3600.0,
                 run_protocol: bool = True) -> int:
+    from qualflow.aiperf.exports import read_records
     from qualflow.aiperf.runner import run_point
     from qualflow.protocol_checks import run_protocol_checks, write_protocol
     from qualflow.warmup import run_warmup, write_warmup
@@ -101,7 +102,8 @@ def run_session(*, bundle: str, out: str | Path, device: str, host: str, port: i
     rc = 1
 
     def stage(name, t0):
-        stages[name] = {"start_ns": t0, "end_ns": time.time_ns(), "wall_s": (time.time_ns() - t0) / 1e9}
+        t1 = time.time_ns()
+        stages[name] = {"start_ns": t0, "end_ns": t1, "wall_s": (t1 - t0) / 1e9}
 
     try:
         _install_signal_handlers()
@@ -150,6 +152,8 @@ def run_session(*, bundle: str, out: str | Path, device: str, host: str, port: i
                             timeout_s=aiperf_timeout_s, alive_check=srv.check_alive)
             stage(f"aiperf:{p.point_id}", t0)
             srv.check_alive()
+            sent_ids |= {r["request_id"] for r in read_records(out / "points" / p.point_id / "aiperf")
+                         if r["request_id"]}
             session["points"][p.point_id] = {"command": rec["command"], "exit_code": rec["exit_code"],
                                              "ok": rec["verdict"]["ok"], "reasons": rec["verdict"]["reasons"]}
             print(f"session: point {p.point_id} ok={rec['verdict']['ok']} {rec['verdict']['reasons']}",

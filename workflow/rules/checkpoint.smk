@@ -4,6 +4,8 @@ rule embedded_checkpoint:
         directory("results/checkpoints/{model}"),
     log:
         "logs/embedded_checkpoint/{model}.log",
+    benchmark:
+        "benchmarks/embedded_checkpoint/{model}.tsv"
     params:
         preset=lambda w: model_cfg(w)["embedded_preset"],
         software=SOFTWARE_MODEL,
@@ -20,6 +22,8 @@ rule pin_checkpoint:
         "results/pin/{model}.json",
     log:
         "logs/pin_checkpoint/{model}.log",
+    benchmark:
+        "benchmarks/pin_checkpoint/{model}.tsv"
     params:
         checkpoint=checkpoint_arg,
         extra=pin_extra,

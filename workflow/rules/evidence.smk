@@ -16,6 +16,8 @@ rule join_evidence:
         runs=f"results/evidence/{SWKEY}/{{model}}/{{profile}}/runs.parquet",
     log:
         f"logs/join_evidence/{SWKEY}/{{model}}/{{profile}}.log",
+    benchmark:
+        f"benchmarks/join_evidence/{SWKEY}/{{model}}/{{profile}}.tsv"
     params:
         sessiondir=lambda w, input: str(Path(input.session).parent),
         outdir=lambda w, output: str(Path(output.runs).parent),

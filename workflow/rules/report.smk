@@ -8,6 +8,8 @@ rule report:
         html=f"results/report/{SWKEY}/report.html",
     log:
         f"logs/report/{SWKEY}.log",
+    benchmark:
+        f"benchmarks/report/{SWKEY}.tsv"
     params:
         evidence=evidence_dirs,
         outdir=lambda w, output: str(Path(output.html).parent),
