@@ -5,7 +5,7 @@ rule embedded_checkpoint:
     log:
         "logs/embedded_checkpoint/{model}.log",
     benchmark:
-        "benchmarks/embedded_checkpoint/{model}.tsv"
+        "results/benchmarks/embedded_checkpoint/{model}.tsv"
     params:
         preset=lambda w: model_cfg(w)["embedded_preset"],
         software=SOFTWARE_MODEL,
@@ -23,7 +23,7 @@ rule pin_checkpoint:
     log:
         "logs/pin_checkpoint/{model}.log",
     benchmark:
-        "benchmarks/pin_checkpoint/{model}.tsv"
+        "results/benchmarks/pin_checkpoint/{model}.tsv"
     params:
         checkpoint=checkpoint_arg,
         extra=pin_extra,
@@ -40,7 +40,7 @@ rule build_bundle:
     log:
         f"logs/build_bundle/{SWKEY}/{{model}}/{{profile}}.log",
     benchmark:
-        f"benchmarks/build_bundle/{SWKEY}/{{model}}/{{profile}}.tsv"
+        f"results/benchmarks/build_bundle/{SWKEY}/{{model}}/{{profile}}.tsv"
     params:
         software=SOFTWARE_MODEL,
     shell:

@@ -8,7 +8,7 @@ rule family_correctness:
     log:
         f"logs/family_correctness/{SWKEY}/{{model}}/{{profile}}.log",
     benchmark:
-        f"benchmarks/family_correctness/{SWKEY}/{{model}}/{{profile}}.tsv"
+        f"results/benchmarks/family_correctness/{SWKEY}/{{model}}/{{profile}}.tsv"
     params:
         device=DEVICE,
         software=SOFTWARE_MODEL,

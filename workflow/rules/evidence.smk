@@ -17,7 +17,7 @@ rule join_evidence:
     log:
         f"logs/join_evidence/{SWKEY}/{{model}}/{{profile}}.log",
     benchmark:
-        f"benchmarks/join_evidence/{SWKEY}/{{model}}/{{profile}}.tsv"
+        f"results/benchmarks/join_evidence/{SWKEY}/{{model}}/{{profile}}.tsv"
     params:
         sessiondir=lambda w, input: str(Path(input.session).parent),
         outdir=lambda w, output: str(Path(output.runs).parent),

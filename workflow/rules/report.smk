@@ -9,7 +9,7 @@ rule report:
     log:
         f"logs/report/{SWKEY}.log",
     benchmark:
-        f"benchmarks/report/{SWKEY}.tsv"
+        f"results/benchmarks/report/{SWKEY}.tsv"
     params:
         evidence=evidence_dirs,
         outdir=lambda w, output: str(Path(output.html).parent),

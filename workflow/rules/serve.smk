@@ -38,7 +38,7 @@ rule aiperf_profile:
     log:
         f"logs/aiperf_profile/{SWKEY}/{{model}}/{{profile}}.log",
     benchmark:
-        f"benchmarks/aiperf_profile/{SWKEY}/{{model}}/{{profile}}.tsv"
+        f"results/benchmarks/aiperf_profile/{SWKEY}/{{model}}/{{profile}}.tsv"
     params:
         outdir=lambda w, output: str(Path(output.session).parent),
         points=points_arg,
