@@ -135,13 +135,23 @@ def create_app(load: Callable[[], Any] | None = None, *, task: Any = None, model
                  (rec["http_sent_ns"] - rec["http_received_ns"]) / 1e6,
                  f" error={rec['error']!r}" if rec["error"] else "")
 
-    async def sse(events: AsyncIterator[Event], rec: dict) -> AsyncIterator[str]:
-        try:
-            async for e in events:
-                yield f"event: {e.type}\ndata: {e.model_dump_json()}\n\n"
-        finally:
-            await events.aclose()
-            finish(rec, 200)
+    class EventStream(StreamingResponse):
+        """SSE frames of core events. Cleans up however the response ends, even if the body never
+        started (client gone before the headers): the Task request is cancelled, the record finalized."""
+
+        def __init__(self, core: Core, events: AsyncIterator[Event], rec: dict):
+            super().__init__((f"event: {e.type}\ndata: {e.model_dump_json()}\n\n" async for e in events),
+                             media_type="text/event-stream")
+            self.core, self.events, self.rec = core, events, rec
+
+        async def __call__(self, scope, receive, send):
+            try:
+                await super().__call__(scope, receive, send)
+            finally:
+                self.core.abandon(self.rec["response_id"])   # no-op when the final event was consumed
+                await self.body_iterator.aclose()
+                await self.events.aclose()
+                finish(self.rec, 200)
 
     @app.post("/v1/responses")
     async def responses(request: Request):
@@ -155,8 +165,7 @@ def create_app(load: Callable[[], Any] | None = None, *, task: Any = None, model
             req = parse_request(await request.body())
             rec["stream"] = bool(req.stream)
             if req.stream:
-                events = core.stream_response(req, rid, rec)
-                return StreamingResponse(sse(events, rec), media_type="text/event-stream")
+                return EventStream(core, core.stream_response(req, rid, rec), rec)
             resp = await _until_disconnect(request, core.create_response(req, rid, rec))
             return Response(resp.model_dump_json(), media_type="application/json",
                             background=BackgroundTask(finish, rec, 200))

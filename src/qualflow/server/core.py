@@ -95,7 +95,8 @@ class Core:
     def __init__(self, task: Any, model_name: str | None = None):
         self.task = task
         self.model_name = model_name or task.model_name
-        self.inflight: dict[str, asyncio.Task] = {}   # response_id -> its running Task request
+        self.inflight: dict[str, asyncio.Task] = {}   # response_id -> the asyncio task running its Task request
+        self._prepared: dict[str, Prepared] = {}
         task.require(TEXT_GENERATION)
 
     # ------------------------------------------------------------ validation
@@ -176,7 +177,7 @@ class Core:
 
     def _submit(self, p: Prepared) -> asyncio.Queue:
         """Run the Task request on its own asyncio task; its events (or an exception) arrive on the queue.
-        Decoupled from the HTTP side so that a client leaving early cancels the request (`_abandon`) while
+        Decoupled from the HTTP side so that a client leaving early cancels the request (`abandon`) while
         the record still gets the Task's own final event and timing."""
         q: asyncio.Queue = asyncio.Queue()
 
@@ -191,7 +192,9 @@ class Core:
                 q.put_nowait(e)
             finally:
                 self.inflight.pop(p.response_id, None)
+                self._prepared.pop(p.response_id, None)
 
+        self._prepared[p.response_id] = p
         self.inflight[p.response_id] = asyncio.ensure_future(produce())
         return q
 
@@ -202,9 +205,9 @@ class Core:
             raise ev
         return ev
 
-    def _abandon(self, p: Prepared) -> None:
-        """The consumer left before the final event (client gone): cancel the Task request."""
-        if p.response_id in self.inflight:
+    def abandon(self, response_id: str) -> None:
+        """The consumer left before the final event (client gone): cancel the Task request. Idempotent."""
+        if (p := self._prepared.get(response_id)) is not None and not p.abandoned:
             p.abandoned = True
             p.record["status"] = "cancelled"
             self.task.cancel(p.gen.request_id)
@@ -220,7 +223,7 @@ class Core:
                            "server_error") from e
         finally:
             if not isinstance(final, FinalEvent):
-                self._abandon(p)
+                self.abandon(p.response_id)
         if final.finish_reason in ("error", "cancelled"):
             raise ApiError(500, f"Generation {final.finish_reason}: {final.error or 'no detail'}",
                            "server_error", None, "server_error")
@@ -228,10 +231,12 @@ class Core:
 
     def stream_response(self, req: CreateResponse, request_id: str, record: dict | None = None
                         ) -> AsyncIterator[Event]:
-        """Validates now (errors raise before any event exists), then returns the event stream."""
-        return self._stream(self.prepare(req, request_id, record))
+        """Validates and submits now (errors raise before any event exists), then returns the event stream.
+        A caller that never iterates it must call `abandon(response_id)`."""
+        p = self.prepare(req, request_id, record)
+        return self._stream(p, self._submit(p))
 
-    async def _stream(self, p: Prepared) -> AsyncIterator[Event]:
+    async def _stream(self, p: Prepared, q: asyncio.Queue) -> AsyncIterator[Event]:
         seq = itertools.count()
 
         def ev(e: Event) -> Event:
@@ -239,7 +244,6 @@ class Core:
             return e
 
         ids = dict(item_id=p.message_id)
-        q = self._submit(p)   # submitted to the engine now; the preamble is sent meanwhile
         text, final, failure = "", None, "no final event"
         try:
             snapshot = self._response(p)
@@ -256,7 +260,7 @@ class Core:
             failure = f"{type(exc).__name__}: {exc}"
         finally:
             if final is None:
-                self._abandon(p)
+                self.abandon(p.response_id)
         if final is None or final.finish_reason == "cancelled":   # not by this client: it is still here
             final = final or FinalEvent(p.gen.request_id, "error", len(p.gen.prompt_token_ids), 0, text, [],
                                         TaskTiming(p.record["http_received_ns"]), failure)
