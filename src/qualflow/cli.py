@@ -128,27 +128,45 @@ def add_workflow_stages(sub) -> None:
     s.set_defaults(func=_workflow_stage("qualflow.provenance", "main_provenance"))
 
 
+def add_compare_stages(sub) -> None:
+    """Subcommands of issue 6: the versioned evidence store and compare."""
+    s = sub.add_parser("evidence", help="the versioned evidence store")
+    esub = s.add_subparsers(dest="evidence_cmd", required=True)
+    e = esub.add_parser("list", help="versions, runs, models, profiles, workload points and status")
+    e.add_argument("--root", default="results/evidence")
+    e.set_defaults(func=_workflow_stage("qualflow.evidence.store", "main_evidence_list"))
+
+    s = sub.add_parser("compare", help="compare two software versions' (or runs') evidence")
+    s.add_argument("--base", required=True, help="VERSION, RUN_ID, VERSION@RUN_ID or an evidence dir")
+    s.add_argument("--head", required=True, help="VERSION, RUN_ID, VERSION@RUN_ID or an evidence dir")
+    s.add_argument("--root", default="results/evidence")
+    s.add_argument("--out", help="output dir (default results/compare/<base>__vs__<head>)")
+    s.add_argument("--force", action="store_true", help="compare even if dataset identity or workload differ")
+    s.add_argument("--confidence", type=float, default=0.95)
+    s.add_argument("--resamples", type=int, default=2000)
+    s.add_argument("--noise-rel", type=float, default=0.05, help="noise floor, fraction of the base value")
+    s.add_argument("--noise-abs-ms", type=float, default=1.0, help="noise floor for ms metrics")
+    s.set_defaults(func=_workflow_stage("qualflow.evidence.compare", "main_compare"))
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="qualflow", description=__doc__)
     sub = p.add_subparsers(dest="stage", required=True)
 
+    from qualflow.bundle import add_build_args  # these modules are light at import
+    from qualflow.checkpoint import add_pin_args
+    from qualflow.embedded import add_embedded_args
+
     s = sub.add_parser("embedded", help="write the embedded default checkpoint (offline)")
-    s.add_argument("--out", required=True)
-    s.add_argument("--preset", default="tiny")
+    add_embedded_args(s)
     s.set_defaults(func=_embedded)
 
     s = sub.add_parser("pin", help="pin a checkpoint (hub id at a commit sha, or a local dir)")
-    s.add_argument("--checkpoint", required=True)
-    s.add_argument("--revision")
-    s.add_argument("--allow-unpinned", action="store_true")
-    s.add_argument("--out", required=True)
+    add_pin_args(s)
     s.set_defaults(func=_pin)
 
     s = sub.add_parser("build", help="build the runtime bundle for a profile")
-    s.add_argument("--pin", required=True)
-    s.add_argument("--profile", default="fp16")
-    s.add_argument("--out", required=True)
-    s.add_argument("--force", action="store_true")
+    add_build_args(s)
     s.set_defaults(func=_build)
 
     s = sub.add_parser("correctness", help="family correctness: native Task vs the family's reference")
@@ -163,9 +181,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--concurrency", type=int, default=1)
     s.add_argument("--input-len", type=int, default=128)
     s.add_argument("--output-len", type=int, default=128)
-    s.add_argument("--requests", type=int, default=0, help="total requests (default: 2 x concurrency)")
+    s.add_argument("--requests", type=int, default=0, help="total requests (default: concurrency)")
     s.add_argument("--max-batch", type=int, default=0, help="engine batch slots (default: concurrency)")
-    s.add_argument("--eager", action="store_true", help="no CUDA graphs")
+    s.add_argument("--eager", action="store_true", help="no compiled ops, no CUDA graphs (debugging)")
     s.add_argument("--json", help="also write the figures as JSON here")
     s.set_defaults(func=_bench_task)
 
@@ -175,6 +193,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=_serve)
 
     add_workflow_stages(sub)
+    add_compare_stages(sub)
 
     return p
 
