@@ -120,7 +120,7 @@ def create_app(load: Callable[[], Any] | None = None, *, task: Any = None, model
         sent_ns, core = time.time_ns(), state["core"]
         running = core.inflight.get(rec["response_id"]) if core else None
         if running is not None:
-            running.add_done_callback(lambda _: finalize(rec, http_status, sent_ns))
+            running.producer.add_done_callback(lambda _: finalize(rec, http_status, sent_ns))
         else:
             finalize(rec, http_status, sent_ns)
 

@@ -89,14 +89,14 @@ class Prepared:
     message_id: str
     created_at: int
     abandoned: bool = False
+    producer: asyncio.Task | None = None
 
 
 class Core:
     def __init__(self, task: Any, model_name: str | None = None):
         self.task = task
         self.model_name = model_name or task.model_name
-        self.inflight: dict[str, asyncio.Task] = {}   # response_id -> the asyncio task running its Task request
-        self._prepared: dict[str, Prepared] = {}
+        self.inflight: dict[str, Prepared] = {}   # response_id -> a request whose Task call is running
         task.require(TEXT_GENERATION)
 
     # ------------------------------------------------------------ validation
@@ -192,10 +192,9 @@ class Core:
                 q.put_nowait(e)
             finally:
                 self.inflight.pop(p.response_id, None)
-                self._prepared.pop(p.response_id, None)
 
-        self._prepared[p.response_id] = p
-        self.inflight[p.response_id] = asyncio.ensure_future(produce())
+        self.inflight[p.response_id] = p
+        p.producer = asyncio.ensure_future(produce())
         return q
 
     @staticmethod
@@ -207,7 +206,7 @@ class Core:
 
     def abandon(self, response_id: str) -> None:
         """The consumer left before the final event (client gone): cancel the Task request. Idempotent."""
-        if (p := self._prepared.get(response_id)) is not None and not p.abandoned:
+        if (p := self.inflight.get(response_id)) is not None and not p.abandoned:
             p.abandoned = True
             p.record["status"] = "cancelled"
             self.task.cancel(p.gen.request_id)
