@@ -136,7 +136,7 @@ def test_qualify_end_to_end(workflow_copy):
     assert (wf / "results" / "report" / SWKEY / "report.html").exists()
     assert (wf / "results" / "status" / f"{SWKEY}.tsv").read_text().count("aiperf-qualified") == 1
     for rule in ("build_bundle", "family_correctness", "aiperf_profile"):
-        assert list((wf / "benchmarks" / rule).rglob("*.tsv")), rule
+        assert list((wf / "results" / "benchmarks" / rule).rglob("*.tsv")), rule
     # no server left, port free
     session = json.loads((sess / "session.json").read_text())
     port = int(session["url"].rsplit(":", 1)[1])
