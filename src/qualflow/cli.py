@@ -144,8 +144,8 @@ def add_compare_stages(sub) -> None:
     s.add_argument("--force", action="store_true", help="compare even if dataset identity or workload differ")
     s.add_argument("--confidence", type=float, default=0.95)
     s.add_argument("--resamples", type=int, default=2000)
-    s.add_argument("--noise-rel", type=float, default=0.05, help="noise floor, fraction of the base value")
-    s.add_argument("--noise-abs-ms", type=float, default=1.0, help="noise floor for ms metrics")
+    s.add_argument("--noise-rel", type=float, default=0.10, help="noise floor, fraction of the base value")
+    s.add_argument("--noise-abs-ms", type=float, default=2.0, help="noise floor for ms metrics")
     s.set_defaults(func=_workflow_stage("qualflow.evidence.compare", "main_compare"))
 
 

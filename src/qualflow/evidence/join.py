@@ -14,6 +14,7 @@ from qualflow.aiperf import exports
 from qualflow.aiperf.command import load_points
 from qualflow.evidence.schema import SCHEMA_VERSION, TABLES, conform
 from qualflow.evidence.status import accounting_ok, qualification_status
+from qualflow.evidence.store import archive_run
 
 NS_MS = 1e6
 
@@ -286,6 +287,7 @@ def build_evidence(*, session_dir, correctness, bundle_dir, pin, model, profile,
     tables = {"requests": req, "summary": summ, "correctness": corr, "protocol": proto, "runs": runs_df}
     for name, df in tables.items():
         write_table(df, out / f"{name}.parquet")
+    archive_run(out, run_id)   # every run also kept under out/history/<run_id>/ (never overwritten)
     return {"run_id": run_id, "statuses": {r["point_id"]: r["status"] for r in runs},
             "counts": {n: len(d) for n, d in tables.items()}}
 

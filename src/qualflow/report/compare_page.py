@@ -1,0 +1,192 @@
+"""The compare page: a self-contained HTML page (plots embedded as base64; the PNGs also lie beside
+it for Snakemake's --report) over a `Comparison`."""
+from __future__ import annotations
+
+import base64
+import html
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from qualflow.evidence.compare import METHOD_TEXT, METRICS, P99_MIN_N, Comparison
+
+CSS = ("body{font-family:sans-serif;max-width:1250px;margin:1.5em auto;font-size:14px;color:#222}"
+       "table.t{border-collapse:collapse;font-size:12px;margin:.4em 0}"
+       "table.t td,table.t th{border:1px solid #ccc;padding:2px 6px;text-align:right}"
+       "table.t th{background:#f3f3f3}table.t td:first-child{text-align:left}"
+       ".banner{background:#b00020;color:#fff;padding:.8em 1em;font-weight:bold;border-radius:4px}"
+       ".verdict{font-size:16px;padding:.6em 1em;border-radius:4px;background:#eef5ee;border:1px solid #9c9}"
+       ".verdict.bad{background:#fdecea;border-color:#e99}"
+       ".reg{color:#b00020;font-weight:bold}.imp{color:#1b7f2a;font-weight:bold}.dim{color:#888}"
+       "img{max-width:100%;border:1px solid #eee}details{margin:.5em 0}code{background:#f5f5f5}")
+
+
+def img_tag(path: Path, alt: str) -> str:
+    data = base64.b64encode(Path(path).read_bytes()).decode()
+    return f"<img alt='{html.escape(alt)}' src='data:image/png;base64,{data}'>"
+
+
+def _fmt(v, pct=False):
+    if v is None or (isinstance(v, float) and not np.isfinite(v)):
+        return ""
+    if pct:
+        return f"{v:+.1%}"
+    if isinstance(v, (float, np.floating)):
+        return f"{v:.3g}" if abs(v) < 100 else f"{v:.1f}"
+    return html.escape(str(v))
+
+
+def _table(df: pd.DataFrame) -> str:
+    if df is None or df.empty:
+        return "<p><i>none</i></p>"
+    return df.to_html(index=False, escape=True, na_rep="", border=0, classes="t",
+                      float_format=lambda v: f"{v:.4g}")
+
+
+def _cdf_plot(cmp: Comparison, out: Path) -> Path:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    keys = sorted(cmp.samples)
+    ms = [("client_ttft_ms", "TTFT (ms)"), ("client_itl_ms", "ITL (ms)")]
+    fig, axes = plt.subplots(len(keys), 2, figsize=(10, 2.8 * len(keys)), squeeze=False)
+    for i, k in enumerate(keys):
+        for j, (m, lab) in enumerate(ms):
+            ax = axes[i][j]
+            for side, color in (("base", "#1f77b4"), ("head", "#d62728")):
+                x = np.sort(cmp.samples[k][side][m])
+                if len(x):
+                    ax.step(x, np.arange(1, len(x) + 1) / len(x), where="post", color=color,
+                            label=f"{side} ({len(x)} req)")
+            ax.set_title(f"{'/'.join(k)}: {lab}", fontsize=9)
+            ax.set_xlabel(lab, fontsize=8)
+            ax.set_ylabel("fraction of requests", fontsize=8)
+            ax.grid(alpha=.3)
+            ax.legend(fontsize=7, loc="lower right")
+    fig.suptitle(f"Client latency CDFs: base {cmp.base} (blue) vs head {cmp.head} (red)", fontsize=10)
+    fig.tight_layout()
+    p = out / "cdf.png"
+    fig.savefig(p, dpi=100)
+    plt.close(fig)
+    return p
+
+
+def _delta_plot(cmp: Comparison, out: Path) -> Path:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    m = cmp.metrics
+    m = m[m["stat"].isin(["p50", "p90"]) & m["metric"].isin([x[0] for x in METRICS])] if len(m) else m
+    m = m.reset_index(drop=True)
+    n = max(len(m), 1)
+    fig, ax = plt.subplots(figsize=(10, 0.32 * n + 1.4))
+    labels = []
+    for i, r in enumerate(m.to_dict("records")):
+        y = n - 1 - i
+        base = abs(r["base"]) if r["base"] else float("nan")
+        rel = 100 * r["rel_delta"]
+        lo, hi = 100 * r["ci_low"] / base, 100 * r["ci_high"] / base
+        fl = 100 * r["noise_floor"] / base if np.isfinite(base) else float("nan")
+        if np.isfinite(fl):
+            ax.add_patch(plt.Rectangle((-fl, y - .4), 2 * fl, .8, color="#bbb", alpha=.45, lw=0))
+        color = "#b00020" if r["verdict"] == "regression" else "#1b7f2a" if r["verdict"] == "improvement" else "#555"
+        if np.isfinite(lo) and np.isfinite(hi):
+            ax.plot([lo, hi], [y, y], color=color, lw=2)
+        ax.plot([rel], [y], "o", color=color)
+        labels.append(f"{r['point_id']} {r['label']} {r['stat']}")
+    ax.axvline(0, color="k", lw=.8)
+    ax.set_yticks(range(n), list(reversed(labels)) if labels else [""], fontsize=7)
+    ax.set_ylim(-.6, n - .4)
+    ax.set_xlabel("relative delta head vs base (%)  -  dot: delta, line: bootstrap CI, grey band: noise floor")
+    ax.set_title("Delta per metric (red: significant regression, green: significant improvement, grey: within noise)",
+                 fontsize=9)
+    ax.grid(axis="x", alpha=.3)
+    fig.tight_layout()
+    p = out / "delta.png"
+    fig.savefig(p, dpi=100)
+    plt.close(fig)
+    return p
+
+
+def _metrics_table(m: pd.DataFrame) -> str:
+    if m.empty:
+        return "<p><i>none</i></p>"
+    rows = ["<table class='t'><tr><th>point</th><th>metric</th><th>stat</th><th>base</th><th>head</th>"
+            "<th>delta</th><th>rel</th><th>bootstrap CI of delta</th><th>noise floor</th><th>MW p</th>"
+            "<th>n base/head</th><th>verdict</th></tr>"]
+    for r in m.to_dict("records"):
+        cls = {"regression": "reg", "improvement": "imp"}.get(r["verdict"], "dim")
+        ci = f"[{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}]" if np.isfinite(r["ci_low"]) else ""
+        rows.append(
+            f"<tr><td>{html.escape(r['model'])}/{html.escape(r['profile'])}/{html.escape(str(r['point_id']))}</td>"
+            f"<td>{html.escape(r['label'])} ({html.escape(r['unit'])})</td><td>{r['stat']}</td>"
+            f"<td>{_fmt(r['base'])}</td><td>{_fmt(r['head'])}</td><td>{_fmt(r['delta'])}</td>"
+            f"<td>{_fmt(r['rel_delta'], pct=True)}</td><td>{ci}</td><td>{_fmt(r['noise_floor'])}</td>"
+            f"<td>{_fmt(r['mw_p'])}</td><td>{_fmt(r['n_base'])}/{_fmt(r['n_head'])}</td>"
+            f"<td class='{cls}'>{html.escape(r['verdict'])}</td></tr>")
+    rows.append("</table>")
+    return "\n".join(rows)
+
+
+def write_compare_page(cmp: Comparison, out: str | Path) -> Path:
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    cdf, delta = _cdf_plot(cmp, out), _delta_plot(cmp, out)
+    m, pts = cmp.metrics, cmp.points
+    sig = m[m["significant"]] if len(m) else m
+    o = cmp.options
+    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>qualflow compare: {html.escape(cmp.base)} vs "
+             f"{html.escape(cmp.head)}</title><style>{CSS}</style></head><body>"]
+    if cmp.problems:
+        parts.append("<div class='banner' id='forced'>FORCED COMPARISON: these runs are not comparable; "
+                     "deltas below mix a software change with a workload/dataset change.<ul>"
+                     + "".join(f"<li>{html.escape(p)}</li>" for p in cmp.problems) + "</ul></div>")
+    parts.append(f"<h1>Compare: base <code>{html.escape(cmp.base)}</code> vs head <code>{html.escape(cmp.head)}</code></h1>")
+    if len(sig):
+        items = "".join(
+            f"<li class='{'reg' if r['verdict'] == 'regression' else 'imp'}'>{html.escape(r['model'])}/"
+            f"{html.escape(r['profile'])}/{html.escape(str(r['point_id']))}: {html.escape(r['label'])} {r['stat']} "
+            f"{_fmt(r['base'])} &rarr; {_fmt(r['head'])} {html.escape(r['unit'])} ({_fmt(r['rel_delta'], pct=True)}, "
+            f"{r['verdict']})</li>" for r in sig.to_dict("records"))
+        parts.append(f"<div class='verdict bad' id='verdict'>{len(sig)} significant change(s) beyond run-to-run noise:"
+                     f"<ul>{items}</ul></div>")
+    else:
+        parts.append("<div class='verdict' id='verdict'>No significant change: every tested delta is within "
+                     "run-to-run noise.</div>")
+    st_changed = pts[pts["status_changed"]] if len(pts) else pts
+    for r in st_changed.to_dict("records"):
+        parts.append(f"<p class='reg'>Status changed at {html.escape(r['model'])}/{html.escape(r['profile'])}/"
+                     f"{html.escape(str(r['point_id']))}: {html.escape(str(r['base_status']))} &rarr; "
+                     f"{html.escape(str(r['head_status']))}</p>")
+    parts.append("<p><b>Method.</b> " + html.escape(METHOD_TEXT.format(
+        p99=P99_MIN_N, B=o.resamples, conf=o.confidence, seed=o.seed, rel=o.noise_rel, abs_ms=o.noise_abs_ms)) + "</p>")
+    pv = pts.copy()
+    if len(pv):
+        pv = pd.DataFrame({
+            "point": pv["model"] + "/" + pv["profile"] + "/" + pv["point_id"].astype(str),
+            "base run": pv["base_run"], "head run": pv["head_run"],
+            "status base": pv["base_status"], "status head": pv["head_status"],
+            "correctness base": pv["base_correctness_passed"].astype(str) + "/" + pv["base_correctness_cases"].astype(str),
+            "correctness head": pv["head_correctness_passed"].astype(str) + "/" + pv["head_correctness_cases"].astype(str),
+            "protocol base": pv["base_protocol_passed"].astype(str) + "/" + pv["base_protocol_checks"].astype(str),
+            "protocol head": pv["head_protocol_passed"].astype(str) + "/" + pv["head_protocol_checks"].astype(str),
+            "requests base/head": pv["base_n"].astype(str) + "/" + pv["head_n"].astype(str),
+            "same dataset": pv["dataset_equal"], "same workload": pv["workload_equal"]})
+    parts += ["<h2>Points: status, correctness and protocol pass counts</h2>", _table(pv),
+              "<h2>Metrics side by side</h2>", _metrics_table(m),
+              "<h2>Delta chart with noise bands</h2>", img_tag(delta, "delta chart"),
+              "<h2>Overlaid CDFs of TTFT and ITL per point</h2>", img_tag(cdf, "latency CDFs")]
+    prov = cmp.provenance
+    diff = prov[prov["differs"]] if len(prov) else prov
+    same = prov[~prov["differs"]] if len(prov) else prov
+    parts += [f"<h2>Provenance differences ({len(diff)})</h2>", _table(diff),
+              f"<details><summary>Identical provenance ({len(same)} fields)</summary>{_table(same)}</details>"]
+    if len(cmp.only_in):
+        parts += ["<h2>Points in only one side (not compared)</h2>", _table(cmp.only_in)]
+    parts.append("</body></html>")
+    page = out / "compare.html"
+    page.write_text("\n".join(parts))
+    return page
