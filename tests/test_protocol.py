@@ -165,3 +165,16 @@ def test_core_non_stream_failure_is_500():
     with pytest.raises(ApiError) as e:
         asyncio.run(core.create_response(parse_request(BODY), "rid-9"))
     assert e.value.status == 500 and e.value.code == "server_error" and "boom" in e.value.message
+
+
+def test_server_reaches_the_model_only_through_the_task_api():
+    import ast
+    import pathlib
+
+    import qualflow.server
+    for f in pathlib.Path(qualflow.server.__file__).parent.glob("*.py"):
+        for n in ast.walk(ast.parse(f.read_text())):
+            if isinstance(n, ast.ImportFrom) and n.level == 0 and (n.module or "").startswith("qualflow"):
+                assert n.module in ("qualflow.runtime", "qualflow.runtime.task"), (f.name, n.module)
+            if isinstance(n, ast.Import):
+                assert not any(a.name.startswith("qualflow") for a in n.names), f.name
