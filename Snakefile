@@ -21,6 +21,7 @@ include: "workflow/rules/correctness.smk"
 include: "workflow/rules/serve.smk"
 include: "workflow/rules/evidence.smk"
 include: "workflow/rules/report.smk"
+include: "workflow/rules/compare.smk"
 
 
 rule all:

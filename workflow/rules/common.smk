@@ -131,3 +131,33 @@ def evidence_dirs(wildcards, input):
 
 def all_session(name):
     return [f"results/session/{SWKEY}/{m}/{p}/{name}" for m, p in MODEL_PROFILES]
+
+
+# compare (workflow/rules/compare.smk): config `compare: {base, head, force, noise_rel}`
+COMPARE = config.get("compare") or {}
+
+
+def _compare_spec(side):
+    v = COMPARE.get(side) or ""
+    return SWKEY if v == "current" else v
+
+
+def _compare_name(s):
+    return "".join(c if c.isalnum() or c in "._+-@" else "_" for c in s) or "unset"
+
+
+COMPARE_DIR = (
+    f"results/compare/{_compare_name(_compare_spec('base'))}__vs__{_compare_name(_compare_spec('head'))}"
+)
+
+
+def compare_inputs(wildcards):
+    if not COMPARE.get("base") or not COMPARE.get("head"):
+        raise ValueError(
+            "config: compare.base and compare.head must be set to run `compare`, e.g. "
+            "--config 'compare={base: <VERSION>, head: current}' (versions: `qualflow evidence list`)"
+        )
+    # "current" is produced by this DAG; other versions must already be in results/evidence
+    if "current" in (COMPARE.get("base"), COMPARE.get("head")):
+        return all_evidence("runs")
+    return []

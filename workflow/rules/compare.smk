@@ -1,0 +1,41 @@
+# compare (issue 6): two software versions' (or runs') evidence side by side. Driven by config:
+#
+#   compare:
+#     base: 0.1.0+gadbe6f2ae1     # VERSION, RUN_ID, VERSION@RUN_ID (see `qualflow evidence list`)
+#     head: current               # "current": this DAG's software key (its evidence is built first)
+#     force: false                # compare even if dataset identity or workload differ (page says so)
+#
+#   snakemake --cores all compare --config 'compare={base: 0.1.0+gadbe6f2ae1, head: current}'
+#
+# Not part of `qualify`/`all`; only run when asked for.
+
+rule compare:
+    """Compare two versions' evidence: table (parquet), page with CDFs and a delta chart."""
+    input:
+        compare_inputs,
+    output:
+        html=report(
+            f"{COMPARE_DIR}/compare.html",
+            caption="../report/compare.rst",
+            category="compare",
+        ),
+        cdf=report(f"{COMPARE_DIR}/cdf.png", caption="../report/compare_cdf.rst", category="compare"),
+        delta=report(
+            f"{COMPARE_DIR}/delta.png", caption="../report/compare_delta.rst", category="compare"
+        ),
+        table=f"{COMPARE_DIR}/compare.parquet",
+        points=f"{COMPARE_DIR}/points.parquet",
+        provenance=f"{COMPARE_DIR}/provenance.parquet",
+    log:
+        f"logs/compare/{Path(COMPARE_DIR).name}.log",
+    params:
+        base=_compare_spec("base"),
+        head=_compare_spec("head"),
+        force="--force" if COMPARE.get("force") else "",
+        noise_rel=COMPARE.get("noise_rel", 0.10),
+        outdir=lambda w, output: str(Path(output.table).parent),
+    localrule: True
+    shell:
+        "qualflow compare --base {params.base} --head {params.head} --root results/evidence"
+        " --out {params.outdir} --noise-rel {params.noise_rel} {params.force} > {log} 2>&1"
+        " || (cat {log}; exit 1)"
