@@ -5,7 +5,11 @@ rule report:
         summary=all_evidence("summary"),
         requests=all_evidence("requests"),
     output:
-        html=f"results/report/{SWKEY}/report.html",
+        html=report(
+            f"results/report/{SWKEY}/report.html",
+            caption="../report/run_report.rst",
+            category="qualify",
+        ),
     log:
         f"logs/report/{SWKEY}.log",
     benchmark:

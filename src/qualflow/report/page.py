@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from qualflow.evidence.schema import STATUS_LADDER
+from qualflow.report.evidence_tables import evidence_sections, img_tag, ladder_html
 
 TABLES = ("requests", "summary", "correctness", "protocol", "runs")
 
@@ -146,7 +147,7 @@ def write_report(evidence_dirs: list[str | Path], out: str | Path) -> dict:
         "<h1>qualflow qualification report</h1>",
         f"<p>Status ladder: {' &rarr; '.join(STATUS_LADDER)}. Evidence: "
         + ", ".join(html.escape(str(d)) for d in evidence_dirs) + "</p>",
-        "<h2>Status</h2>", _table_html(st),
+        "<h2>Status</h2>", _table_html(st), ladder_html(st),
         "<h2>Family correctness (pass counts)</h2>", _table_html(corr_counts),
         "<h2>Protocol checks</h2>",
         f"<p>{int(proto['passed'].sum()) if len(proto) else 0} of {len(proto)} passed.</p>", _table_html(proto),
@@ -158,10 +159,12 @@ def write_report(evidence_dirs: list[str | Path], out: str | Path) -> dict:
         _table_html(timing),
         "<h2>Load, startup, warm-up and stage times (s)</h2><p>Never part of steady-state figures.</p>",
         _table_html(startup),
+        evidence_sections(ev),
         "<h2>Figures</h2>",
     ]
     for name, caption in figs:
-        parts.append(f"<figure><img src='{name}'><figcaption>{html.escape(caption)}</figcaption></figure>")
+        parts.append(f"<figure>{img_tag(out / name, caption)}<figcaption>{html.escape(caption)} "
+                     f"(<a href='{name}'>{name}</a>)</figcaption></figure>")
     parts.append("</body></html>")
     (out / "report.html").write_text("\n".join(parts))
     return {"status": st[["run_id", "point_id", "status"]].to_dict("records"), "figures": [f for f, _ in figs]}
