@@ -40,8 +40,8 @@ def _fmt(v, pct=False):
 def _table(df: pd.DataFrame) -> str:
     if df is None or df.empty:
         return "<p><i>none</i></p>"
-    return df.to_html(index=False, escape=True, na_rep="", border=0, classes="t",
-                      float_format=lambda v: f"{v:.4g}")
+    return "<div style='overflow-x:auto'>" + df.to_html(index=False, escape=True, na_rep="", border=0, classes="t",
+                                                        float_format=lambda v: f"{v:.4g}") + "</div>"
 
 
 def _cdf_plot(cmp: Comparison, out: Path) -> Path:
