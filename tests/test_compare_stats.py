@@ -166,3 +166,5 @@ def test_compare_table_provenance_and_empirical_noise(tmp_path):
     assert any("request latency p50" in s for s in res["significant"])
     html = (tmp_path / "o" / "compare.html").read_text()
     assert "data:image/png;base64," in html and "bootstrap" in html and "Mann-Whitney" in html
+    assert "noise-note" not in html                            # v1 has a second run: the floor is measured
+    assert pd.read_parquet(tmp_path / "o" / "points.parquet")["base_noise_runs"].tolist() == [1]

@@ -307,8 +307,11 @@ def compare_evidence(base_refs: list[store.RunRef], head_refs: list[store.RunRef
                             f"{ {k: wl_b.get(k) for k in diff} }, head { {k: wl_h.get(k) for k in diff} })")
         cb, ch = _pass_count(ev_b["correctness"], rb.run_id), _pass_count(ev_h["correctness"], rh.run_id)
         qb, qh = _pass_count(ev_b["protocol"], rb.run_id), _pass_count(ev_h["protocol"], rh.run_id)
+        n_noise = 0 if root is None else sum(
+            1 for r in store.list_runs(root) if (r.version, r.model, r.profile) == (rb.version, rb.model, rb.profile)
+            and r.run_id not in (rb.run_id, rh.run_id))
         point_rows.append({
-            "model": key[0], "profile": key[1], "point_id": key[2],
+            "model": key[0], "profile": key[1], "point_id": key[2], "base_noise_runs": n_noise,
             "base_run": rb.label, "head_run": rh.label,
             "base_status": xb.get("status"), "head_status": xh.get("status"),
             "status_changed": xb.get("status") != xh.get("status"),

@@ -156,6 +156,13 @@ def write_compare_page(cmp: Comparison, out: str | Path) -> Path:
     else:
         parts.append("<div class='verdict' id='verdict'>No significant change: every tested delta is within "
                      "run-to-run noise.</div>")
+    unmeasured = pts[pts["base_noise_runs"] == 0] if len(pts) else pts
+    if len(unmeasured):
+        parts.append(f"<p id='noise-note'><b>Noise floor not measured</b> for {len(unmeasured)} of {len(pts)} point(s): "
+                     f"the base version's history holds no other run of them, so the floor is the configured "
+                     f"{o.noise_rel:.0%} / {o.noise_abs_ms:g} ms. Qualify the base version once more to measure its "
+                     "run-to-run noise; on a shared host, identical runs at different times can differ by far more "
+                     "(other load is not part of the provenance).</p>")
     st_changed = pts[pts["status_changed"]] if len(pts) else pts
     for r in st_changed.to_dict("records"):
         parts.append(f"<p class='reg'>Status changed at {html.escape(r['model'])}/{html.escape(r['profile'])}/"
@@ -174,6 +181,7 @@ def write_compare_page(cmp: Comparison, out: str | Path) -> Path:
             "protocol base": pv["base_protocol_passed"].astype(str) + "/" + pv["base_protocol_checks"].astype(str),
             "protocol head": pv["head_protocol_passed"].astype(str) + "/" + pv["head_protocol_checks"].astype(str),
             "requests base/head": pv["base_n"].astype(str) + "/" + pv["head_n"].astype(str),
+            "base runs measuring noise": pv["base_noise_runs"],
             "same dataset": pv["dataset_equal"], "same workload": pv["workload_equal"]})
     parts += ["<h2>Points: status, correctness and protocol pass counts</h2>", _table(pv),
               "<h2>Metrics side by side</h2>", _metrics_table(m),
