@@ -125,6 +125,8 @@ def add_workflow_stages(sub) -> None:
     s.add_argument("--out")
     s.add_argument("--no-torch", action="store_true")
     s.add_argument("--key", action="store_true", help="print only the software key")
+    s.add_argument("--workflow", action="store_true",
+                   help="print the software key and the package versions the workflow's rules depend on (JSON)")
     s.set_defaults(func=_workflow_stage("qualflow.provenance", "main_provenance"))
 
 

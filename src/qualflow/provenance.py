@@ -101,9 +101,22 @@ def collect(with_torch: bool = True) -> dict:
             "os": platform.platform(), "hostname": platform.node(), "hardware": hardware(with_torch)}
 
 
+def workflow_versions() -> dict:
+    """What the Snakemake rules key their params on: the software key and the versions of the
+    packages that change each stage's results."""
+    q = ("qualflow",)
+    return {"software_key": software_key(),
+            "model": package_versions(q + PACKAGES["model"]),
+            "session": package_versions(q + PACKAGES["model"] + PACKAGES["serve"] + PACKAGES["client"]),
+            "evidence": package_versions(q + PACKAGES["evidence"])}
+
+
 def main_provenance(a) -> int:
     if getattr(a, "key", False):
         print(software_key())
+        return 0
+    if getattr(a, "workflow", False):
+        print(json.dumps(workflow_versions(), sort_keys=True))
         return 0
     data = collect(with_torch=not a.no_torch)
     text = json.dumps(data, indent=2)

@@ -2,11 +2,10 @@
 # reached only through the `qualflow` CLI; this file only maps config to paths and arguments.
 import json
 import shlex
+import subprocess
 from pathlib import Path
 
 from snakemake.utils import validate
-
-from qualflow.provenance import PACKAGES, package_versions, software_key
 
 
 validate(config, schema="../schemas/config.schema.yaml")
@@ -31,15 +30,19 @@ def _check_config():
 
 _check_config()
 
+# The workflow reaches qualflow only through its CLI, here too.
+_VERSIONS = json.loads(
+    subprocess.run(
+        ["qualflow", "provenance", "--workflow"], check=True, capture_output=True, text=True
+    ).stdout
+)
 # Evidence and everything measured with this software live under this key.
-SWKEY = config["software_key"] or software_key()
+SWKEY = config["software_key"] or _VERSIONS["software_key"]
 DEVICE = config["device"]
 # Package versions that change results: params, so an upgrade reruns what it should (reference §3.3).
-SOFTWARE_MODEL = package_versions(("qualflow",) + PACKAGES["model"])
-SOFTWARE_SESSION = package_versions(
-    ("qualflow",) + PACKAGES["model"] + PACKAGES["serve"] + PACKAGES["client"]
-)
-SOFTWARE_EVIDENCE = package_versions(("qualflow",) + PACKAGES["evidence"])
+SOFTWARE_MODEL = _VERSIONS["model"]
+SOFTWARE_SESSION = _VERSIONS["session"]
+SOFTWARE_EVIDENCE = _VERSIONS["evidence"]
 
 MODEL_PROFILES = [(m, p) for m, mc in config["models"].items() for p in mc["profiles"]]
 
