@@ -55,6 +55,7 @@ def add_workflow_stages(sub) -> None:
     s.add_argument("--port", type=int, default=0, help="0: pick a free port")
     s.add_argument("--model-name", default="qualflow")
     s.add_argument("--max-batch", type=int, default=0)
+    s.add_argument("--max-context", type=int, default=0, help="server --max-context (0: the server's default)")
     s.add_argument("--startup-timeout", type=float, default=600.0)
     s.add_argument("--warmup-requests", type=int, default=4)
     s.add_argument("--warmup-max-tokens", type=int, default=16)

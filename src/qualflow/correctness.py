@@ -79,7 +79,7 @@ def run_correctness(task: Task, checkpoint_dir: str) -> pd.DataFrame:
 
 def main_correctness(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
-    task = load_task(args.bundle, device=args.device, max_batch=1)
+    task = load_task(args.bundle, device=args.device, max_batch=1, max_context=1024)  # the prompts are short
     try:
         checkpoint_dir = task.manifest["checkpoint"]["path"]
         if not Path(checkpoint_dir).is_dir():

@@ -85,6 +85,7 @@ def http_get_json(url: str, timeout: float = 5.0) -> tuple[int, dict | None]:
 class ServerProcess:
     def __init__(self, *, bundle: str, device: str, host: str, port: int, model_name: str,
                  timing_log: str | Path, log_path: str | Path, max_batch: int | None = None,
+                 max_context: int | None = None,
                  extra_args: list[str] | None = None, command: list[str] | None = None):
         self.host, self.port = host, port
         self.model_name = model_name
@@ -95,6 +96,8 @@ class ServerProcess:
                "--timing-log", str(timing_log)]
         if max_batch:
             cmd += ["--max-batch", str(max_batch)]
+        if max_context:
+            cmd += ["--max-context", str(max_context)]
         self.cmd = list(command) if command else cmd + list(extra_args or [])
         self.proc: subprocess.Popen | None = None
         self.spawn_ns: int | None = None

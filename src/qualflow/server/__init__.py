@@ -25,7 +25,8 @@ def bind(host: str, port: int) -> socket.socket:
 
 
 def serve(bundle: str, device: str = "cpu", host: str = "127.0.0.1", port: int = 8000,
-          model_name: str | None = None, max_batch: int = 8, timing_log: str | None = None,
+          model_name: str | None = None, max_batch: int = 8, max_context: int | None = 4096,
+          timing_log: str | None = None,
           step_delay_s: float = 0.0, log_level: str = "info") -> int:
     """Run the server until interrupted. Returns the process exit code (non-zero if the Task failed to load)."""
     started_ns = time.time_ns()
@@ -44,7 +45,8 @@ def serve(bundle: str, device: str = "cpu", host: str = "127.0.0.1", port: int =
         failed.append(e)
         server.should_exit = True
 
-    app = create_app(lambda: load_task(bundle, device=device, max_batch=max_batch, step_delay_s=step_delay_s),
+    app = create_app(lambda: load_task(bundle, device=device, max_batch=max_batch, max_context=max_context,
+                                       step_delay_s=step_delay_s),
                      model_name=model_name, timing_log=timing_log, started_ns=started_ns,
                      on_load_error=on_load_error)
     config = uvicorn.Config(app, log_level=log_level, access_log=False, lifespan="on",
@@ -66,7 +68,10 @@ def add_serve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000, help="0 picks a free port (printed on stderr)")
     p.add_argument("--model-name", default=None, help="served model name (default: the bundle's checkpoint id)")
-    p.add_argument("--max-batch", type=int, default=8)
+    p.add_argument("--max-batch", type=int, default=8, help="requests decoded together (KV cache slots)")
+    p.add_argument("--max-context", type=int, default=4096,
+                   help="tokens per request (prompt + output), at most the bundle's context limit; sizes the KV "
+                        "cache (max_batch x max_context), so the full 40k of Qwen3 is opt-in")
     p.add_argument("--timing-log", default=None, help="append one JSONL Task timing record per request")
     p.add_argument("--step-delay-s", type=float, default=0.0, help=argparse.SUPPRESS)
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
@@ -74,5 +79,5 @@ def add_serve_args(p: argparse.ArgumentParser) -> None:
 
 def main_serve(args: argparse.Namespace) -> int:
     return serve(args.bundle, device=args.device, host=args.host, port=args.port, model_name=args.model_name,
-                 max_batch=args.max_batch, timing_log=args.timing_log, step_delay_s=args.step_delay_s,
+                 max_batch=args.max_batch, max_context=args.max_context, timing_log=args.timing_log, step_delay_s=args.step_delay_s,
                  log_level=args.log_level)
