@@ -28,8 +28,8 @@ import pytest
 from qualflow.evidence import store
 from qualflow.evidence.compare import CompareOptions, CompareRefused, run_compare
 
-DELAY = 0.1
-POINT = {"point_id": "tiny_c2", "concurrency": 2, "isl": 16, "osl": 6, "request_count": 12,
+DELAY = 0.2
+POINT = {"point_id": "tiny_c2", "concurrency": 2, "isl": 16, "osl": 4, "request_count": 20,
          "warmup_request_count": 2, "seed": 42}
 REAL_AIPERF = os.environ.get("QUALFLOW_COMPARE_REAL_AIPERF") == "1"
 

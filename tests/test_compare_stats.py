@@ -10,7 +10,7 @@ import pytest
 
 from qualflow.evidence import store
 from qualflow.evidence.compare import (CompareOptions, CompareRefused, bootstrap_delta, compare_evidence,
-                                       compare_samples, judge, mann_whitney_p, noise_floor, run_compare)
+                                       compare_samples, judge, mann_whitney_p, min_n, noise_floor, run_compare)
 from qualflow.evidence.join import write_table
 
 RNG = np.random.default_rng(1)
@@ -56,16 +56,20 @@ def test_noise_floor_and_judge():
 
 def test_compare_samples_verdicts():
     o = CompareOptions(resamples=500)
-    slow = compare_samples(lognormal(60, 100, 0.1), lognormal(60, 150, 0.1), unit="ms", lower_is_better=True, opts=o)
+    slow = compare_samples(lognormal(120, 100, 0.1), lognormal(120, 150, 0.1), unit="ms", lower_is_better=True, opts=o)
     by = {r["stat"]: r for r in slow}
     assert by["p50"]["verdict"] == "regression" and by["p90"]["significant"]
-    assert by["p99"]["verdict"] == "not tested"                 # < 100 requests per side
+    assert by["p99"]["verdict"] == "not tested"                 # < 1000 requests per side
     fast = compare_samples(lognormal(60, 10, 0.1), lognormal(60, 15, 0.1), unit="tok/s", lower_is_better=False, opts=o)
     assert fast[0]["verdict"] == "improvement"
     same = compare_samples(lognormal(60, 100, 0.1), lognormal(60, 101, 0.1), unit="ms", lower_is_better=True, opts=o)
     assert not any(r["significant"] for r in same)
-    big = compare_samples(lognormal(150, 100, 0.1), lognormal(150, 150, 0.1), unit="ms", lower_is_better=True, opts=o)
+    few = {r["stat"]: r for r in compare_samples(lognormal(30, 100, 0.1), lognormal(30, 150, 0.1), unit="ms",
+                                                  lower_is_better=True, opts=o)}
+    assert few["p50"]["significant"] and not few["p90"]["tested"]   # p90 needs >= 100 requests per side
+    big = compare_samples(lognormal(1000, 100, 0.1), lognormal(1000, 150, 0.1), unit="ms", lower_is_better=True, opts=o)
     assert {r["stat"]: r for r in big}["p99"]["tested"]
+    assert [min_n(q) for q in (50, 90, 99)] == [20, 100, 1000]
 
 
 def test_false_positive_rate_on_identical_distributions_is_low():

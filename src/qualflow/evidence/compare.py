@@ -4,10 +4,11 @@ model/profile/workload point, with a verdict on whether each delta is beyond run
 Statistical method (also stated on the page):
 
 * Per-request rows only: profiling requests matched on both sides (warm-up excluded), per point.
-* For each metric and statistic (p50, p90; p99 when both sides have >= 100 requests) the delta is
+* For each metric and statistic (p50, p90, p99) the delta is
   head - base. Its uncertainty is a **percentile bootstrap** confidence interval (default 95 %,
   2000 resamples, fixed seed): both runs' requests are resampled independently with replacement and
-  the statistic's difference recomputed. A quantile's CI from a bootstrap needs no distributional
+  the statistic's difference recomputed. The level is Bonferroni-adjusted over the k tests of a point
+  (each CI at 1 - 0.05/k), so a point's whole family of tests keeps 95 % confidence. A quantile's CI from a bootstrap needs no distributional
   assumption (latencies are skewed and multi-modal), and the CI is about the very number the table
   shows. The two-sided **Mann-Whitney U** p-value (scipy) over the whole distributions is shown next
   to it as a second opinion, not as the criterion.
@@ -23,7 +24,7 @@ Statistical method (also stated on the page):
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -40,13 +41,21 @@ METRICS = (
     ("output_tps_per_request", "output tokens/s per request", "tok/s", False),
 )
 STATS = (("p50", 50.0), ("p90", 90.0), ("p99", 99.0))
-P99_MIN_N = 100
+TAIL_MIN = 10  # a percentile is tested only with >= 10 requests beyond it per side: n >= 10 / (1 - q)
+
+
+def min_n(q: float) -> int:
+    """Requests per side needed to test percentile q (p50: 20, p90: 100, p99: 1000): a bootstrap of a
+    quantile with fewer samples beyond it resamples the same few extreme values and its CI is too narrow."""
+    return int(np.ceil(TAIL_MIN / (1 - q / 100) - 1e-9))
 
 METHOD_TEXT = (
     "Deltas are head - base. Significance: percentile bootstrap CI of the difference of the statistic "
-    "(p50/p90; p99 only with >= {p99} requests per side), resampling each run's per-request rows "
-    "(matched profiling requests, warm-up excluded) independently, {B} resamples, {conf:.0%} confidence, "
-    "seed {seed}. A delta is significant only if the CI excludes 0 AND |delta| exceeds the noise floor "
+    "(a percentile only when each side has >= 10 requests beyond it: p50 >= 20, p90 >= 100, p99 >= 1000 requests), "
+    "resampling each run's per-request rows "
+    "(matched profiling requests, warm-up excluded) independently, {B} resamples, seed {seed}; the CI level is "
+    "Bonferroni-adjusted over the tests of a point, so each point's family of tests holds {conf:.0%} "
+    "confidence. A delta is significant only if the CI excludes 0 AND |delta| exceeds the noise floor "
     "max({rel:.0%} of base, {abs_ms} ms for ms metrics, the largest relative difference between earlier "
     "runs of the base version when its history has them, the head run excluded), because within-run resampling cannot see "
     "run-to-run noise. The Mann-Whitney U p-value (two-sided, whole distributions, scipy) is shown as a "
@@ -145,7 +154,7 @@ def compare_samples(base, head, *, unit: str, lower_is_better: bool, opts: Compa
         row = {"stat": stat, "base": bv, "head": hv, "delta": hv - bv,
                "rel_delta": (hv - bv) / abs(bv) if bv else float("nan"),
                "n_base": len(b), "n_head": len(h), "mw_p": p}
-        tested = len(b) >= 2 and len(h) >= 2 and (stat != "p99" or min(len(b), len(h)) >= P99_MIN_N)
+        tested = min(len(b), len(h)) >= max(2, min_n(q))
         emp = (empirical_rel or {}).get(stat, 0.0)
         floor = noise_floor(bv, unit, opts, emp)
         if tested:
@@ -328,9 +337,13 @@ def compare_evidence(base_refs: list[store.RunRef], head_refs: list[store.RunRef
         xs_b, xs_h = point_samples(req_b, rb.run_id, key[2]), point_samples(req_h, rh.run_id, key[2])
         samples[key] = {"base": xs_b, "head": xs_h}
         emp = _empirical_noise(root, rb, key[2], exclude=(rh.run_id,))
+        # Bonferroni over the tests of this point: family-wise confidence `opts.confidence` per point
+        k = sum(min(len(xs_b[m]), len(xs_h[m])) >= max(2, min_n(q)) for m, *_ in METRICS for _, q in STATS)
+        popts = replace(opts, confidence=1 - (1 - opts.confidence) / max(1, k))
         for m, lab, unit, lower in METRICS:
-            for row in compare_samples(xs_b[m], xs_h[m], unit=unit, lower_is_better=lower, opts=opts,
+            for row in compare_samples(xs_b[m], xs_h[m], unit=unit, lower_is_better=lower, opts=popts,
                                        empirical_rel=emp.get(m)):
+                row["ci_level"] = popts.confidence if row["tested"] else float("nan")
                 metric_rows.append({"model": key[0], "profile": key[1], "point_id": key[2], "metric": m,
                                     "label": lab, "unit": unit, "lower_is_better": lower, **row,
                                     "base_run": rb.label, "head_run": rh.label})

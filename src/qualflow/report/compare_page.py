@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from qualflow.evidence.compare import METHOD_TEXT, METRICS, P99_MIN_N, Comparison
+from qualflow.evidence.compare import METHOD_TEXT, METRICS, Comparison
 
 CSS = ("body{font-family:sans-serif;max-width:1250px;margin:1.5em auto;font-size:14px;color:#222}"
        "table.t{border-collapse:collapse;font-size:12px;margin:.4em 0}"
@@ -169,7 +169,7 @@ def write_compare_page(cmp: Comparison, out: str | Path) -> Path:
                      f"{html.escape(str(r['point_id']))}: {html.escape(str(r['base_status']))} &rarr; "
                      f"{html.escape(str(r['head_status']))}</p>")
     parts.append("<p><b>Method.</b> " + html.escape(METHOD_TEXT.format(
-        p99=P99_MIN_N, B=o.resamples, conf=o.confidence, seed=o.seed, rel=o.noise_rel, abs_ms=o.noise_abs_ms)) + "</p>")
+        B=o.resamples, conf=o.confidence, seed=o.seed, rel=o.noise_rel, abs_ms=o.noise_abs_ms)) + "</p>")
     pv = pts.copy()
     if len(pv):
         pv = pd.DataFrame({
