@@ -41,17 +41,17 @@ METRICS = (
     ("output_tps_per_request", "output tokens/s per request", "tok/s", False),
 )
 STATS = (("p50", 50.0), ("p90", 90.0), ("p99", 99.0))
-TAIL_MIN = 10  # a percentile is tested only with >= 10 requests beyond it per side: n >= 10 / (1 - q)
+TAIL_MIN = 8   # a percentile is tested only with >= 8 requests beyond it per side: n >= 8 / (1 - q)
 
 
 def min_n(q: float) -> int:
-    """Requests per side needed to test percentile q (p50: 20, p90: 100, p99: 1000): a bootstrap of a
+    """Requests per side needed to test percentile q (p50: 16, p90: 80, p99: 800): a bootstrap of a
     quantile with fewer samples beyond it resamples the same few extreme values and its CI is too narrow."""
     return int(np.ceil(TAIL_MIN / (1 - q / 100) - 1e-9))
 
 METHOD_TEXT = (
     "Deltas are head - base. Significance: percentile bootstrap CI of the difference of the statistic "
-    "(a percentile only when each side has >= 10 requests beyond it: p50 >= 20, p90 >= 100, p99 >= 1000 requests), "
+    "(a percentile only when each side has >= 8 requests beyond it: p50 >= 16, p90 >= 80, p99 >= 800 requests), "
     "resampling each run's per-request rows "
     "(matched profiling requests, warm-up excluded) independently, {B} resamples, seed {seed}; the CI level is "
     "Bonferroni-adjusted over the tests of a point, so each point's family of tests holds {conf:.0%} "

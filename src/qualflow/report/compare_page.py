@@ -153,6 +153,9 @@ def write_compare_page(cmp: Comparison, out: str | Path) -> Path:
             f"{r['verdict']})</li>" for r in sig.to_dict("records"))
         parts.append(f"<div class='verdict bad' id='verdict'>{len(sig)} significant change(s) beyond run-to-run noise:"
                      f"<ul>{items}</ul></div>")
+    elif not len(m) or not m["tested"].any():
+        parts.append("<div class='verdict bad' id='verdict'>Nothing could be tested: too few requests per side "
+                     "(a percentile needs >= 8 requests beyond it, p50 >= 16). The deltas below are not judged.</div>")
     else:
         parts.append("<div class='verdict' id='verdict'>No significant change: every tested delta is within "
                      "run-to-run noise.</div>")
