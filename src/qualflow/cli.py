@@ -202,7 +202,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as e:  # argparse already printed the usage error; give its status back
+        return int(e.code or 0)
     try:
         return int(args.func(args) or 0)
     except (ValueError, FileNotFoundError, OSError) as e:  # our typed errors subclass these

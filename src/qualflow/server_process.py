@@ -82,6 +82,21 @@ def http_get_json(url: str, timeout: float = 5.0) -> tuple[int, dict | None]:
             return e.code, None
 
 
+def _group_members(pgid: int) -> list[int]:
+    """Live (non-zombie) processes of a process group, read from /proc (Linux)."""
+    pids = []
+    for d in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as fh:
+                    fields = fh.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if fields[0] != "Z" and int(fields[2]) == pgid:
+                pids.append(int(d))
+    return pids
+
+
 class ServerProcess:
     def __init__(self, *, bundle: str, device: str, host: str, port: int, model_name: str,
                  timing_log: str | Path, log_path: str | Path, max_batch: int | None = None,
@@ -165,11 +180,18 @@ class ServerProcess:
                 except ProcessLookupError:
                     pass
                 p.wait()
-        else:  # leader gone; make sure nothing of its group survives
+        # The leader is gone; members of its group (the server's own children) may still be exiting,
+        # or may have ignored SIGTERM: wait for them, then kill what is left.
+        deadline = time.monotonic() + grace_s
+        while _group_members(p.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if _group_members(p.pid):
             try:
                 os.killpg(p.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
+            while _group_members(p.pid) and time.monotonic() < deadline + 5:
+                time.sleep(0.05)
         deadline = time.monotonic() + 10
         while not port_is_free(self.host, self.port) and time.monotonic() < deadline:
             time.sleep(0.2)
