@@ -25,7 +25,7 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
-from .checkpoint import hash_lines, read_pin, sha256_file, verify_pin
+from .checkpoint import hash_lines, load_json, read_pin, sha256_file, verify_pin
 
 SCHEMA_VERSION = 1
 MANIFEST = "manifest.json"
@@ -229,10 +229,7 @@ def _read_manifest(path: Path) -> dict:
     mpath = path / MANIFEST
     if not mpath.is_file():
         raise BundleError(f"not a bundle: {mpath} not found")
-    try:
-        manifest = json.loads(mpath.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise BundleIntegrityError(f"{mpath} is not valid JSON: {e}") from None
+    manifest = load_json(mpath, BundleIntegrityError)
     if not isinstance(manifest, dict) or manifest.get("schema_version") != SCHEMA_VERSION:
         raise BundleError(f"{mpath}: unsupported bundle schema_version "
                           f"{manifest.get('schema_version') if isinstance(manifest, dict) else None!r}")

@@ -133,15 +133,20 @@ def pin_checkpoint(ref: str, revision: str | None = None, allow_unpinned: bool =
     return describe_dir(path, ident)
 
 
+def load_json(path: Path, error: type[Exception]):
+    """Parse a JSON file; a file that is not JSON raises `error` naming it."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise error(f"{path} is not valid JSON: {e}") from None
+
+
 def describe_dir(path: Path, ident: dict) -> dict:
     from qualflow.families import UnknownFamily, family_of_config
     cfg_path = path / "config.json"
     if not cfg_path.is_file():
         raise CheckpointError(f"checkpoint {path} has no config.json")
-    try:
-        config = json.loads(cfg_path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise CheckpointError(f"{cfg_path} is not valid JSON: {e}") from None
+    config = load_json(cfg_path, CheckpointError)
     if not isinstance(config, dict):
         raise CheckpointError(f"{cfg_path} is not a JSON object")
     try:
@@ -181,10 +186,7 @@ def read_pin(path: str | os.PathLike) -> dict:
     path = Path(path)
     if not path.is_file():
         raise PinMismatch(f"pin file not found: {path}")
-    try:
-        pin = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise PinMismatch(f"{path} is not valid JSON: {e}") from None
+    pin = load_json(path, PinMismatch)
     if not isinstance(pin, dict) or pin.get("schema_version") != SCHEMA_VERSION:
         raise PinMismatch(f"{path}: unsupported pin schema_version "
                           f"{pin.get('schema_version') if isinstance(pin, dict) else None!r}; "
