@@ -56,6 +56,7 @@ def add_workflow_stages(sub) -> None:
     s.add_argument("--model-name", default="qualflow")
     s.add_argument("--max-batch", type=int, default=0)
     s.add_argument("--max-context", type=int, default=0, help="server --max-context (0: the server's default)")
+    s.add_argument("--cpu-threads", type=int, default=0, help="server --cpu-threads (0: torch's default)")
     s.add_argument("--startup-timeout", type=float, default=600.0)
     s.add_argument("--warmup-requests", type=int, default=4)
     s.add_argument("--warmup-max-tokens", type=int, default=16)

@@ -100,7 +100,7 @@ def _group_members(pgid: int) -> list[int]:
 class ServerProcess:
     def __init__(self, *, bundle: str, device: str, host: str, port: int, model_name: str,
                  timing_log: str | Path, log_path: str | Path, max_batch: int | None = None,
-                 max_context: int | None = None,
+                 max_context: int | None = None, cpu_threads: int | None = None,
                  extra_args: list[str] | None = None, command: list[str] | None = None):
         self.host, self.port = host, port
         self.model_name = model_name
@@ -113,6 +113,8 @@ class ServerProcess:
             cmd += ["--max-batch", str(max_batch)]
         if max_context:
             cmd += ["--max-context", str(max_context)]
+        if cpu_threads:
+            cmd += ["--cpu-threads", str(cpu_threads)]
         self.cmd = list(command) if command else cmd + list(extra_args or [])
         self.proc: subprocess.Popen | None = None
         self.spawn_ns: int | None = None

@@ -73,6 +73,7 @@ def _wait_timing_flushed(path: Path, expected_ids: set[str], timeout_s: float = 
 def run_session(*, bundle: str, out: str | Path, device: str, host: str, port: int, model_name: str,
                 points: list[dict], startup_timeout_s: float, warmup_requests: int,
                 warmup_max_tokens: int, max_batch: int | None = None, max_context: int | None = None,
+                cpu_threads: int | None = None,
                 aiperf_workers: int = 1,
                 aiperf_record_processors: int = 1, aiperf_timeout_s: float = 3600.0,
                 run_protocol: bool = True) -> int:
@@ -95,7 +96,7 @@ def run_session(*, bundle: str, out: str | Path, device: str, host: str, port: i
     bundle_dir = Path(bundle)
     srv = ServerProcess(bundle=str(bundle_dir), device=device, host=host, port=port, model_name=model_name,
                         timing_log=timing_log, log_path=out / "server.log", max_batch=max_batch,
-                        max_context=max_context)
+                        max_context=max_context, cpu_threads=cpu_threads)
     session = {"bundle": str(bundle_dir), "device": device, "url": srv.url, "model_name": model_name,
                "server_command": srv.cmd, "stages": {}, "points": {}, "error": None,
                "session_started_ns": time.time_ns()}
@@ -186,6 +187,7 @@ def main_session(a) -> int:
     return run_session(bundle=a.bundle, out=a.out, device=a.device, host=a.host, port=a.port,
                        model_name=a.model_name, points=points, startup_timeout_s=a.startup_timeout,
                        warmup_requests=a.warmup_requests, warmup_max_tokens=a.warmup_max_tokens,
-                       max_batch=a.max_batch or None, max_context=a.max_context or None, aiperf_workers=a.aiperf_workers,
+                       max_batch=a.max_batch or None, max_context=a.max_context or None,
+                       cpu_threads=a.cpu_threads or None, aiperf_workers=a.aiperf_workers,
                        aiperf_record_processors=a.aiperf_record_processors,
                        aiperf_timeout_s=a.aiperf_timeout, run_protocol=not a.no_protocol)

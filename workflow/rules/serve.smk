@@ -48,6 +48,7 @@ rule aiperf_profile:
         port=config["server"]["port"],
         max_batch=config["server"]["max_batch"],
         max_context=config["server"]["max_context"],
+        cpu_threads=config["server"]["cpu_threads"],
         startup_timeout=config["server"]["startup_timeout_s"],
         warmup_requests=config["warmup"]["requests"],
         warmup_max_tokens=config["warmup"]["max_output_tokens"],
@@ -63,6 +64,7 @@ rule aiperf_profile:
         "exec qualflow session --bundle {input.bundle} --out {params.outdir} --points {params.points}"
         " --model-name {params.model_name} --device {params.device} --host {params.host}"
         " --port {params.port} --max-batch {params.max_batch} --max-context {params.max_context}"
+        " --cpu-threads {params.cpu_threads}"
         " --startup-timeout {params.startup_timeout} --warmup-requests {params.warmup_requests}"
         " --warmup-max-tokens {params.warmup_max_tokens} {params.protocol}"
         " --aiperf-workers {params.aiperf_workers} --aiperf-record-processors {params.aiperf_rp}"

@@ -26,6 +26,7 @@ def bind(host: str, port: int) -> socket.socket:
 
 def serve(bundle: str, device: str = "cpu", host: str = "127.0.0.1", port: int = 8000,
           model_name: str | None = None, max_batch: int = 8, max_context: int | None = 4096,
+          cpu_threads: int | None = None,
           timing_log: str | None = None,
           step_delay_s: float = 0.0, log_level: str = "info") -> int:
     """Run the server until interrupted. Returns the process exit code (non-zero if the Task failed to load)."""
@@ -45,6 +46,9 @@ def serve(bundle: str, device: str = "cpu", host: str = "127.0.0.1", port: int =
         failed.append(e)
         server.should_exit = True
 
+    if cpu_threads:  # intra-op threads; on a box shared with the load generator, fewer spin less
+        import torch
+        torch.set_num_threads(cpu_threads)
     app = create_app(lambda: load_task(bundle, device=device, max_batch=max_batch, max_context=max_context,
                                        step_delay_s=step_delay_s),
                      model_name=model_name, timing_log=timing_log, started_ns=started_ns,
@@ -72,6 +76,8 @@ def add_serve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-context", type=int, default=4096,
                    help="tokens per request (prompt + output), at most the bundle's context limit; sizes the KV "
                         "cache (max_batch x max_context), so the full 40k of Qwen3 is opt-in")
+    p.add_argument("--cpu-threads", type=int, default=None,
+                   help="torch intra-op threads (default: torch's choice); 1 when AIPerf shares a small CPU")
     p.add_argument("--timing-log", default=None, help="append one JSONL Task timing record per request")
     p.add_argument("--step-delay-s", type=float, default=0.0, help=argparse.SUPPRESS)
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
@@ -79,5 +85,6 @@ def add_serve_args(p: argparse.ArgumentParser) -> None:
 
 def main_serve(args: argparse.Namespace) -> int:
     return serve(args.bundle, device=args.device, host=args.host, port=args.port, model_name=args.model_name,
-                 max_batch=args.max_batch, max_context=args.max_context, timing_log=args.timing_log, step_delay_s=args.step_delay_s,
+                 max_batch=args.max_batch, max_context=args.max_context,
+                 cpu_threads=args.cpu_threads, timing_log=args.timing_log, step_delay_s=args.step_delay_s,
                  log_level=args.log_level)
