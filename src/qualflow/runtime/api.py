@@ -48,8 +48,7 @@ class Task:
         self.model = self.family.build_model(bundle.config, weights, self.context_limit, compile_ops=fast)
         layers, kv_heads, head_dim = self.family.kv_layout(bundle.config)
         cache = torch.zeros(layers, 2, max_batch + 1, kv_heads, self.context_limit, head_dim,
-                            dtype=self.dtype, device=self.device)  # the extra slot is scratch for scoring
-        self._scratch_slot = max_batch
+                            dtype=self.dtype, device=self.device)  # slot max_batch: scratch (scoring, graph prefill)
         t1 = time.time_ns()
         runner = None
         if fast:
@@ -57,7 +56,6 @@ class Task:
             runner = GraphRunner(self.model, cache, max_batch, self.context_limit, self.device, max_batch)
         self.engine = Engine(self.model, cache, max_batch, self.context_limit, self.device,
                              step_delay_s=step_delay_s, graphs=runner, scratch_slot=max_batch)
-        t2 = time.time_ns()
         self.max_batch = max_batch
         self._mailboxes: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         if fast:  # compile the prefill variants now (batch 1 and >1), not inside a user's first request
@@ -68,7 +66,7 @@ class Task:
                                        lambda item: item[0] == "final" and done.put(item))
                 for _ in range(n):
                     done.get()
-            t2 = time.time_ns()
+        t2 = time.time_ns()
         self.load_timing = {"load_s": (t1 - t0) / 1e9, "graph_capture_s": (t2 - t1) / 1e9,
                             "loaded_at_ns": t2}
         self.info = {"device": str(self.device), "effective_precision": str(self.dtype).removeprefix("torch."),
@@ -142,7 +140,7 @@ class Task:
         ids = torch.tensor([token_ids], device=self.device)
         pos = torch.arange(len(token_ids), device=self.device)[None]
         with self.engine.lock, torch.inference_mode():
-            return self.model(ids, pos, self.engine.cache, self._scratch_slot, len(token_ids))[0].cpu()
+            return self.model(ids, pos, self.engine.cache, self.engine.scratch_slot, len(token_ids))[0].cpu()
 
     def close(self) -> None:
         self.engine.close()

@@ -125,11 +125,6 @@ class Engine:
         self.running.extend(batch)
         try:
             T = max(len(s.req.prompt_token_ids) for s in batch)
-            ids = torch.zeros(len(batch), T, dtype=torch.long)
-            for i, s in enumerate(batch):
-                ids[i, :len(s.req.prompt_token_ids)] = torch.tensor(s.req.prompt_token_ids)
-            pos = torch.arange(T).expand(len(batch), T)
-            last = torch.tensor([len(s.req.prompt_token_ids) - 1 for s in batch])
             with self.lock, torch.inference_mode():
                 logits = None
                 if self.graphs is not None and len(batch) == 1:
@@ -137,14 +132,23 @@ class Engine:
                     if logits is not None:  # computed on the scratch slot: move the KV rows into place
                         self.cache[:, :, batch[0].slot, :, :T] = self.cache[:, :, self.scratch_slot, :, :T]
                 if logits is None:
-                    logits = self.model(ids.to(self.device), pos.to(self.device), self.cache, batch[0].slot, T,
-                                        logit_index=last.to(self.device))
+                    logits = self._prefill_eager(batch, T)
                 self._sample_and_emit(batch, logits)
         except Exception as e:  # fail only these requests; the engine keeps serving
             log.exception("prefill failed")
             for s in batch:
                 self._finish(s, "error", f"prefill failed: {type(e).__name__}: {e}")
         self._compact()
+
+    def _prefill_eager(self, batch: list[Seq], T: int) -> torch.Tensor:
+        """One forward over the new requests' prompts, right-padded to T."""
+        ids = torch.zeros(len(batch), T, dtype=torch.long)
+        for i, s in enumerate(batch):
+            ids[i, :len(s.req.prompt_token_ids)] = torch.tensor(s.req.prompt_token_ids)
+        pos = torch.arange(T).expand(len(batch), T)
+        last = torch.tensor([len(s.req.prompt_token_ids) - 1 for s in batch])
+        return self.model(ids.to(self.device), pos.to(self.device), self.cache, batch[0].slot, T,
+                          logit_index=last.to(self.device))
 
     def _decode(self) -> None:
         batch = list(self.running)

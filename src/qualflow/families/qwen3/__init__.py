@@ -25,9 +25,6 @@ class Qwen3Family:
     def convert_weights(self, hf_state: dict, config: dict) -> dict:
         return hf_to_native(hf_state, config)
 
-    def model_config(self, config: dict) -> Qwen3Config:
-        return Qwen3Config.from_hf(config)
-
     def kv_layout(self, config: dict) -> tuple[int, int, int]:
         c = Qwen3Config.from_hf(config)
         return c.num_layers, c.num_kv_heads, c.head_dim

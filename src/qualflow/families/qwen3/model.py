@@ -120,7 +120,8 @@ class Qwen3Model(nn.Module):
         B, T = ids.shape
         cos, sin = self.cos[positions], self.sin[positions]
         rows = torch.arange(slot0, slot0 + B, device=ids.device)[:, None].expand(B, T)
-        mask = torch.arange(kv_len, device=ids.device)[None, None, :] <= positions[:, :, None]  # [B, T, L]
+        # decode attends over the cache under key_pos <= query_pos; prefill is causal SDPA, no mask
+        mask = torch.arange(kv_len, device=ids.device)[None, None, :] <= positions[:, :, None] if T == 1 else None
         h = F.embedding(ids, w["embed"])
         x = rms_norm(h, w["layers.0.attn_norm"], cfg.rms_norm_eps)
         for i in range(cfg.num_layers):
