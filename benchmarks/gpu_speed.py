@@ -19,9 +19,9 @@ from pathlib import Path
 
 import torch
 
-from qualflow.bundle import build_bundle
-from qualflow.checkpoint import pin_checkpoint, write_pin
-from qualflow.embedded import write_embedded
+from qualflow.artifacts.bundle import build_bundle
+from qualflow.artifacts.pin import pin_checkpoint, write_pin
+from qualflow.families.qwen3.synthetic import write_embedded
 from qualflow.runtime import load_task
 from qualflow.runtime.bench import run_point
 
@@ -108,7 +108,7 @@ def main() -> int:
         result["graph_replay_ms"][bs] = s_.elapsed_time(e_) / 50
     print(f"graph replay ms/step (kv bucket {runner.kv_buckets[0]}): {result['graph_replay_ms']}", flush=True)
 
-    from qualflow.correctness import run_correctness
+    from qualflow.correctness.criteria import run_correctness
     t = time.perf_counter()
     corr = run_correctness(task, str(ckpt))
     result["correctness"] = {"passed": int(corr.passed.sum()), "total": len(corr),

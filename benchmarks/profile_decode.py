@@ -8,9 +8,9 @@ from pathlib import Path
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from qualflow.bundle import build_bundle
-from qualflow.checkpoint import pin_checkpoint, write_pin
-from qualflow.embedded import write_embedded
+from qualflow.artifacts.bundle import build_bundle
+from qualflow.artifacts.pin import pin_checkpoint, write_pin
+from qualflow.families.qwen3.synthetic import write_embedded
 from qualflow.runtime import load_task
 
 

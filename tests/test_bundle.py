@@ -6,9 +6,9 @@ import shutil
 
 import pytest
 
-from qualflow.bundle import (BundleError, BundleIntegrityError, UnknownProfile, build_bundle, load_bundle,
+from qualflow.artifacts.bundle import (BundleError, BundleIntegrityError, UnknownProfile, build_bundle, load_bundle,
                              verify_bundle)
-from qualflow.checkpoint import PinMismatch, pin_checkpoint, write_pin
+from qualflow.artifacts.pin import PinMismatch, pin_checkpoint, write_pin
 from qualflow.cli import main
 
 

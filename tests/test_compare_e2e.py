@@ -136,8 +136,8 @@ def fake_aiperf_point(point, *, url, model_name, tokenizer_dir, point_dir, phase
 def serving_session(bundle: str, out: str, delay: float) -> int:
     """One serving session (real server with a step delay), in its own process (run as a script)."""
     import qualflow.aiperf.runner as runner
-    import qualflow.session as session
-    from qualflow.server_process import ServerProcess
+    import qualflow.session.run as session
+    from qualflow.session.server_process import ServerProcess
 
     class DelayedServer(ServerProcess):
         def __init__(self, **kw):

@@ -8,7 +8,8 @@ import pandas as pd
 import pytest
 from safetensors.torch import load_file, save_file
 
-from qualflow.bundle import compute_bundle_hash, sha256_file
+from qualflow.artifacts.bundle import compute_bundle_hash
+from qualflow.files import sha256_file
 from qualflow.cli import main
 
 

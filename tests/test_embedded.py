@@ -91,7 +91,7 @@ def test_unknown_preset_exits_2(tmp_path, capsys):
 
 
 def test_qwen3_06b_preset_is_the_real_shape():
-    from qualflow.embedded import model_config
+    from qualflow.families.qwen3.synthetic import model_config
     c = model_config("qwen3-0.6b")
     assert (c["hidden_size"], c["num_hidden_layers"], c["num_attention_heads"], c["num_key_value_heads"],
             c["head_dim"], c["intermediate_size"], c["max_position_embeddings"]) == (1024, 28, 16, 8, 128, 3072, 40960)

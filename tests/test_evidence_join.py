@@ -11,6 +11,7 @@ import pytest
 from qualflow.evidence.join import build_evidence, match
 from qualflow.evidence.schema import SCHEMA_VERSION, TABLES
 from qualflow.evidence.status import accounting_ok, qualification_status
+from qualflow.server.timing import new_record
 from test_aiperf_command import write_run
 
 POINT = {"point_id": "tiny_c2", "concurrency": 2, "isl": 32, "osl": 16, "request_count": 3,
@@ -122,7 +123,7 @@ def test_server_not_honouring_osl_blocks_qualification(tmp_path):
 
 def test_match_duplicates_flagged():
     rows = match([{"request_id": "a", "phase": "profiling"}],
-                 [{"request_id": "a", "tag": "aiperf:x"}, {"request_id": "a", "tag": "aiperf:x"}])
+                 [new_record("a", "resp_1", "aiperf:x", True, 0), new_record("a", "resp_2", "aiperf:x", True, 0)])
     assert len(rows) == 1 and rows[0]["duplicate_request_id"] and rows[0]["match_status"] == "matched"
 
 

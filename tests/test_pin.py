@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import huggingface_hub
 import pytest
 
-from qualflow.checkpoint import (CheckpointError, CheckpointNotFound, UnpinnedRevision, pin_checkpoint,
+from qualflow.artifacts.pin import (CheckpointError, CheckpointNotFound, UnpinnedRevision, pin_checkpoint,
                                  read_pin, sha256_file)
 from qualflow.cli import main
 

@@ -35,8 +35,8 @@ def greedy(bundle_dir):
 
 @pytest.fixture(scope="module")
 def srv(embedded_dir, greedy, tmp_path_factory):
-    from qualflow.bundle import build_bundle
-    from qualflow.checkpoint import pin_checkpoint, write_pin
+    from qualflow.artifacts.bundle import build_bundle
+    from qualflow.artifacts.pin import pin_checkpoint, write_pin
     tmp = tmp_path_factory.mktemp("stopbundle")
     ckpt = shutil.copytree(embedded_dir, tmp / "checkpoint")
     gc_path = ckpt / "generation_config.json"

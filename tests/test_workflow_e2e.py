@@ -20,7 +20,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from qualflow.server_process import port_is_free
+from qualflow.session.server_process import port_is_free
 
 REPO = Path(__file__).resolve().parents[1]
 SWKEY = "e2e-test"

@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from qualflow.server_process import PortConflict, ServerCrashed, ServerError, ServerProcess, check_port, \
+from qualflow.session.server_process import PortConflict, ServerCrashed, ServerError, ServerProcess, check_port, \
     free_port, port_is_free
 
 FAKE = textwrap.dedent("""

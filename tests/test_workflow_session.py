@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import socket
 
-from qualflow.server_process import port_is_free
-from qualflow.session import run_session
+from qualflow.session.server_process import port_is_free
+from qualflow.session.run import run_session
 
 POINTS = [{"point_id": "tiny_c1", "concurrency": 1, "isl": 8, "osl": 4, "request_count": 2}]
 

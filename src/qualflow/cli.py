@@ -6,22 +6,22 @@ import sys
 
 
 def _embedded(a):
-    from qualflow.embedded import main_embedded
+    from qualflow.artifacts.embedded import main_embedded
     return main_embedded(a)
 
 
 def _pin(a):
-    from qualflow.checkpoint import main_pin
+    from qualflow.artifacts.pin import main_pin
     return main_pin(a)
 
 
 def _build(a):
-    from qualflow.bundle import main_build
+    from qualflow.artifacts.bundle import main_build
     return main_build(a)
 
 
 def _correctness(a):
-    from qualflow.correctness import main_correctness
+    from qualflow.correctness.cli import main_correctness
     return main_correctness(a)
 
 
@@ -64,7 +64,7 @@ def add_workflow_stages(sub) -> None:
     s.add_argument("--aiperf-record-processors", type=int, default=1)
     s.add_argument("--aiperf-timeout", type=float, default=3600.0)
     s.add_argument("--no-protocol", action="store_true")
-    s.set_defaults(func=_workflow_stage("qualflow.session", "main_session"))
+    s.set_defaults(func=_workflow_stage("qualflow.session.run", "main_session"))
 
     s = sub.add_parser("warmup", help="send fixed warm-up requests to a running server, record them")
     s.add_argument("--url", required=True)
@@ -73,13 +73,13 @@ def add_workflow_stages(sub) -> None:
     s.add_argument("--max-output-tokens", type=int, default=16)
     s.add_argument("--no-stream", action="store_true")
     s.add_argument("--out", required=True)
-    s.set_defaults(func=_workflow_stage("qualflow.warmup", "main_warmup"))
+    s.set_defaults(func=_workflow_stage("qualflow.session.warmup", "main_warmup"))
 
     s = sub.add_parser("protocol", help="Responses conformance checks with the openai SDK against a server")
     s.add_argument("--url", required=True)
     s.add_argument("--model", default="qualflow")
     s.add_argument("--out", required=True)
-    s.set_defaults(func=_workflow_stage("qualflow.protocol_checks", "main_protocol"))
+    s.set_defaults(func=_workflow_stage("qualflow.session.conformance", "main_protocol"))
 
     s = sub.add_parser("aiperf", help="run one pinned AIPerf point against a running server and judge it")
     s.add_argument("--url", required=True)
@@ -129,7 +129,7 @@ def add_workflow_stages(sub) -> None:
     s.add_argument("--key", action="store_true", help="print only the software key")
     s.add_argument("--workflow", action="store_true",
                    help="print the software key and the package versions the workflow's rules depend on (JSON)")
-    s.set_defaults(func=_workflow_stage("qualflow.provenance", "main_provenance"))
+    s.set_defaults(func=_workflow_stage("qualflow.session.provenance", "main_provenance"))
 
 
 def add_compare_stages(sub) -> None:
@@ -157,9 +157,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="qualflow", description=__doc__)
     sub = p.add_subparsers(dest="stage", required=True)
 
-    from qualflow.bundle import add_build_args  # these modules are light at import
-    from qualflow.checkpoint import add_pin_args
-    from qualflow.embedded import add_embedded_args
+    from qualflow.artifacts.bundle import add_build_args  # these modules are light at import
+    from qualflow.artifacts.pin import add_pin_args
+    from qualflow.artifacts.embedded import add_embedded_args
 
     s = sub.add_parser("embedded", help="write the embedded default checkpoint (offline)")
     add_embedded_args(s)

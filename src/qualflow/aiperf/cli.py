@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 
+from qualflow.phases import aiperf_tag
 from qualflow.aiperf.command import AiperfPoint, build_command, command_to_str
 
 
@@ -19,6 +20,6 @@ def main_aiperf(a) -> int:
         return 0
     from qualflow.aiperf.runner import run_point
     rec = run_point(point, url=a.url, model_name=a.model, tokenizer_dir=a.tokenizer, point_dir=a.out,
-                    phase_header=f"aiperf:{point.point_id}")
+                    phase_header=aiperf_tag(point.point_id))
     print(json.dumps({"command": rec["command"], "exit_code": rec["exit_code"], **rec["verdict"]}, indent=2))
     return 0 if rec["verdict"]["ok"] else 1

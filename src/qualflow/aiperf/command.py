@@ -5,6 +5,8 @@ import json
 import shlex
 from dataclasses import asdict, dataclass, field
 
+from qualflow.phases import PHASE_HEADER
+
 PINNED_AIPERF = "0.13.0"
 
 
@@ -80,7 +82,7 @@ def build_command(point: AiperfPoint, *, url: str, model_name: str, tokenizer_di
     if point.warmup_request_count > 0:
         cmd += ["--warmup-request-count", str(point.warmup_request_count)]
     if phase_header:
-        cmd += ["--header", f"X-Qualflow-Phase:{phase_header}"]
+        cmd += ["--header", f"{PHASE_HEADER}:{phase_header}"]
     cmd += [
         "--workers-max", str(workers_max),
         "--record-processors", str(record_processors),

@@ -15,55 +15,48 @@ from qualflow.aiperf.command import load_points
 from qualflow.evidence.schema import SCHEMA_VERSION, TABLES, conform
 from qualflow.evidence.status import accounting_ok, qualification_status
 from qualflow.evidence.store import archive_run
+from qualflow.phases import PROFILING, PROTOCOL, WARMUP, parse_tag
+from qualflow.server.timing import TimingRecord, read_timing_log
 
 NS_MS = 1e6
-
-
-def read_server_records(path: str | Path) -> list[dict]:
-    p = Path(path)
-    if not p.exists():
-        return []
-    return [json.loads(ln) for ln in p.read_text().splitlines() if ln.strip()]
 
 
 def _ms(v):
     return None if v is None or (isinstance(v, float) and np.isnan(v)) else v / NS_MS
 
 
-def _server_cols(s: dict | None) -> dict:
+def _server_cols(s: TimingRecord | None) -> dict:
     if not s:
         return {}
     return {
-        "server_response_id": s.get("response_id"), "server_tag": s.get("tag"), "server_status": s.get("status"),
-        "server_http_status": s.get("http_status"), "server_error": s.get("error"), "server_stream": s.get("stream"),
-        "finish_reason": s.get("finish_reason"), "server_input_tokens": s.get("input_tokens"),
-        "server_output_tokens": s.get("output_tokens"),
-        "server_http_received_ns": s.get("http_received_ns"), "server_http_sent_ns": s.get("http_sent_ns"),
-        "server_submitted_ns": s.get("submitted_ns"), "server_first_scheduled_ns": s.get("first_scheduled_ns"),
-        "server_first_token_ns": s.get("first_token_ns"), "server_finished_ns": s.get("finished_ns"),
-        "server_queue_wait_ms": _ms(s.get("queue_wait_ns")), "server_prefill_ms": _ms(s.get("prefill_ns")),
-        "server_decode_ms": _ms(s.get("decode_ns")),
-        "public_task_call_wall_ms": _ms(s.get("public_task_call_wall_ns")),
+        "server_response_id": s.response_id, "server_tag": s.tag, "server_status": s.status,
+        "server_http_status": s.http_status, "server_error": s.error, "server_stream": s.stream,
+        "finish_reason": s.finish_reason, "server_input_tokens": s.input_tokens,
+        "server_output_tokens": s.output_tokens,
+        "server_http_received_ns": s.http_received_ns, "server_http_sent_ns": s.http_sent_ns,
+        "server_submitted_ns": s.submitted_ns, "server_first_scheduled_ns": s.first_scheduled_ns,
+        "server_first_token_ns": s.first_token_ns, "server_finished_ns": s.finished_ns,
+        "server_queue_wait_ms": _ms(s.queue_wait_ns), "server_prefill_ms": _ms(s.prefill_ns),
+        "server_decode_ms": _ms(s.decode_ns),
+        "public_task_call_wall_ms": _ms(s.public_task_call_wall_ns),
     }
+
+
+_SOURCE = {PROFILING: "aiperf", WARMUP: "session-warmup", PROTOCOL: "protocol-check"}
 
 
 def _phase_of_tag(tag: str | None) -> tuple[str, str | None, str]:
     """(phase, point_id, source) for a server-only record."""
-    if tag and tag.startswith("aiperf:"):
-        return "profiling", tag.split(":", 1)[1], "aiperf"
-    if tag == "warmup":
-        return "warmup", None, "session-warmup"
-    if tag == "protocol":
-        return "protocol", None, "protocol-check"
-    return "unknown", None, "unknown"
+    phase, point = parse_tag(tag)
+    return (phase, point, _SOURCE[phase]) if phase else ("unknown", None, "unknown")
 
 
-def match(client_rows: list[dict], server_records: list[dict]) -> list[dict]:
+def match(client_rows: list[dict], server_records: list[TimingRecord]) -> list[dict]:
     """Outer join on request id. Client rows carry their own columns; the output has one row per
     distinct request id on either side, with `match_status` and `duplicate_request_id`."""
-    by_id: dict[str, list[dict]] = {}
+    by_id: dict[str, list[TimingRecord]] = {}
     for s in server_records:
-        by_id.setdefault(s.get("request_id"), []).append(s)
+        by_id.setdefault(s.request_id, []).append(s)
     seen_client: dict[str, int] = {}
     for c in client_rows:
         seen_client[c["request_id"]] = seen_client.get(c["request_id"], 0) + 1
@@ -84,9 +77,9 @@ def match(client_rows: list[dict], server_records: list[dict]) -> list[dict]:
         if rid in used:
             continue
         for s in srvs:
-            phase, point, source = _phase_of_tag(s.get("tag"))
+            phase, point, source = _phase_of_tag(s.tag)
             row = {"request_id": rid, "phase": phase, "point_id": point, "source": source,
-                   "is_warmup": phase == "warmup", "match_status": "server-only",
+                   "is_warmup": phase == WARMUP, "match_status": "server-only",
                    "duplicate_request_id": len(srvs) > 1}
             row.update(_server_cols(s))
             rows.append(row)
@@ -114,7 +107,7 @@ def aiperf_client_rows(point_id: str, artifact_dir: Path, rel_dir: str) -> list[
         text = exports.payload_text(inputs.get(key))
         out = outputs.get(r["request_id"])
         rows.append({
-            "request_id": r["request_id"], "point_id": point_id, "phase": "warmup" if warm else "profiling",
+            "request_id": r["request_id"], "point_id": point_id, "phase": WARMUP if warm else PROFILING,
             "source": "aiperf", "is_warmup": warm,
             "client_request_start_ns": r["request_start_ns"], "client_request_end_ns": r["request_end_ns"],
             "client_request_latency_ms": r["request_latency"], "client_ttft_ms": r["time_to_first_token"],
@@ -135,14 +128,14 @@ def session_client_rows(session_dir: Path) -> list[dict]:
     wp = session_dir / "warmup.parquet"
     if wp.exists():
         for w in pd.read_parquet(wp).to_dict("records"):
-            rows.append({"request_id": w["request_id"], "point_id": None, "phase": "warmup",
+            rows.append({"request_id": w["request_id"], "point_id": None, "phase": WARMUP,
                          "source": "session-warmup", "is_warmup": True,
                          "client_request_start_ns": w["client_start_ns"], "client_request_end_ns": w["client_end_ns"],
                          "client_error": w["error"]})
     pp = session_dir / "protocol.parquet"
     if pp.exists():
         for p in pd.read_parquet(pp).to_dict("records"):
-            rows.append({"request_id": p["request_id"], "point_id": None, "phase": "protocol",
+            rows.append({"request_id": p["request_id"], "point_id": None, "phase": PROTOCOL,
                          "source": "protocol-check", "is_warmup": False,
                          "client_error": None if p["passed"] else f"check {p['name']} failed"})
     return rows
@@ -220,7 +213,7 @@ def build_evidence(*, session_dir, correctness, bundle_dir, pin, model, profile,
     for p in points:
         adir = session_dir / "points" / p["point_id"] / "aiperf"
         client += aiperf_client_rows(p["point_id"], adir, str(adir))
-    server = read_server_records(session_dir / "server_timing.jsonl")
+    server = read_timing_log(session_dir / "server_timing.jsonl")
     req = pd.DataFrame(match(client, server))
     for c in TABLES["requests"]:
         if c not in req:

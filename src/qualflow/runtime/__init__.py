@@ -1,7 +1,11 @@
-"""The runtime: engine (continuous batching, KV cache, sampling) behind the public Task API."""
-from .api import SCORING, Task, load_task
-from .task import (STREAMING, TEXT_GENERATION, CapabilityMissing, FinalEvent, GenerationRequest,
-                   InvalidRequest, PromptTooLong, SamplingParams, TaskError, TaskTiming, TokenEvent)
+"""The runtime: engine (continuous batching, KV cache, sampling) behind the public Task API.
+
+The package root is the Task API: the server, correctness and benchmarks import from here only."""
+from .capabilities import SCORING, STREAMING, TEXT_GENERATION
+from .errors import CapabilityMissing, InvalidRequest, PromptTooLong, TaskError
+from .events import FinalEvent, TaskTiming, TokenEvent
+from .request import GenerationRequest, SamplingParams
+from .task import Task, load_task
 
 __all__ = ["SCORING", "STREAMING", "TEXT_GENERATION", "CapabilityMissing", "FinalEvent", "GenerationRequest",
            "InvalidRequest", "PromptTooLong", "SamplingParams", "Task", "TaskError", "TaskTiming", "TokenEvent",

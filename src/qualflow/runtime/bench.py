@@ -11,8 +11,9 @@ import time
 import numpy as np
 import torch
 
-from .api import Task, load_task
-from .task import FinalEvent, GenerationRequest
+from .task import Task, load_task
+from .events import FinalEvent
+from .request import GenerationRequest
 
 
 async def _one(task: Task, req: GenerationRequest) -> dict:

@@ -23,7 +23,8 @@ from typing import Callable
 import torch
 
 from .sampling import sample
-from .task import GenerationRequest, TaskTiming
+from .events import TaskTiming
+from .request import GenerationRequest
 
 log = logging.getLogger("qualflow.engine")
 _STOP = object()
@@ -57,7 +58,6 @@ class Engine:
         self.inbox: queue.SimpleQueue = queue.SimpleQueue()
         self.waiting: list[Seq] = []
         self.running: list[Seq] = []              # running[i].slot == i
-        self.steps = 0
         self.thread = threading.Thread(target=self._loop, name="qualflow-engine", daemon=True)
         self.thread.start()
 
@@ -169,7 +169,6 @@ class Engine:
                 if not s.done:
                     self._finish(s, "error", f"decode failed: {type(e).__name__}: {e}")
         self._compact()
-        self.steps += 1
         if self.step_delay_s:
             time.sleep(self.step_delay_s)
 

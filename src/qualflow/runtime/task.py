@@ -1,126 +1,172 @@
-"""The public Task API: what the server (and benchmarks, correctness) call. Never the model directly.
+"""Task: the runtime's public API. Loaded from a bundle; the server, benchmarks and correctness use
+only this. It validates before queueing, dispatches on capabilities and streams token events.
 
-A Task is loaded from a bundle, declares capabilities, validates requests before queueing them and
-serves many concurrent requests through one engine loop running on its own thread.
+A Task keys its requests by the id the caller gives `GenerationRequest.request_id`; the server passes
+the response id (`resp_<hex>`, unique per request), never the client's X-Request-ID, which the client
+chooses and may repeat.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Literal
+import asyncio
+import queue
+import time
+import weakref
+from typing import AsyncIterator
 
-TEXT_GENERATION = "text-generation"
-STREAMING = "streaming"
-FinishReason = Literal["stop", "length", "cancelled", "error"]
+import torch
 
-
-class TaskError(Exception):
-    """Base of every error the Task raises."""
-
-
-class CapabilityMissing(TaskError):
-    def __init__(self, capability: str, have: frozenset[str]):
-        super().__init__(f"task lacks capability {capability!r}; it has {sorted(have)}")
-        self.capability = capability
-
-
-class InvalidRequest(TaskError):
-    """A request that cannot be queued. `param` names the offending field."""
-
-    def __init__(self, message: str, param: str | None = None, code: str = "invalid_value"):
-        super().__init__(message)
-        self.param = param
-        self.code = code
+from ..families import get_family
+from .capabilities import SCORING, STREAMING, TEXT_GENERATION
+from .delivery import Collector, Mailbox
+from .engine import Engine
+from .errors import CapabilityMissing, InvalidRequest, PromptTooLong
+from .events import FinalEvent, TokenEvent
+from .request import GenerationRequest, SamplingParams
 
 
-class PromptTooLong(InvalidRequest):
-    def __init__(self, n_prompt: int, max_new: int, limit: int):
-        super().__init__(
-            f"prompt of {n_prompt} tokens plus max_new_tokens={max_new} exceeds the context limit of {limit}",
-            param="input", code="context_length_exceeded")
-        self.n_prompt, self.limit = n_prompt, limit
+def compute_dtype(profile_dtype: torch.dtype, device: torch.device) -> torch.dtype:
+    """The precision actually used. Half-precision matmuls on a CPU are slow and not what the
+    profile qualifies, so on CPU the stored weights are upcast to float32 (recorded as such)."""
+    return torch.float32 if device.type == "cpu" else profile_dtype
 
 
-@dataclass(frozen=True)
-class SamplingParams:
-    max_new_tokens: int = 256
-    temperature: float = 1.0      # 0 means greedy
-    top_p: float = 1.0
-    top_k: int = 0                # 0 disables
-    seed: int | None = None
-    stop_token_ids: tuple[int, ...] = ()
-    ignore_eos: bool = False      # benchmark extension: never stop on a stop token
-    min_tokens: int = 0           # benchmark extension: stop tokens are suppressed before this many
+class Task:
+    capabilities = frozenset({TEXT_GENERATION, STREAMING, SCORING})
 
-    def validate(self) -> None:
-        checks = [
-            ("max_new_tokens", self.max_new_tokens >= 1, "must be >= 1"),
-            ("temperature", 0.0 <= self.temperature <= 2.0, "must be in [0, 2]"),
-            ("top_p", 0.0 < self.top_p <= 1.0, "must be in (0, 1]"),
-            ("top_k", self.top_k >= 0, "must be >= 0"),
-            ("min_tokens", 0 <= self.min_tokens <= self.max_new_tokens, "must be in [0, max_new_tokens]"),
-        ]
-        for name, ok, why in checks:
-            if not ok:
-                raise InvalidRequest(f"{name}={getattr(self, name)!r} {why}", param=name)
+    def __init__(self, bundle, device: str = "cpu", max_batch: int = 8, max_context: int | None = None,
+                 step_delay_s: float = 0.0, eager: bool = False):
+        t0 = time.time_ns()
+        self._read_bundle(bundle, device, max_context)
+        fast = self.device.type == "cuda" and not eager  # fused ops + CUDA graphs; eager for debugging
+        self._load_weights(compile_ops=fast)
+        cache = self._allocate_kv_cache(max_batch)
+        t1 = time.time_ns()
+        runner = self._capture_graphs(cache, max_batch) if fast else None
+        self.engine = Engine(self.model, cache, max_batch, self.context_limit, self.device,
+                             step_delay_s=step_delay_s, graphs=runner, scratch_slot=max_batch)
+        self.max_batch = max_batch
+        self._mailboxes: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        if fast:
+            self._compile_prefill()
+        t2 = time.time_ns()
+        self.load_timing = {"load_s": (t1 - t0) / 1e9, "graph_capture_s": (t2 - t1) / 1e9,
+                            "loaded_at_ns": t2}
+        self.info = {"device": str(self.device), "effective_precision": str(self.dtype).removeprefix("torch."),
+                     "declared_precision": self.manifest["precision"], "max_batch": max_batch,
+                     "context_limit": self.context_limit, "cuda_graphs": runner is not None, "compiled_ops": fast}
+
+    # ---- loading, in order ----------------------------------------------------------------------
+    def _read_bundle(self, bundle, device: str, max_context: int | None) -> None:
+        self.bundle, self.manifest = bundle, bundle.manifest
+        self.family = get_family(self.manifest["family"])
+        self.device = torch.device(device)
+        self.tokenizer = bundle.tokenizer
+        self.chat_template = bundle.chat_template
+        self.model_name = self.manifest["checkpoint"]["id"]
+        self.context_limit = min(int(self.manifest["context_limit"]), max_context or 1 << 30)
+        self.vocab_size = int(bundle.config["vocab_size"])
+        self.stop_token_ids = self.family.stop_token_ids(bundle.generation_config)
+        self.dtype = compute_dtype(getattr(torch, self.manifest["precision"]), self.device)
+
+    def _load_weights(self, compile_ops: bool) -> None:
+        weights = {k: v.to(self.device, self.dtype) for k, v in self.bundle.weights().items()}
+        self.model = self.family.build_model(self.bundle.config, weights, self.context_limit, compile_ops=compile_ops)
+
+    def _allocate_kv_cache(self, max_batch: int) -> torch.Tensor:
+        layers, kv_heads, head_dim = self.family.kv_layout(self.bundle.config)
+        # slot max_batch is scratch (scoring, graph prefill)
+        return torch.zeros(layers, 2, max_batch + 1, kv_heads, self.context_limit, head_dim,
+                           dtype=self.dtype, device=self.device)
+
+    def _capture_graphs(self, cache: torch.Tensor, max_batch: int):
+        from .cuda_graphs import GraphRunner
+        return GraphRunner(self.model, cache, max_batch, self.context_limit, self.device, max_batch)
+
+    def _compile_prefill(self) -> None:
+        """Compile the prefill variants now (batch 1 and >1), not inside a user's first request."""
+        done: queue.SimpleQueue = queue.SimpleQueue()
+        for n in (1, 2):  # submitted back to back, so the two are prefilled as one batch
+            for i in range(n):
+                self.engine.submit(GenerationRequest(f"load-{n}-{i}", [1] * 8, SamplingParams(max_new_tokens=2)),
+                                   lambda item: item[0] == "final" and done.put(item))
+            for _ in range(n):
+                done.get()
+
+    # ---- capabilities and requests ------------------------------------------------------------
+    def require(self, capability: str) -> None:
+        if capability not in self.capabilities:
+            raise CapabilityMissing(capability, self.capabilities)
+
+    def render_prompt(self, instructions: str | None, messages: list[dict]) -> list[int]:
+        return self.family.render_prompt(self.tokenizer, self.chat_template, instructions, messages)
+
+    def default_params(self, **overrides) -> SamplingParams:
+        overrides.setdefault("stop_token_ids", self.stop_token_ids)
+        return SamplingParams(**overrides)
+
+    def validate(self, req: GenerationRequest) -> None:
+        req.params.validate()
+        ids = req.prompt_token_ids
+        if not ids:
+            raise InvalidRequest("the prompt is empty", param="input")
+        if min(ids) < 0 or max(ids) >= self.vocab_size:
+            raise InvalidRequest(f"prompt token ids must be in [0, {self.vocab_size})", param="input")
+        if len(ids) + req.params.max_new_tokens > self.context_limit:
+            raise PromptTooLong(len(ids), req.params.max_new_tokens, self.context_limit)
+
+    # ---- generation ---------------------------------------------------------------------------
+    async def generate(self, req: GenerationRequest) -> AsyncIterator[TokenEvent | FinalEvent]:
+        """Token events as they are sampled, then one FinalEvent. Closing the iterator early cancels."""
+        self.require(STREAMING)
+        self.validate(req)
+        loop = asyncio.get_running_loop()
+        inbox: asyncio.Queue = asyncio.Queue()
+        mailbox = self._mailboxes.get(loop) or self._mailboxes.setdefault(loop, Mailbox(loop))
+        seq = self.engine.submit(req, lambda item: mailbox.put(inbox, item))
+        out = Collector(self.tokenizer, seq)
+        try:
+            while True:
+                items = [await inbox.get()]
+                while not inbox.empty():  # a consumer that fell behind takes what piled up at once
+                    items.append(inbox.get_nowait())
+                for ev in out.handle_many(items):
+                    yield ev
+                    if isinstance(ev, FinalEvent):
+                        return
+        finally:
+            if not seq.done:
+                self.engine.cancel(req.request_id)
+
+    def generate_sync(self, req: GenerationRequest) -> FinalEvent:
+        self.require(TEXT_GENERATION)
+        self.validate(req)
+        inbox: queue.SimpleQueue = queue.SimpleQueue()
+        seq = self.engine.submit(req, inbox.put)
+        out = Collector(self.tokenizer, seq)
+        while True:
+            ev = out.handle(inbox.get())
+            if isinstance(ev, FinalEvent):
+                return ev
+
+    def cancel(self, request_id: str) -> None:
+        self.engine.cancel(request_id)
+
+    def score(self, token_ids: list[int]) -> torch.Tensor:
+        """Teacher-forced logits [T, V] (float32, on CPU) for one sequence, on the scratch slot."""
+        self.require(SCORING)
+        if not 0 < len(token_ids) <= self.context_limit:
+            raise InvalidRequest(f"scoring needs 1..{self.context_limit} tokens", param="input")
+        ids = torch.tensor([token_ids], device=self.device)
+        pos = torch.arange(len(token_ids), device=self.device)[None]
+        with self.engine.lock, torch.inference_mode():
+            return self.model(ids, pos, self.engine.cache, self.engine.scratch_slot, len(token_ids))[0].cpu()
+
+    def close(self) -> None:
+        self.engine.close()
 
 
-@dataclass
-class GenerationRequest:
-    request_id: str
-    prompt_token_ids: list[int]
-    params: SamplingParams = field(default_factory=SamplingParams)
-
-
-@dataclass
-class TokenEvent:
-    """New tokens of one request; `text` is the newly decodable text (never a split character)."""
-    request_id: str
-    token_ids: list[int]
-    text: str
-
-
-@dataclass
-class TaskTiming:
-    """Wall-clock epoch ns (time.time_ns()); derived durations in ns."""
-    submitted_ns: int
-    first_scheduled_ns: int | None = None
-    first_token_ns: int | None = None
-    finished_ns: int | None = None
-
-    @property
-    def queue_wait_ns(self) -> int | None:
-        return None if self.first_scheduled_ns is None else self.first_scheduled_ns - self.submitted_ns
-
-    @property
-    def prefill_ns(self) -> int | None:
-        if self.first_scheduled_ns is None or self.first_token_ns is None:
-            return None
-        return self.first_token_ns - self.first_scheduled_ns
-
-    @property
-    def decode_ns(self) -> int | None:
-        if self.first_token_ns is None or self.finished_ns is None:
-            return None
-        return self.finished_ns - self.first_token_ns
-
-    @property
-    def public_task_call_wall_ns(self) -> int | None:
-        return None if self.finished_ns is None else self.finished_ns - self.submitted_ns
-
-    def as_dict(self) -> dict:
-        return {k: getattr(self, k) for k in (
-            "submitted_ns", "first_scheduled_ns", "first_token_ns", "finished_ns", "queue_wait_ns",
-            "prefill_ns", "decode_ns", "public_task_call_wall_ns")}
-
-
-@dataclass
-class FinalEvent:
-    request_id: str
-    finish_reason: FinishReason
-    prompt_tokens: int
-    completion_tokens: int
-    text: str                     # the full generated text
-    token_ids: list[int]
-    timing: TaskTiming
-    error: str | None = None
-    tail_text: str = ""           # text held back until the end (an incomplete character); not yet in any TokenEvent
+def load_task(bundle_dir, device: str = "cpu", max_batch: int = 8, max_context: int | None = None,
+              step_delay_s: float = 0.0, eager: bool = False) -> Task:
+    from ..artifacts.bundle import load_bundle
+    return Task(load_bundle(bundle_dir), device=device, max_batch=max_batch, max_context=max_context,
+                step_delay_s=step_delay_s, eager=eager)

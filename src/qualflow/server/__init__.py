@@ -1,4 +1,5 @@
-"""The Responses API server: `qualflow serve --bundle B` (protocol / core / app / timing)."""
+"""The Responses API server: `qualflow serve --bundle B` (protocol models / Responses handler / HTTP app /
+timing records)."""
 from __future__ import annotations
 
 import argparse

@@ -1,6 +1,6 @@
 """The thin HTTP layer: routes, JSON / SSE rendering, OpenAI-shaped error bodies, request identity.
 
-All Responses semantics live in `core`; this file only moves bytes and keeps the timing records.
+All Responses semantics live in `responses` (the handler); this file only moves bytes and keeps the timing records.
 """
 from __future__ import annotations
 
@@ -19,9 +19,11 @@ from starlette.background import BackgroundTask
 from starlette.exceptions import HTTPException
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from .core import Core
+from qualflow.phases import PHASE_HEADER
+
+from .responses import ResponsesHandler
 from .protocol import ApiError, Event, new_id, parse_request
-from .timing import TimingStore, new_record
+from .timing import TimingRecord, TimingStore, new_record
 
 log = logging.getLogger("qualflow.server")
 _SAFE_ID = re.compile(r"^[\x21-\x7e]{1,256}$")   # printable ASCII, no spaces: safe to echo in a header
@@ -83,11 +85,11 @@ def create_app(load: Callable[[], Any] | None = None, *, task: Any = None, model
     starts so that /health answers 503 while loading."""
     started_ns = started_ns or time.time_ns()
     store = TimingStore(log_path=timing_log)
-    state: dict[str, Any] = {"core": None, "error": None, "ready_ns": None, "task": task}
+    state: dict[str, Any] = {"handler": None, "error": None, "ready_ns": None, "task": task}
 
     def become_ready(t):
-        state["task"], state["core"], state["ready_ns"] = t, Core(t, model_name), time.time_ns()
-        log.info("ready: model %r loaded in %.2fs, startup %.2fs", state["core"].model_name,
+        state["task"], state["handler"], state["ready_ns"] = t, ResponsesHandler(t, model_name), time.time_ns()
+        log.info("ready: model %r loaded in %.2fs, startup %.2fs", state["handler"].model_name,
                  t.load_timing.get("load_s", float("nan")), (state["ready_ns"] - started_ns) / 1e9)
 
     def load_in_background():
@@ -115,40 +117,40 @@ def create_app(load: Callable[[], Any] | None = None, *, task: Any = None, model
     app.add_middleware(RequestIdMiddleware)
     app.state.store, app.state.server_state = store, state
 
-    def finish(rec: dict, http_status: int) -> None:
+    def finish(rec: TimingRecord, http_status: int) -> None:
         """The last byte is out: finalize the record, or once its Task request ends (client gone early)."""
-        sent_ns, core = time.time_ns(), state["core"]
-        running = core.inflight.get(rec["response_id"]) if core else None
+        sent_ns, handler = time.time_ns(), state["handler"]
+        running = handler.inflight.get(rec.response_id) if handler else None
         if running is not None:
             running.producer.add_done_callback(lambda _: finalize(rec, http_status, sent_ns))
         else:
             finalize(rec, http_status, sent_ns)
 
-    def finalize(rec: dict, http_status: int, sent_ns: int) -> None:
-        rec["http_status"] = rec["http_status"] or http_status
+    def finalize(rec: TimingRecord, http_status: int, sent_ns: int) -> None:
+        rec.http_status = rec.http_status or http_status
         store.finish(rec, sent_ns)
-        t = rec["public_task_call_wall_ns"]
+        t = rec.public_task_call_wall_ns
         log.info("request_id=%s response_id=%s tag=%s stream=%s http=%s status=%s finish=%s in=%s out=%s "
-                 "task_ms=%s http_ms=%.1f%s", rec["request_id"], rec["response_id"], rec["tag"], rec["stream"],
-                 rec["http_status"], rec["status"], rec["finish_reason"], rec["input_tokens"],
-                 rec["output_tokens"], None if t is None else round(t / 1e6, 1),
-                 (rec["http_sent_ns"] - rec["http_received_ns"]) / 1e6,
-                 f" error={rec['error']!r}" if rec["error"] else "")
+                 "task_ms=%s http_ms=%.1f%s", rec.request_id, rec.response_id, rec.tag, rec.stream,
+                 rec.http_status, rec.status, rec.finish_reason, rec.input_tokens,
+                 rec.output_tokens, None if t is None else round(t / 1e6, 1),
+                 (rec.http_sent_ns - rec.http_received_ns) / 1e6,
+                 f" error={rec.error!r}" if rec.error else "")
 
     class EventStream(StreamingResponse):
-        """SSE frames of core events. Cleans up however the response ends, even if the body never
+        """SSE frames of the handler's events. Cleans up however the response ends, even if the body never
         started (client gone before the headers): the Task request is cancelled, the record finalized."""
 
-        def __init__(self, core: Core, events: AsyncIterator[Event], rec: dict):
+        def __init__(self, handler: ResponsesHandler, events: AsyncIterator[Event], rec: TimingRecord):
             super().__init__((f"event: {e.type}\ndata: {e.model_dump_json()}\n\n" async for e in events),
                              media_type="text/event-stream")
-            self.core, self.events, self.rec = core, events, rec
+            self.handler, self.events, self.rec = handler, events, rec
 
         async def __call__(self, scope, receive, send):
             try:
                 await super().__call__(scope, receive, send)
             finally:
-                self.core.abandon(self.rec["response_id"])   # no-op when the final event was consumed
+                self.handler.abandon(self.rec.response_id)   # no-op when the final event was consumed
                 await self.body_iterator.aclose()
                 await self.events.aclose()
                 finish(self.rec, 200)
@@ -156,25 +158,24 @@ def create_app(load: Callable[[], Any] | None = None, *, task: Any = None, model
     @app.post("/v1/responses")
     async def responses(request: Request):
         rid, received_ns = request.state.request_id, request.state.received_ns
-        rec = store.add(new_record(rid, new_id("resp"), request.headers.get("x-qualflow-phase"), None, received_ns))
+        rec = store.add(new_record(rid, new_id("resp"), request.headers.get(PHASE_HEADER), None, received_ns))
         try:
-            core: Core | None = state["core"]
-            if core is None:
+            handler: ResponsesHandler | None = state["handler"]
+            if handler is None:
                 raise ApiError(503, f"The model is not loaded yet ({state['error'] or 'loading'}).",
                                "server_error", None, "model_not_ready")
             req = parse_request(await request.body())
-            rec["stream"] = bool(req.stream)
+            rec.stream = bool(req.stream)
             if req.stream:
-                return EventStream(core, core.stream_response(req, rid, rec), rec)
-            resp = await _until_disconnect(request, core.create_response(req, rid, rec))
+                return EventStream(handler, handler.stream_response(req, rid, rec), rec)
+            resp = await _until_disconnect(request, handler.create_response(req, rid, rec))
             return Response(resp.model_dump_json(), media_type="application/json",
                             background=BackgroundTask(finish, rec, 200))
         except ApiError as e:
             if e.status < 500:
-                rec["status"] = "rejected"
-            elif rec["status"] == "in_progress":
-                rec["status"] = "failed"
-            rec.update(http_status=e.status, error=e.message)
+                rec.reject(e.status, e.message)
+            else:
+                rec.fail(e.message, e.status)
             e.message = f"{e.message} (request id {rid})" if rid not in e.message else e.message
             return error_response(e, BackgroundTask(finish, rec, e.status))
         except ConnectionAbortedError:
@@ -183,12 +184,12 @@ def create_app(load: Callable[[], Any] | None = None, *, task: Any = None, model
 
     @app.get("/health")
     async def health():
-        body = {"status": "ok" if state["core"] else ("failed" if state["error"] else "loading"),
+        body = {"status": "ok" if state["handler"] else ("failed" if state["error"] else "loading"),
                 "started_ns": started_ns, "error": state["error"]}
-        if state["core"] is None:
+        if state["handler"] is None:
             return JSONResponse(body, status_code=503)
         t = state["task"]
-        body.update(model=state["core"].model_name, ready_ns=state["ready_ns"],
+        body.update(model=state["handler"].model_name, ready_ns=state["ready_ns"],
                     startup_s=(state["ready_ns"] - started_ns) / 1e9, load_s=t.load_timing.get("load_s"),
                     load_timing=t.load_timing, context_limit=t.context_limit,
                     capabilities=sorted(t.capabilities))
@@ -196,10 +197,10 @@ def create_app(load: Callable[[], Any] | None = None, *, task: Any = None, model
 
     @app.get("/v1/models")
     async def models():
-        if state["core"] is None:
+        if state["handler"] is None:
             return error_response(ApiError(503, "The model is not loaded yet.", "server_error", None,
                                            "model_not_ready"))
-        return {"object": "list", "data": [{"id": state["core"].model_name, "object": "model",
+        return {"object": "list", "data": [{"id": state["handler"].model_name, "object": "model",
                                             "created": started_ns // 10**9, "owned_by": "qualflow"}]}
 
     @app.get("/v1/qualflow/task-timings")

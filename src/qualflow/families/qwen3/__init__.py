@@ -1,5 +1,5 @@
 """The qwen3 family: native graph, weight conversion, prompt rendering, stop tokens, the transformers
-reference, correctness criteria and the request features it does not support."""
+reference, correctness criteria, the request features it does not support and its synthetic checkpoint."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -42,6 +42,16 @@ class Qwen3Family:
     def correctness_spec(self) -> dict:
         """Versioned prompts, criteria and thresholds (data, not code)."""
         return yaml.safe_load(resources.files(__package__).joinpath("correctness.yaml").read_text())
+
+    @property
+    def synthetic_presets(self) -> tuple[str, ...]:
+        from .synthetic import PRESETS
+        return tuple(sorted(PRESETS))
+
+    def write_synthetic(self, out_dir: str, preset: str):
+        """A seeded, offline checkpoint of this family in Hugging Face format (the embedded default)."""
+        from .synthetic import write_embedded
+        return write_embedded(out_dir, preset)
 
     def load_reference(self, checkpoint_dir: str):
         from .reference import load_reference

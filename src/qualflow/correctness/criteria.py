@@ -2,15 +2,10 @@
 on the family's versioned prompts, criteria and thresholds. One row per case and criterion."""
 from __future__ import annotations
 
-import argparse
-import sys
-import time
-from pathlib import Path
-
 import pandas as pd
 import torch
 
-from .runtime import GenerationRequest, Task, load_task
+from qualflow.runtime import GenerationRequest, Task
 
 COLUMNS = ["case_id", "prompt_id", "criterion", "measured", "threshold", "passed", "detail",
            "thresholds_version", "effective_precision", "device"]
@@ -75,26 +70,3 @@ def run_correctness(task: Task, checkpoint_dir: str) -> pd.DataFrame:
     df["effective_precision"] = precision
     df["device"] = task.info["device"]
     return df[COLUMNS]
-
-
-def main_correctness(args: argparse.Namespace) -> int:
-    t0 = time.perf_counter()
-    task = load_task(args.bundle, device=args.device, max_batch=1, max_context=1024)  # the prompts are short
-    try:
-        checkpoint_dir = task.manifest["checkpoint"]["path"]
-        if not Path(checkpoint_dir).is_dir():
-            raise FileNotFoundError(f"the reference needs the pinned checkpoint at {checkpoint_dir}; it is gone")
-        df = run_correctness(task, checkpoint_dir)
-    finally:
-        task.close()
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    df.to_parquet(args.out, index=False)
-    failed = df[~df.passed]
-    for r in df.itertuples():
-        print(f"{'PASS' if r.passed else 'FAIL'}  {r.case_id:40s} {r.measured:<12.6g} threshold {r.threshold:<10.6g} {r.detail}")
-    print(f"{len(df) - len(failed)}/{len(df)} criteria passed ({df.thresholds_version.iloc[0]}, "
-          f"{df.effective_precision.iloc[0]} on {df.device.iloc[0]}) in {time.perf_counter() - t0:.1f}s")
-    if len(failed):
-        print(f"qualflow correctness: error: {len(failed)} criteria failed; see {args.out}", file=sys.stderr)
-        return 1
-    return 0

@@ -1,4 +1,4 @@
-"""The typed core: CreateResponse -> Response | stream of events, over the public Task API only.
+"""The Responses handler: CreateResponse -> Response | stream of events, over the public Task API only.
 
 No HTTP here. Every refusal is an `ApiError` raised before anything is queued (and so before a stream
 starts); engine outcomes map to Response status: stop -> completed, length -> incomplete
@@ -12,13 +12,13 @@ import time
 from dataclasses import dataclass
 from typing import Any, AsyncIterator
 
-from qualflow.runtime.task import (STREAMING, TEXT_GENERATION, CapabilityMissing, FinalEvent,
-                                   GenerationRequest, InvalidRequest, TaskTiming, TokenEvent)
+from qualflow.runtime import (STREAMING, TEXT_GENERATION, CapabilityMissing, FinalEvent, GenerationRequest,
+                              InvalidRequest, TaskTiming, TokenEvent)
 
 from .protocol import (ApiError, ContentPartEvent, CreateResponse, ErrorEvent, Event, OutputItemEvent,
                        OutputMessage, OutputText, Response, ResponseEvent, TextDeltaEvent, TextDoneEvent,
                        Usage, bad_request, input_messages, new_id)
-from .timing import TASK_FIELDS, new_record
+from .timing import TimingRecord, new_record
 
 # Task/SamplingParams field names -> the request param a client set
 _PARAM_NAMES = {"max_new_tokens": "max_output_tokens", "prompt_token_ids": "input"}
@@ -44,8 +44,6 @@ def check_supported(req: CreateResponse) -> None:
         raise _unsupported("tools", "must be empty: tool calling is not supported")
     if req.tool_choice not in (None, "auto", "none"):
         raise _unsupported("tool_choice", "must be 'auto' or 'none': there are no tools", "unsupported_value")
-    if req.reasoning and any(v is not None for v in req.reasoning.values()):
-        raise _unsupported("reasoning", "is not supported: the model runs with thinking disabled")
     if req.text is not None and req.text.format is not None and req.text.format != {"type": "text"}:
         raise _unsupported("text.format", "must be {'type': 'text'}: structured output is not supported",
                            "unsupported_value")
@@ -84,7 +82,7 @@ def request_features(req: CreateResponse, messages: list[dict]) -> dict[str, str
 class Prepared:
     req: CreateResponse
     gen: GenerationRequest
-    record: dict
+    record: TimingRecord
     response_id: str
     message_id: str
     created_at: int
@@ -92,7 +90,7 @@ class Prepared:
     producer: asyncio.Task | None = None
 
 
-class Core:
+class ResponsesHandler:
     def __init__(self, task: Any, model_name: str | None = None):
         self.task = task
         self.model_name = model_name or task.model_name
@@ -101,7 +99,7 @@ class Core:
 
     # ------------------------------------------------------------ validation
 
-    def prepare(self, req: CreateResponse, request_id: str, record: dict | None = None) -> Prepared:
+    def prepare(self, req: CreateResponse, request_id: str, record: TimingRecord | None = None) -> Prepared:
         record = record if record is not None else new_record(request_id, new_id("resp"), None, req.stream,
                                                                time.time_ns())
         if req.model is None:
@@ -120,7 +118,7 @@ class Core:
         family = self.task.family
         for feature, param in request_features(req, messages).items():
             if feature in family.unsupported_features:
-                why = family.unsupported_features[feature] if isinstance(family.unsupported_features, dict) else ""
+                why = family.unsupported_features[feature]
                 raise _unsupported(param, f"asks for '{feature}', which the {family.name} family does not "
                                           f"support{': ' + why if why else ''}")
         check_supported(req)
@@ -131,13 +129,13 @@ class Core:
                 max_new_tokens=max_new, temperature=1.0 if req.temperature is None else req.temperature,
                 top_p=1.0 if req.top_p is None else req.top_p, ignore_eos=bool(req.ignore_eos),
                 min_tokens=req.min_tokens or 0)
-            gen = GenerationRequest(record["response_id"], ids, params)
+            gen = GenerationRequest(record.response_id, ids, params)
             self.task.validate(gen)
         except InvalidRequest as e:
             param = _PARAM_NAMES.get(e.param, e.param)
             raise bad_request(str(e), param, e.code) from None
-        record["input_tokens"] = len(ids)
-        return Prepared(req, gen, record, record["response_id"], new_id("msg"), int(time.time()))
+        record.input_tokens = len(ids)
+        return Prepared(req, gen, record, record.response_id, new_id("msg"), int(time.time()))
 
     # ------------------------------------------------------------ results
 
@@ -170,10 +168,8 @@ class Core:
         return OutputMessage(id=p.message_id, status=status, content=content)
 
     def _record(self, p: Prepared, final: FinalEvent) -> None:
-        p.record.update(status="cancelled" if p.abandoned else _STATUS[final.finish_reason],
-                        finish_reason=final.finish_reason, error=final.error, input_tokens=final.prompt_tokens,
-                        output_tokens=final.completion_tokens,
-                        **{k: v for k, v in final.timing.as_dict().items() if k in TASK_FIELDS})
+        p.record.finish("cancelled" if p.abandoned else _STATUS[final.finish_reason], final.finish_reason,
+                        final.error, final.prompt_tokens, final.completion_tokens, final.timing.as_dict())
 
     def _submit(self, p: Prepared) -> asyncio.Queue:
         """Run the Task request on its own asyncio task; its events (or an exception) arrive on the queue.
@@ -188,7 +184,7 @@ class Core:
                         self._record(p, ev)
                     q.put_nowait(ev)
             except Exception as e:  # noqa: BLE001 - handed to the consumer, which reports it
-                p.record.update(status="failed", error=f"{type(e).__name__}: {e}")
+                p.record.fail(f"{type(e).__name__}: {e}")
                 q.put_nowait(e)
             finally:
                 self.inflight.pop(p.response_id, None)
@@ -208,10 +204,10 @@ class Core:
         """The consumer left before the final event (client gone): cancel the Task request. Idempotent."""
         if (p := self.inflight.get(response_id)) is not None and not p.abandoned:
             p.abandoned = True
-            p.record["status"] = "cancelled"
+            p.record.cancel()
             self.task.cancel(p.gen.request_id)
 
-    async def create_response(self, req: CreateResponse, request_id: str, record: dict | None = None) -> Response:
+    async def create_response(self, req: CreateResponse, request_id: str, record: TimingRecord | None = None) -> Response:
         p = self.prepare(req, request_id, record)
         q, final = self._submit(p), None
         try:
@@ -228,7 +224,7 @@ class Core:
                            "server_error", None, "server_error")
         return self._response(p, final)
 
-    def stream_response(self, req: CreateResponse, request_id: str, record: dict | None = None
+    def stream_response(self, req: CreateResponse, request_id: str, record: TimingRecord | None = None
                         ) -> AsyncIterator[Event]:
         """Validates and submits now (errors raise before any event exists), then returns the event stream.
         A caller that never iterates it must call `abandon(response_id)`."""
@@ -262,7 +258,7 @@ class Core:
                 self.abandon(p.response_id)
         if final is None or final.finish_reason == "cancelled":   # not by this client: it is still here
             final = final or FinalEvent(p.gen.request_id, "error", len(p.gen.prompt_token_ids), 0, text, [],
-                                        TaskTiming(p.record["http_received_ns"]), failure)
+                                        TaskTiming(p.record.http_received_ns), failure)
             final.error, final.finish_reason = final.error or "request cancelled", "error"
         if final.tail_text:   # text the decoder held back (an incomplete character) until the end
             text += final.tail_text

@@ -16,7 +16,6 @@ A crash of the server is noticed while any stage runs and fails the session with
 log lines. Load, startup and warm-up times are recorded separately in startup.json."""
 from __future__ import annotations
 
-import ctypes
 import json
 import signal
 import sys
@@ -24,7 +23,11 @@ import time
 from pathlib import Path
 
 from qualflow.aiperf.command import AiperfPoint, load_points
-from qualflow.server_process import ServerError, ServerProcess, free_port
+from qualflow.phases import aiperf_tag
+from qualflow.server.timing import read_timing_log
+
+from .lifetime import die_with_parent
+from .server_process import ServerError, ServerProcess, free_port
 
 
 class SessionInterrupted(BaseException):
@@ -36,34 +39,14 @@ def _install_signal_handlers() -> None:
         raise SessionInterrupted(f"received {signal.Signals(signum).name}")
     for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(s, handler)
-    try:  # die (cleanly, via the handler) if our parent - Snakemake's job thread - dies
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)
-    except OSError:
-        pass
-
-
-def _pick(body: dict, *keys):
-    for k in keys:
-        cur = body
-        for part in k.split("."):
-            cur = cur.get(part) if isinstance(cur, dict) else None
-        if cur is not None:
-            return cur
-    return None
+    die_with_parent()  # die (cleanly, via the handler) if our parent - Snakemake's job thread - dies
 
 
 def _wait_timing_flushed(path: Path, expected_ids: set[str], timeout_s: float = 10.0) -> int:
     """Records are appended when a response is final; wait until every sent request id is there."""
     deadline = time.monotonic() + timeout_s
-    seen: set[str] = set()
     while True:
-        if path.exists():
-            seen = set()
-            for line in path.read_text().splitlines():
-                try:
-                    seen.add(json.loads(line).get("request_id"))
-                except ValueError:
-                    pass
+        seen = {r.request_id for r in read_timing_log(path, strict=False)}
         missing = expected_ids - seen
         if not missing or time.monotonic() > deadline:
             return len(missing)
@@ -79,14 +62,15 @@ def run_session(*, bundle: str, out: str | Path, device: str, host: str, port: i
                 run_protocol: bool = True) -> int:
     from qualflow.aiperf.exports import read_records
     from qualflow.aiperf.runner import run_point
-    from qualflow.protocol_checks import run_protocol_checks, write_protocol
-    from qualflow.warmup import run_warmup, write_warmup
+
+    from .conformance import run_protocol_checks, write_protocol
+    from .warmup import run_warmup, write_warmup
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "points").mkdir(exist_ok=True)
     pts = [AiperfPoint.from_dict(p) for p in points]
-    from qualflow.provenance import collect
+    from .provenance import collect
     (out / "provenance.json").write_text(json.dumps(collect(with_torch=device != "cpu"), indent=2))
     timing_log = out / "server_timing.jsonl"
     if timing_log.exists():
@@ -119,8 +103,8 @@ def run_session(*, bundle: str, out: str | Path, device: str, host: str, port: i
         startup = {
             "url": srv.url, "pid": srv.proc.pid, "spawn_ns": srv.spawn_ns, "healthy_ns": srv.healthy_ns,
             "startup_s": (srv.healthy_ns - srv.spawn_ns) / 1e9,
-            "load_s": _pick(health, "load_s", "timing.load_s", "startup.load_s", "load_seconds"),
-            "server_startup_s": _pick(health, "startup_s", "timing.startup_s", "startup.startup_s"),
+            "load_s": health.get("load_s"),
+            "server_startup_s": health.get("startup_s"),
             "health": health,
         }
         print(f"session: healthy after {startup['startup_s']:.1f}s", flush=True)
@@ -150,7 +134,7 @@ def run_session(*, bundle: str, out: str | Path, device: str, host: str, port: i
             t0 = time.time_ns()
             print(f"session: AIPerf point {p.point_id}", flush=True)
             rec = run_point(p, url=srv.url, model_name=model_name, tokenizer_dir=str(bundle_dir),
-                            point_dir=out / "points" / p.point_id, phase_header=f"aiperf:{p.point_id}",
+                            point_dir=out / "points" / p.point_id, phase_header=aiperf_tag(p.point_id),
                             workers_max=aiperf_workers, record_processors=aiperf_record_processors,
                             timeout_s=aiperf_timeout_s, alive_check=srv.check_alive)
             stage(f"aiperf:{p.point_id}", t0)

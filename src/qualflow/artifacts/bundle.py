@@ -21,11 +21,12 @@ import json
 import os
 import shutil
 from dataclasses import dataclass
-from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 
-from .checkpoint import hash_lines, load_json, read_pin, sha256_file, verify_pin
+from qualflow.files import hash_lines, load_json, save_safetensors, sha256_file
+
+from .pin import read_pin, verify_pin
+from .profiles import UnknownProfile, get_profile, torch_dtype
 
 SCHEMA_VERSION = 1
 MANIFEST = "manifest.json"
@@ -43,36 +44,8 @@ class BundleError(ValueError):
     """A bundle cannot be built or loaded. The message names the file involved."""
 
 
-class UnknownProfile(BundleError):
-    pass
-
-
 class BundleIntegrityError(BundleError):
     """A bundle file is missing or its sha256 differs from the manifest."""
-
-
-# ------------------------------------------------------------------------------------- profiles
-
-@lru_cache(maxsize=1)
-def profiles() -> dict[str, dict]:
-    import yaml
-    doc = yaml.safe_load(resources.files("qualflow").joinpath("profiles.yaml").read_text(encoding="utf-8"))
-    return doc["profiles"]
-
-
-def get_profile(name: str) -> dict:
-    p = profiles()
-    if name not in p:
-        raise UnknownProfile(f"unknown profile {name!r}; known profiles: {', '.join(sorted(p))}")
-    return p[name]
-
-
-def _torch_dtype(name: str):
-    import torch
-    dt = getattr(torch, name, None)
-    if not isinstance(dt, torch.dtype):
-        raise BundleError(f"profile dtype {name!r} is not a torch dtype")
-    return dt
 
 
 # ---------------------------------------------------------------------------------------- build
@@ -121,12 +94,11 @@ def build_bundle(pin_path: str | os.PathLike, profile: str, out: str | os.PathLi
     directory and renamed into place, so a failed build leaves no half bundle."""
     import torch
 
-    from . import __version__
-    from .embedded import save_safetensors
-    from .families import get_family
+    from qualflow import __version__
+    from qualflow.families import get_family
 
     prof = get_profile(profile)
-    dtype = _torch_dtype(prof["dtype"])
+    dtype = torch_dtype(prof["dtype"])
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())) and not force:
         raise BundleError(f"output {out} exists and is not empty; pass --force to replace it")
@@ -270,7 +242,7 @@ def load_bundle(path: str | os.PathLike, verify: bool = True) -> Bundle:
 
 def add_build_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pin", required=True, help="pin.json from `qualflow pin`")
-    p.add_argument("--profile", default="fp16", help="profile name (see qualflow/profiles.yaml)")
+    p.add_argument("--profile", default="fp16", help="profile name (see qualflow/artifacts/profiles.yaml)")
     p.add_argument("--out", required=True, help="bundle directory")
     p.add_argument("--force", action="store_true", help="replace an existing non-empty output")
 

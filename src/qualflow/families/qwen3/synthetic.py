@@ -1,4 +1,4 @@
-"""The embedded default checkpoint: a Hugging Face format Qwen3 checkpoint with seeded random weights
+"""The qwen3 family's synthetic checkpoint (the embedded default): a Hugging Face format Qwen3 checkpoint with seeded random weights
 and the real Qwen tokenizer, created locally with no network.
 
 `write_embedded(out_dir, preset)` writes config.json, model.safetensors, generation_config.json,
@@ -8,12 +8,13 @@ a fixed seed, then rounded to bfloat16; JSON is written with fixed key order and
 """
 from __future__ import annotations
 
-import argparse
 import base64
 import functools
 import json
 import os
 from pathlib import Path
+
+from qualflow.files import save_safetensors
 
 PRESETS: dict[str, dict] = {
     "tiny": dict(hidden_size=128, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
@@ -223,13 +224,6 @@ def make_weights(preset: str) -> dict:
     return sd
 
 
-def save_safetensors(tensors: dict, path: str | os.PathLike, metadata: dict | None = None) -> None:
-    """Deterministic safetensors: sorted keys, fixed metadata."""
-    from safetensors.torch import save_file
-    save_file({k: tensors[k].contiguous() for k in sorted(tensors)}, str(path),
-              metadata=metadata or {"format": "pt"})
-
-
 # -------------------------------------------------------------------------------------- write
 
 def write_embedded(out_dir: str | os.PathLike, preset: str = "tiny") -> Path:
@@ -243,15 +237,3 @@ def write_embedded(out_dir: str | os.PathLike, preset: str = "tiny") -> Path:
         _dumps(tokenizer_config(cfg["max_position_embeddings"])), encoding="utf-8")
     save_safetensors(make_weights(preset), out / "model.safetensors")
     return out
-
-
-def add_embedded_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--out", required=True, help="output directory for the checkpoint")
-    p.add_argument("--preset", default="tiny", choices=sorted(PRESETS),
-                   help="model size (default: tiny; qwen3-0.6b is the real Qwen3-0.6B shape)")
-
-
-def main_embedded(args: argparse.Namespace) -> int:
-    out = write_embedded(args.out, args.preset)
-    print(f"wrote embedded {args.preset} checkpoint to {out}")
-    return 0

@@ -16,11 +16,12 @@ pin.json (schema_version 1):
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import re
 from pathlib import Path
+
+from qualflow.files import hash_lines, hash_tree, load_json, sha256_file
 
 SCHEMA_VERSION = 1
 SHA_RE = re.compile(r"^[0-9a-f]{40}$")
@@ -42,36 +43,6 @@ class UnpinnedRevision(CheckpointError):
 
 class PinMismatch(CheckpointError):
     """A pinned file changed, vanished, or the pin itself is unreadable."""
-
-
-def sha256_file(path: str | os.PathLike, chunk: int = 1 << 22) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while b := f.read(chunk):
-            h.update(b)
-    return h.hexdigest()
-
-
-def hash_lines(files: dict[str, dict]) -> str:
-    """sha256 over sorted 'path sha256' lines: the content identity of a set of files."""
-    text = "".join(f"{p} {files[p]['sha256']}\n" for p in sorted(files))
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-def hash_tree(root: str | os.PathLike) -> dict[str, dict]:
-    """{relative posix path: {sha256, size}} for every regular file under root (symlinks followed,
-    hidden files and directories such as .cache/ skipped), sorted by path."""
-    root = Path(root)
-    out: dict[str, dict] = {}
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-        for fn in sorted(filenames):
-            if fn.startswith("."):
-                continue
-            p = Path(dirpath) / fn
-            rel = p.relative_to(root).as_posix()
-            out[rel] = {"sha256": sha256_file(p), "size": p.stat().st_size}
-    return dict(sorted(out.items()))
 
 
 # ------------------------------------------------------------------------------------------ hub
@@ -131,14 +102,6 @@ def pin_checkpoint(ref: str, revision: str | None = None, allow_unpinned: bool =
             raise CheckpointNotFound(f"download of {ref}@{sha} gave no directory: {path}")
         ident = {"id": ref, "source": "hub", "revision": sha, "requested_revision": requested}
     return describe_dir(path, ident)
-
-
-def load_json(path: Path, error: type[Exception]):
-    """Parse a JSON file; a file that is not JSON raises `error` naming it."""
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise error(f"{path} is not valid JSON: {e}") from None
 
 
 def describe_dir(path: Path, ident: dict) -> dict:

@@ -10,6 +10,8 @@ from typing import Callable
 
 import openai
 
+from qualflow.phases import PHASE_HEADER, PROTOCOL
+
 PROMPT = "Protocol check: say hello."
 
 # (name, request overrides, expected error param)
@@ -45,7 +47,7 @@ class Checker:
                                     timeout=timeout_s, max_retries=0)
 
     def _headers(self, rid: str) -> dict:
-        return {"X-Request-ID": rid, "X-Qualflow-Phase": "protocol"}
+        return {"X-Request-ID": rid, PHASE_HEADER: PROTOCOL}
 
     def non_stream(self, rid: str) -> str:
         raw = self.client.responses.with_raw_response.create(

@@ -7,6 +7,8 @@ import uuid
 
 import httpx
 
+from qualflow.phases import PHASE_HEADER, WARMUP
+
 WARMUP_PROMPTS = (
     "Warm-up request: describe the weather in one sentence.",
     "Warm-up request: count from one to ten.",
@@ -24,7 +26,7 @@ def run_warmup(url: str, model: str, n: int, max_output_tokens: int = 16, stream
             body = {"model": model, "input": WARMUP_PROMPTS[i % len(WARMUP_PROMPTS)],
                     "max_output_tokens": max_output_tokens, "stream": stream, "store": False,
                     "ignore_eos": True}
-            headers = {"X-Request-ID": rid, "X-Qualflow-Phase": "warmup"}
+            headers = {"X-Request-ID": rid, PHASE_HEADER: WARMUP}
             t0 = time.time_ns()
             status, err, echoed, n_events = None, None, None, 0
             try:
@@ -43,7 +45,7 @@ def run_warmup(url: str, model: str, n: int, max_output_tokens: int = 16, stream
             except httpx.HTTPError as e:
                 err = repr(e)
             t1 = time.time_ns()
-            rows.append({"request_id": rid, "index": i, "phase": "warmup", "stream": stream,
+            rows.append({"request_id": rid, "index": i, "phase": WARMUP, "stream": stream,
                          "http_status": status, "request_id_echoed": echoed == rid, "sse_events": n_events,
                          "client_start_ns": t0, "client_end_ns": t1, "client_latency_ms": (t1 - t0) / 1e6,
                          "error": err})

@@ -5,7 +5,6 @@ in order) and with PR_SET_PDEATHSIG=SIGTERM (so it dies even if its owner is SIG
 sends SIGTERM to the whole group, escalates to SIGKILL, and waits until the port is free again."""
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import signal
@@ -16,6 +15,8 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+
+from .lifetime import die_with_parent
 
 
 class ServerError(RuntimeError):
@@ -62,14 +63,6 @@ def check_port(host: str, port: int) -> None:
                            "stop that process or set server.port in the config (0 picks a free port)")
 
 
-def _pdeathsig() -> None:  # runs in the child between fork and exec
-    try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
-
-
 def http_get_json(url: str, timeout: float = 5.0) -> tuple[int, dict | None]:
     try:
         with urllib.request.urlopen(url, timeout=timeout) as r:
@@ -103,9 +96,7 @@ class ServerProcess:
                  max_context: int | None = None, cpu_threads: int | None = None,
                  extra_args: list[str] | None = None, command: list[str] | None = None):
         self.host, self.port = host, port
-        self.model_name = model_name
         self.log_path = Path(log_path)
-        self.timing_log = Path(timing_log)
         cmd = [sys.executable, "-m", "qualflow.cli", "serve", "--bundle", str(bundle), "--device", device,
                "--host", host, "--port", str(port), "--model-name", model_name,
                "--timing-log", str(timing_log)]
@@ -119,7 +110,6 @@ class ServerProcess:
         self.proc: subprocess.Popen | None = None
         self.spawn_ns: int | None = None
         self.healthy_ns: int | None = None
-        self.health_body: dict | None = None
 
     @property
     def url(self) -> str:
@@ -133,7 +123,7 @@ class ServerProcess:
         self.spawn_ns = time.time_ns()
         self.proc = subprocess.Popen(self.cmd, stdout=self._log, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, env=env, start_new_session=True,
-                                     preexec_fn=_pdeathsig)
+                                     preexec_fn=die_with_parent)
 
     def log_tail(self, n: int = 30) -> str:
         try:
@@ -156,8 +146,7 @@ class ServerProcess:
                 last = (status, body)
                 if status == 200:
                     self.healthy_ns = time.time_ns()
-                    self.health_body = body or {}
-                    return self.health_body
+                    return body or {}
             except (OSError, ValueError) as e:
                 last = repr(e)
             time.sleep(0.25)
