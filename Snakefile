@@ -16,9 +16,9 @@ if not workflow.overwrite_configfiles:
 
 
 include: "workflow/rules/common.smk"
-include: "workflow/rules/checkpoint.smk"
+include: "workflow/rules/artifacts.smk"
 include: "workflow/rules/correctness.smk"
-include: "workflow/rules/serve.smk"
+include: "workflow/rules/session.smk"
 include: "workflow/rules/evidence.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/compare.smk"

@@ -26,7 +26,8 @@ from pathlib import Path
 import pytest
 
 from qualflow.evidence import store
-from qualflow.evidence.compare import CompareOptions, CompareRefused, run_compare
+from qualflow.evidence.compare import CompareOptions, CompareRefused
+from qualflow.report.compare import run_compare
 
 DELAY = 0.2
 POINT = {"point_id": "tiny_c2", "concurrency": 2, "isl": 16, "osl": 4, "request_count": 30,

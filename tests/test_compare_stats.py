@@ -10,8 +10,9 @@ import pytest
 
 from qualflow.evidence import store
 from qualflow.evidence.compare import (CompareOptions, CompareRefused, bootstrap_delta, compare_evidence,
-                                       compare_samples, judge, mann_whitney_p, min_n, noise_floor, run_compare)
+                                       compare_samples, judge, mann_whitney_p, min_n, noise_floor)
 from qualflow.evidence.join import write_table
+from qualflow.report.compare import run_compare
 
 RNG = np.random.default_rng(1)
 

@@ -1,6 +1,11 @@
-"""DESIGN.md layering, enforced on the source: families import nothing from runtime/server/workflow;
+"""The package layering, enforced on the source.
+
+Floors, lowest first: the leaf modules (files, phases) < families < artifacts < runtime < {correctness,
+server, aiperf} < session < evidence < report < cli. A module imports only from its own package or
+from a lower floor, so nothing runs back up and no package pair can form a circle; the module-level
+import graph has no cycle either. On top: families import nothing from runtime/server/workflow code;
 runtime reaches families only through the registry; the server reaches the model only through the
-Task API; the workflow reaches code only through the CLI."""
+Task API (the `qualflow.runtime` package root); the workflow reaches code only through the CLI."""
 from __future__ import annotations
 
 import ast
@@ -11,6 +16,23 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "src" / "qualflow"
+
+FLOORS = {
+    "files": 0, "phases": 0,
+    "families": 1,
+    "artifacts": 2,
+    "runtime": 3,
+    "correctness": 4, "server": 4, "aiperf": 4,
+    "session": 5,
+    "evidence": 6,
+    "report": 7,
+    "cli": 8,
+}
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PKG.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
 def imports_of(path: Path) -> set[str]:
@@ -35,13 +57,93 @@ def imports_of(path: Path) -> set[str]:
     return out
 
 
-def files(sub: str) -> list[Path]:
+def files(sub: str = "") -> list[Path]:
     return sorted((PKG / sub).rglob("*.py"))
+
+
+def top(mod: str) -> str | None:
+    """The first-level package (or leaf module) of a qualflow module name; None for `qualflow` itself."""
+    parts = mod.split(".")
+    return parts[1] if len(parts) > 1 and parts[0] == "qualflow" else None
+
+
+def modules() -> set[str]:
+    return {module_name(p) for p in files()}
+
+
+def test_every_package_has_a_floor():
+    tops = {top(m) for m in modules()} - {None}
+    assert tops == set(FLOORS), f"packages without a floor or floors without a package: {tops ^ set(FLOORS)}"
+
+
+@pytest.mark.parametrize("path", files(), ids=lambda p: str(p.relative_to(PKG)))
+def test_imports_only_down_or_within_the_package(path):
+    me = top(module_name(path))
+    if me is None:
+        return  # qualflow/__init__.py: the version only
+    known = modules()
+    bad = set()
+    for m in imports_of(path):
+        other = top(m)
+        if other is None or other == me or other not in FLOORS:
+            continue
+        if m not in known and ".".join(m.split(".")[:-1]) not in known:
+            continue
+        if FLOORS[other] >= FLOORS[me]:
+            bad.add(m)
+    assert not bad, f"{path.relative_to(PKG)} (floor {FLOORS[me]}) imports up or sideways: {sorted(bad)}"
+
+
+def test_no_import_cycle():
+    known = modules()
+    graph: dict[str, set[str]] = {}
+    for p in files():
+        me = module_name(p)
+        deps = set()
+        for m in imports_of(p):
+            if m in known:
+                deps.add(m)
+            elif ".".join(m.split(".")[:-1]) in known:   # `from pkg.mod import name`
+                deps.add(".".join(m.split(".")[:-1]))
+        # a package's __init__ importing its own submodules is not a cycle through them
+        graph[me] = {d for d in deps if d != me and not (d.startswith(me + ".") and p.name == "__init__.py")}
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(n: str) -> None:
+        state[n] = 1
+        stack.append(n)
+        for d in sorted(graph.get(n, ())):
+            if state.get(d) == 1:
+                cycle = stack[stack.index(d):] + [d]
+                raise AssertionError("import cycle: " + " -> ".join(cycle))
+            if d not in state:
+                visit(d)
+        stack.pop()
+        state[n] = 2
+
+    for n in sorted(graph):
+        if n not in state:
+            visit(n)
+
+
+def test_layering_test_catches_a_cycle(tmp_path, monkeypatch):
+    """The cycle check is not vacuous: two modules importing each other are reported."""
+    pkg = tmp_path / "qualflow" / "evidence"
+    pkg.mkdir(parents=True)
+    (tmp_path / "qualflow" / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from qualflow.evidence import b\n")
+    (pkg / "b.py").write_text("from qualflow.evidence.a import x\n")
+    monkeypatch.setattr(__import__(__name__), "PKG", tmp_path / "qualflow")
+    with pytest.raises(AssertionError, match="import cycle"):
+        test_no_import_cycle()
 
 
 @pytest.mark.parametrize("path", files("families"), ids=lambda p: str(p.relative_to(PKG)))
 def test_families_import_no_runtime_server_or_workflow(path):
-    bad = {m for m in imports_of(path) if re.match(r"qualflow\.(runtime|server|aiperf|evidence|report|session|cli)", m)}
+    bad = {m for m in imports_of(path)
+           if re.match(r"qualflow\.(runtime|server|aiperf|evidence|report|session|artifacts|correctness|cli)", m)}
     assert not bad, f"{path} imports {bad}"
 
 
@@ -53,9 +155,9 @@ def test_runtime_reaches_families_only_through_the_registry(path):
 
 @pytest.mark.parametrize("path", files("server"), ids=lambda p: str(p.relative_to(PKG)))
 def test_server_reaches_the_model_only_through_the_task_api(path):
-    allowed = re.compile(r"qualflow\.runtime($|\.task|\.api|\.(load_task|Task|[A-Z]\w*|STREAMING|TEXT_GENERATION|SCORING)$)")
+    allowed = re.compile(r"qualflow\.runtime($|\.[A-Z]\w*$|\.(load_task|STREAMING|TEXT_GENERATION|SCORING)$)")
     bad = {m for m in imports_of(path) if (m.startswith("qualflow.runtime") and not allowed.match(m))
-           or m.startswith("qualflow.families")}
+           or m.startswith(("qualflow.families", "qualflow.artifacts"))}
     assert not bad, f"{path} imports {bad}"
 
 
@@ -67,3 +169,12 @@ def test_workflow_reaches_code_only_through_the_cli():
         assert not re.search(r"^\s*(from|import)\s+qualflow", text, re.M), f"{path} imports qualflow"
     shells = re.findall(r"shell:\s*\n\s*(?:\"\"\"|\"|')(.*?)(?:\"\"\"|\"|')\s*\n", "\n".join(p.read_text() for p in sources), re.S)
     assert shells and all("qualflow " in s for s in shells), "every rule's shell calls the qualflow CLI"
+
+
+def test_each_rule_file_maps_to_one_package():
+    rule_files = {p.stem for p in (ROOT / "workflow" / "rules").glob("*.smk")} - {"common"}
+    owner = {"artifacts": "artifacts", "correctness": "correctness", "session": "session",
+             "evidence": "evidence", "report": "report", "compare": "report"}
+    assert rule_files == set(owner), f"rule files changed: {sorted(rule_files)}; update the mapping"
+    for rf, pkg in owner.items():
+        assert (PKG / pkg / "__init__.py").exists(), f"workflow/rules/{rf}.smk has no package {pkg}/"

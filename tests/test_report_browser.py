@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from qualflow.evidence.compare import CompareOptions, run_compare
+from qualflow.evidence.compare import CompareOptions
+from qualflow.report.compare import run_compare
 from qualflow.report.browser import check_page, find_chromium
 from qualflow.report.page import write_report
 from test_compare_stats import write_run

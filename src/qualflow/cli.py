@@ -44,8 +44,8 @@ def _workflow_stage(module: str, func: str):
 
 
 def add_workflow_stages(sub) -> None:
-    """Subcommands of the qualify DAG (issue 5): the serving session and its client-side stages,
-    AIPerf, the evidence join and the report."""
+    """Subcommands of the qualify DAG: the serving session and its client-side stages, AIPerf, the
+    evidence join and the report."""
     s = sub.add_parser("session", help="serving session: start server, warm-up, protocol, AIPerf points, stop")
     s.add_argument("--bundle", required=True)
     s.add_argument("--out", required=True, help="session directory")
@@ -133,7 +133,7 @@ def add_workflow_stages(sub) -> None:
 
 
 def add_compare_stages(sub) -> None:
-    """Subcommands of issue 6: the versioned evidence store and compare."""
+    """The versioned evidence store and compare."""
     s = sub.add_parser("evidence", help="the versioned evidence store")
     esub = s.add_subparsers(dest="evidence_cmd", required=True)
     e = esub.add_parser("list", help="versions, runs, models, profiles, workload points and status")
@@ -150,7 +150,8 @@ def add_compare_stages(sub) -> None:
     s.add_argument("--resamples", type=int, default=2000)
     s.add_argument("--noise-rel", type=float, default=0.10, help="noise floor, fraction of the base value")
     s.add_argument("--noise-abs-ms", type=float, default=2.0, help="noise floor for ms metrics")
-    s.set_defaults(func=_workflow_stage("qualflow.evidence.compare", "main_compare"))
+    s.add_argument("--print-out-dir", action="store_true", help="print the default output dir and exit")
+    s.set_defaults(func=_workflow_stage("qualflow.report.compare", "main_compare"))
 
 
 def build_parser() -> argparse.ArgumentParser:

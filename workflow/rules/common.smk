@@ -46,6 +46,30 @@ SOFTWARE_EVIDENCE = _VERSIONS["evidence"]
 
 MODEL_PROFILES = [(m, p) for m, mc in config["models"].items() for p in mc["profiles"]]
 
+# ---- paths: every rule's outputs live under these prefixes (wildcards left for the rules) ----
+CHECKPOINT = "results/checkpoints/{model}"
+PIN = "results/pin/{model}.json"
+BUNDLE = f"results/bundle/{SWKEY}/{{model}}/{{profile}}"
+CORRECTNESS = f"results/correctness/{SWKEY}/{{model}}/{{profile}}.parquet"
+SESSION = f"results/session/{SWKEY}/{{model}}/{{profile}}"
+EVIDENCE = f"results/evidence/{SWKEY}/{{model}}/{{profile}}"
+REPORT = f"results/report/{SWKEY}"
+STATUS = f"results/status/{SWKEY}.tsv"
+MP = f"{SWKEY}/{{model}}/{{profile}}"  # the key of per-model/profile logs and benchmarks
+
+
+def log_of(rule, key=MP):
+    return f"logs/{rule}/{key}.log"
+
+
+def benchmark_of(rule, key=MP):
+    return f"results/benchmarks/{rule}/{key}.tsv"
+
+
+def for_each_model_profile(pattern):
+    """A path pattern with {model}/{profile} expanded for every configured model/profile."""
+    return [pattern.format(model=m, profile=p) for m, p in MODEL_PROFILES]
+
 
 wildcard_constraints:
     model="|".join(config["models"]),
@@ -77,13 +101,13 @@ def served_name(wildcards):
 
 def checkpoint_input(wildcards):
     if model_cfg(wildcards)["checkpoint"] == "embedded":
-        return f"results/checkpoints/{wildcards.model}"
+        return CHECKPOINT.format(model=wildcards.model)
     return []
 
 
 def checkpoint_arg(wildcards):
     ck = model_cfg(wildcards)["checkpoint"]
-    return f"results/checkpoints/{wildcards.model}" if ck == "embedded" else ck
+    return CHECKPOINT.format(model=wildcards.model) if ck == "embedded" else ck
 
 
 def pin_extra(wildcards):
@@ -107,25 +131,23 @@ def gpus(wildcards):
 
 def stage_commands(wildcards):
     """The stage commands as this DAG runs them (recorded in the `runs` table)."""
-    m, p = wildcards.model, wildcards.profile
+    w = {"model": wildcards.model, "profile": wildcards.profile}
+    pin, bundle = PIN.format(**w), BUNDLE.format(**w)
     return shlex.quote(
         json.dumps(
             {
                 "pin": f"qualflow pin --checkpoint {checkpoint_arg(wildcards)} {pin_extra(wildcards)} "
-                f"--out results/pin/{m}.json",
-                "build": f"qualflow build --pin results/pin/{m}.json --profile {p} "
-                f"--out results/bundle/{SWKEY}/{m}/{p} --force",
-                "correctness": f"qualflow correctness --bundle results/bundle/{SWKEY}/{m}/{p} "
-                f"--device {DEVICE} --out results/correctness/{SWKEY}/{m}/{p}.parquet",
+                f"--out {pin}",
+                "build": f"qualflow build --pin {pin} --profile {w['profile']} --out {bundle} --force",
+                "correctness": f"qualflow correctness --bundle {bundle} --device {DEVICE} "
+                f"--out {CORRECTNESS.format(**w)}",
             }
         )
     )
 
 
 def all_evidence(table="runs"):
-    return [
-        f"results/evidence/{SWKEY}/{m}/{p}/{table}.parquet" for m, p in MODEL_PROFILES
-    ]
+    return for_each_model_profile(f"{EVIDENCE}/{table}.parquet")
 
 
 def evidence_dirs(wildcards, input):
@@ -133,7 +155,7 @@ def evidence_dirs(wildcards, input):
 
 
 def all_session(name):
-    return [f"results/session/{SWKEY}/{m}/{p}/{name}" for m, p in MODEL_PROFILES]
+    return for_each_model_profile(f"{SESSION}/{name}")
 
 
 # compare (workflow/rules/compare.smk): config `compare: {base, head, force, noise_rel}`
@@ -145,13 +167,19 @@ def _compare_spec(side):
     return SWKEY if v == "current" else v
 
 
-def _compare_name(s):
-    return "".join(c if c.isalnum() or c in "._+-@" else "_" for c in s) or "unset"
+def _compare_dir():
+    """The compare output dir, named by the CLI (one sanitizer, in qualflow.report.compare); only
+    asked for when a comparison is configured."""
+    base, head = _compare_spec("base"), _compare_spec("head")
+    if not base or not head:
+        return "results/compare/unset__vs__unset"
+    return subprocess.run(
+        ["qualflow", "compare", "--base", base, "--head", head, "--print-out-dir"],
+        check=True, capture_output=True, text=True,
+    ).stdout.strip()
 
 
-COMPARE_DIR = (
-    f"results/compare/{_compare_name(_compare_spec('base'))}__vs__{_compare_name(_compare_spec('head'))}"
-)
+COMPARE_DIR = _compare_dir()
 
 
 def compare_inputs(wildcards):

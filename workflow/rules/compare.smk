@@ -1,4 +1,4 @@
-# compare (issue 6): two software versions' (or runs') evidence side by side. Driven by config:
+# compare: two software versions' (or runs') evidence side by side. Driven by config:
 #
 #   compare:
 #     base: 0.1.0+gadbe6f2ae1     # VERSION, RUN_ID, VERSION@RUN_ID (see `qualflow evidence list`)

@@ -1,14 +1,17 @@
+# Family correctness: the native Task on the bundle against the family's reference.
+
+
 rule family_correctness:
     """Native Task vs the family's reference implementation on fixed prompts, against the family's
     own versioned thresholds; fails the DAG on any failed criterion."""
     input:
-        bundle=f"results/bundle/{SWKEY}/{{model}}/{{profile}}",
+        bundle=BUNDLE,
     output:
-        f"results/correctness/{SWKEY}/{{model}}/{{profile}}.parquet",
+        CORRECTNESS,
     log:
-        f"logs/family_correctness/{SWKEY}/{{model}}/{{profile}}.log",
+        log_of("family_correctness"),
     benchmark:
-        f"results/benchmarks/family_correctness/{SWKEY}/{{model}}/{{profile}}.tsv"
+        benchmark_of("family_correctness")
     params:
         device=DEVICE,
         software=SOFTWARE_MODEL,

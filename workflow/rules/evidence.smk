@@ -1,23 +1,26 @@
+# Evidence: client and server records joined by request id into the versioned tables.
+
+
 rule join_evidence:
     """Join AIPerf's per-request records with the server's Task timing records by request id into
     the versioned evidence tables (requests, summary, correctness, protocol, runs)."""
     input:
-        session=f"results/session/{SWKEY}/{{model}}/{{profile}}/session.json",
-        timing=f"results/session/{SWKEY}/{{model}}/{{profile}}/server_timing.jsonl",
-        points=f"results/session/{SWKEY}/{{model}}/{{profile}}/points",
-        correctness=f"results/correctness/{SWKEY}/{{model}}/{{profile}}.parquet",
-        bundle=f"results/bundle/{SWKEY}/{{model}}/{{profile}}",
-        pin="results/pin/{model}.json",
+        session=f"{SESSION}/session.json",
+        timing=f"{SESSION}/server_timing.jsonl",
+        points=f"{SESSION}/points",
+        correctness=CORRECTNESS,
+        bundle=BUNDLE,
+        pin=PIN,
     output:
-        requests=f"results/evidence/{SWKEY}/{{model}}/{{profile}}/requests.parquet",
-        summary=f"results/evidence/{SWKEY}/{{model}}/{{profile}}/summary.parquet",
-        correctness=f"results/evidence/{SWKEY}/{{model}}/{{profile}}/correctness.parquet",
-        protocol=f"results/evidence/{SWKEY}/{{model}}/{{profile}}/protocol.parquet",
-        runs=f"results/evidence/{SWKEY}/{{model}}/{{profile}}/runs.parquet",
+        requests=f"{EVIDENCE}/requests.parquet",
+        summary=f"{EVIDENCE}/summary.parquet",
+        correctness=f"{EVIDENCE}/correctness.parquet",
+        protocol=f"{EVIDENCE}/protocol.parquet",
+        runs=f"{EVIDENCE}/runs.parquet",
     log:
-        f"logs/join_evidence/{SWKEY}/{{model}}/{{profile}}.log",
+        log_of("join_evidence"),
     benchmark:
-        f"results/benchmarks/join_evidence/{SWKEY}/{{model}}/{{profile}}.tsv"
+        benchmark_of("join_evidence")
     params:
         sessiondir=lambda w, input: str(Path(input.session).parent),
         outdir=lambda w, output: str(Path(output.runs).parent),

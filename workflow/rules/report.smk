@@ -1,3 +1,6 @@
+# Report: the run report over every model/profile's evidence, and the status table (`qualify`).
+
+
 rule report:
     """HTML report + matplotlib PNGs over every model/profile's evidence."""
     input:
@@ -6,14 +9,14 @@ rule report:
         requests=all_evidence("requests"),
     output:
         html=report(
-            f"results/report/{SWKEY}/report.html",
+            f"{REPORT}/report.html",
             caption="../report/run_report.rst",
             category="qualify",
         ),
     log:
-        f"logs/report/{SWKEY}.log",
+        log_of("report", SWKEY),
     benchmark:
-        f"results/benchmarks/report/{SWKEY}.tsv"
+        benchmark_of("report", SWKEY)
     params:
         evidence=evidence_dirs,
         outdir=lambda w, output: str(Path(output.html).parent),
@@ -26,12 +29,12 @@ rule qualify:
     """Target: everything, for every configured model/profile/workload; writes the status table and
     fails unless every point reached `require_status`."""
     input:
-        report=f"results/report/{SWKEY}/report.html",
+        report=f"{REPORT}/report.html",
         runs=all_evidence("runs"),
     output:
-        f"results/status/{SWKEY}.tsv",
+        STATUS,
     log:
-        f"logs/qualify/{SWKEY}.log",
+        log_of("qualify", SWKEY),
     params:
         evidence=evidence_dirs,
         require=config["require_status"],

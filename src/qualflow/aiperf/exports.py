@@ -10,6 +10,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from qualflow.files import sha256_file
+
 RECORDS = "profile_export.jsonl"
 SUMMARY = "profile_export_aiperf.json"
 READY = ".aiperf_results_ready.json"
@@ -21,14 +23,6 @@ CLIENT_METRICS = ("request_latency", "time_to_first_token", "time_to_second_toke
                   "decode_duration", "input_sequence_length", "output_sequence_length",
                   "output_token_count", "osl_mismatch_diff_pct", "output_token_throughput_per_user",
                   "usage_prompt_tokens", "usage_completion_tokens")
-
-
-def sha256_file(path: str | Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def sha256_text(s: str | None) -> str | None:

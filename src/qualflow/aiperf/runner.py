@@ -34,7 +34,7 @@ def aiperf_env(tmpdir: Path) -> dict:
 
 def run_point(point: AiperfPoint, *, url: str, model_name: str, tokenizer_dir: str, point_dir: str | Path,
               phase_header: str | None = None, workers_max: int = 1, record_processors: int = 1,
-              timeout_s: float = 3600.0, log=None, alive_check=None) -> dict:
+              timeout_s: float = 3600.0, alive_check=None) -> dict:
     """Run AIPerf for `point` into `point_dir/aiperf`; returns the run record (also written to
     `point_dir/run.json`). `alive_check()` is polled while AIPerf runs and may raise to abort it."""
     point_dir = Path(point_dir)
@@ -55,7 +55,7 @@ def run_point(point: AiperfPoint, *, url: str, model_name: str, tokenizer_dir: s
     (point_dir / "command.sh").write_text(
         "# exact AIPerf command run by qualflow (env: HF_HUB_OFFLINE unset, TMPDIR private)\n"
         + record["command"] + "\n")
-    out = open(point_dir / "aiperf.log", "w") if log is None else log
+    out = open(point_dir / "aiperf.log", "w")
     proc = subprocess.Popen(cmd, env=aiperf_env(tmpdir), stdout=out, stderr=subprocess.STDOUT,
                             stdin=subprocess.DEVNULL)
     rc = None
@@ -78,8 +78,7 @@ def run_point(point: AiperfPoint, *, url: str, model_name: str, tokenizer_dir: s
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
-        if log is None:
-            out.close()
+        out.close()
         shutil.rmtree(tmpdir, ignore_errors=True)
     record["ended_ns"] = time.time_ns()
     record["exit_code"] = rc

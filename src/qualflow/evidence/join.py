@@ -12,7 +12,7 @@ import pandas as pd
 
 from qualflow.aiperf import exports
 from qualflow.aiperf.command import load_points
-from qualflow.evidence.schema import SCHEMA_VERSION, TABLES, conform
+from qualflow.evidence.schema import SCHEMA_VERSION, SUMMARY_METRICS, SUMMARY_PERCENTILES, TABLES, conform
 from qualflow.evidence.status import accounting_ok, qualification_status
 from qualflow.evidence.store import archive_run
 from qualflow.phases import PROFILING, PROTOCOL, WARMUP, parse_tag
@@ -177,11 +177,10 @@ def summarize_point(req: pd.DataFrame, point: dict, run_json: dict, summary_json
         row["benchmark_duration_s"] = avg("benchmark_duration")
         row["request_throughput_rps"] = avg("request_throughput")
         row["output_token_throughput_tps"] = avg("output_token_throughput")
-    for m in ("client_request_latency_ms", "client_ttft_ms", "client_itl_ms", "public_task_call_wall_ms",
-              "server_queue_wait_ms", "server_prefill_ms", "server_decode_ms", "client_minus_task_wall_ms"):
+    for m in SUMMARY_METRICS:
         vals = pd.to_numeric(matched[m], errors="coerce") if m in matched else pd.Series(dtype=float)
         row[f"{m}_mean"] = None if vals.dropna().empty else float(vals.mean())
-        for q in (50, 90, 99):
+        for q in SUMMARY_PERCENTILES:
             row[f"{m}_p{q}"] = _pct(vals, q)
     return row
 

@@ -65,6 +65,12 @@ REQUESTS = {
     "output_artifact": "where the output text lies",
 }
 
+# The per-request columns the summary table aggregates, and how (`<metric>_<stat>` columns).
+SUMMARY_METRICS = ("client_request_latency_ms", "client_ttft_ms", "client_itl_ms", "public_task_call_wall_ms",
+                   "server_queue_wait_ms", "server_prefill_ms", "server_decode_ms", "client_minus_task_wall_ms")
+SUMMARY_PERCENTILES = (50, 90, 99)
+SUMMARY_STATS = ("mean", *(f"p{q}" for q in SUMMARY_PERCENTILES))
+
 SUMMARY = {
     **_KEY,
     "point_id": "workload point",
@@ -81,9 +87,7 @@ SUMMARY = {
     "benchmark_duration_s": "AIPerf benchmark_duration",
     "request_throughput_rps": "AIPerf request_throughput", "output_token_throughput_tps": "AIPerf output_token_throughput",
     **{f"{m}_{s}": f"{s} of {m} over matched profiling requests"
-       for m in ("client_request_latency_ms", "client_ttft_ms", "client_itl_ms", "public_task_call_wall_ms",
-                 "server_queue_wait_ms", "server_prefill_ms", "server_decode_ms", "client_minus_task_wall_ms")
-       for s in ("mean", "p50", "p90", "p99")},
+       for m in SUMMARY_METRICS for s in SUMMARY_STATS},
     "aiperf_ok": "AIPerf run judged successful from its exports",
     "aiperf_reasons": "why not, if not",
     "dataset_sha256": "sha256 of AIPerf inputs.json (dataset identity)",
@@ -123,6 +127,7 @@ RUNS = {
 
 TABLES = {"requests": REQUESTS, "summary": SUMMARY, "correctness": CORRECTNESS, "protocol": PROTOCOL,
           "runs": RUNS}
+TABLE_NAMES = tuple(TABLES)   # the one list of evidence table names (one parquet file each)
 
 
 def conform(df, table: str):

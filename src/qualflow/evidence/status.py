@@ -56,6 +56,3 @@ def qualification_status(*, implemented: bool, correctness: pd.DataFrame, aiperf
         return STATUS_LADDER[2], reasons
     return STATUS_LADDER[3], []
 
-
-def status_rank(s: str) -> int:
-    return STATUS_LADDER.index(s)

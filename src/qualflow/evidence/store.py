@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pandas as pd
 
-TABLES = ("requests", "summary", "correctness", "protocol", "runs")
+from qualflow.evidence.schema import TABLE_NAMES
+
 HISTORY = "history"
 
 
@@ -42,7 +43,7 @@ class RunRef:
         return f"{self.version}@{self.run_id}"
 
 
-def archive_run(out: str | Path, run_id: str, tables: tuple[str, ...] = TABLES) -> Path:
+def archive_run(out: str | Path, run_id: str, tables: tuple[str, ...] = TABLE_NAMES) -> Path:
     """Copy the tables just written to `out` into `out/history/<run_id>/` (idempotent per run id)."""
     out = Path(out)
     dest = out / HISTORY / run_id
@@ -130,9 +131,9 @@ def resolve(spec: str, root: str | Path = "results/evidence") -> list[RunRef]:
 def load(refs: list[RunRef]) -> dict[str, pd.DataFrame]:
     """The five tables of the given runs, concatenated, restricted to those runs' rows, with a
     `store_version` column naming the software key the run was found under."""
-    out: dict[str, list[pd.DataFrame]] = {t: [] for t in TABLES}
+    out: dict[str, list[pd.DataFrame]] = {t: [] for t in TABLE_NAMES}
     for r in refs:
-        for t in TABLES:
+        for t in TABLE_NAMES:
             f = r.path / f"{t}.parquet"
             if f.exists():
                 df = pd.read_parquet(f)

@@ -2,7 +2,6 @@
 it for Snakemake's --report) over a `Comparison`."""
 from __future__ import annotations
 
-import base64
 import html
 from pathlib import Path
 
@@ -10,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from qualflow.evidence.compare import METHOD_TEXT, METRICS, Comparison
+from qualflow.report.markup import img_tag, table_html
 
 CSS = ("body{font-family:sans-serif;max-width:1250px;margin:1.5em auto;font-size:14px;color:#222}"
        "table.t{border-collapse:collapse;font-size:12px;margin:.4em 0}"
@@ -20,11 +20,6 @@ CSS = ("body{font-family:sans-serif;max-width:1250px;margin:1.5em auto;font-size
        ".verdict.bad{background:#fdecea;border-color:#e99}"
        ".reg{color:#b00020;font-weight:bold}.imp{color:#1b7f2a;font-weight:bold}.dim{color:#888}"
        "img{max-width:100%;border:1px solid #eee}details{margin:.5em 0}code{background:#f5f5f5}")
-
-
-def img_tag(path: Path, alt: str) -> str:
-    data = base64.b64encode(Path(path).read_bytes()).decode()
-    return f"<img alt='{html.escape(alt)}' src='data:image/png;base64,{data}'>"
 
 
 def _fmt(v, pct=False):
@@ -38,10 +33,7 @@ def _fmt(v, pct=False):
 
 
 def _table(df: pd.DataFrame) -> str:
-    if df is None or df.empty:
-        return "<p><i>none</i></p>"
-    return "<div style='overflow-x:auto'>" + df.to_html(index=False, escape=True, na_rep="", border=0, classes="t",
-                                                        float_format=lambda v: f"{v:.4g}") + "</div>"
+    return table_html(df, scroll=True)
 
 
 def _cdf_plot(cmp: Comparison, out: Path) -> Path:

@@ -1,25 +1,19 @@
-"""Run-report additions (issue 6): the status ladder drawn per point, and every evidence table in a
+"""Run-report sections: the status ladder drawn per point, and every evidence table in a
 readable form (summary and provenance transposed per run/point, JSON pretty-printed, the requests
 table in full behind a <details>), and images embedded so the page opens offline on its own."""
 from __future__ import annotations
 
-import base64
 import html
 import json
-from pathlib import Path
 
 import pandas as pd
 
 from qualflow.evidence.schema import STATUS_LADDER, TABLES
+from qualflow.report.markup import table_html
 
 CSS = (".ladder td.ok{background:#d6f0d6;color:#1b5e20;font-weight:bold}.ladder td.no{background:#f6f6f6;color:#999}"
        ".ladder td.at{outline:2px solid #1b7f2a}details{margin:.4em 0}pre.j{margin:0;font-size:11px;white-space:pre-wrap}"
        "table.kv td:first-child{font-family:monospace;white-space:nowrap}.scroll{max-height:480px;overflow:auto}")
-
-
-def img_tag(path: str | Path, alt: str = "") -> str:
-    data = base64.b64encode(Path(path).read_bytes()).decode()
-    return f"<img alt='{html.escape(alt)}' src='data:image/png;base64,{data}'>"
 
 
 def _cell(v) -> str:
@@ -55,8 +49,7 @@ def _kv(df: pd.DataFrame, label_cols: list[str], table: str) -> str:
 def _plain(df: pd.DataFrame, drop=("schema_version", "software_key", "model", "profile")) -> str:
     if df.empty:
         return "<p><i>none</i></p>"
-    df = df[[c for c in df.columns if c not in drop]]
-    return df.to_html(index=False, escape=True, na_rep="", border=0, classes="t", float_format=lambda v: f"{v:.4g}")
+    return table_html(df[[c for c in df.columns if c not in drop]])
 
 
 def ladder_html(status: pd.DataFrame) -> str:

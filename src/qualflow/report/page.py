@@ -8,15 +8,15 @@ from pathlib import Path
 import pandas as pd
 
 from qualflow.evidence.schema import STATUS_LADDER
-from qualflow.report.evidence_tables import evidence_sections, img_tag, ladder_html
-
-TABLES = ("requests", "summary", "correctness", "protocol", "runs")
+from qualflow.evidence.schema import TABLE_NAMES
+from qualflow.report.evidence_tables import evidence_sections, ladder_html
+from qualflow.report.markup import img_tag, table_html
 
 
 def load_evidence(dirs: list[str | Path]) -> dict[str, pd.DataFrame]:
-    out = {t: [] for t in TABLES}
+    out = {t: [] for t in TABLE_NAMES}
     for d in dirs:
-        for t in TABLES:
+        for t in TABLE_NAMES:
             p = Path(d) / f"{t}.parquet"
             if p.exists():
                 out[t].append(pd.read_parquet(p))
@@ -107,13 +107,6 @@ def _plots(ev: dict[str, pd.DataFrame], out: Path) -> list[tuple[str, str]]:
     return figs
 
 
-def _table_html(df: pd.DataFrame, float_fmt: str = "{:.2f}") -> str:
-    if df.empty:
-        return "<p><i>none</i></p>"
-    return df.to_html(index=False, escape=True, na_rep="", float_format=lambda v: float_fmt.format(v),
-                      classes="t", border=0)
-
-
 def write_report(evidence_dirs: list[str | Path], out: str | Path) -> dict:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -147,18 +140,18 @@ def write_report(evidence_dirs: list[str | Path], out: str | Path) -> dict:
         "<h1>qualflow qualification report</h1>",
         f"<p>Status ladder: {' &rarr; '.join(STATUS_LADDER)}. Evidence: "
         + ", ".join(html.escape(str(d)) for d in evidence_dirs) + "</p>",
-        "<h2>Status</h2>", _table_html(st), ladder_html(st),
-        "<h2>Family correctness (pass counts)</h2>", _table_html(corr_counts),
+        "<h2>Status</h2>", table_html(st, "{:.2f}"), ladder_html(st),
+        "<h2>Family correctness (pass counts)</h2>", table_html(corr_counts, "{:.2f}"),
         "<h2>Protocol checks</h2>",
-        f"<p>{int(proto['passed'].sum()) if len(proto) else 0} of {len(proto)} passed.</p>", _table_html(proto),
+        f"<p>{int(proto['passed'].sum()) if len(proto) else 0} of {len(proto)} passed.</p>", table_html(proto, "{:.2f}"),
         "<h2>Request accounting</h2><p>Every AIPerf record and every server record is one row: matched, "
         "client-only or server-only. Warm-up rows are kept and flagged, and excluded from every figure.</p>",
-        _table_html(acct),
+        table_html(acct, "{:.2f}"),
         "<h2>Client vs server timing (p50, ms)</h2><p>Client figures are AIPerf's (HTTP + SSE + network + "
         "client); <code>public_task_call_wall</code> is the server's Task call; never merged.</p>",
-        _table_html(timing),
+        table_html(timing, "{:.2f}"),
         "<h2>Load, startup, warm-up and stage times (s)</h2><p>Never part of steady-state figures.</p>",
-        _table_html(startup),
+        table_html(startup, "{:.2f}"),
         evidence_sections(ev),
         "<h2>Figures</h2>",
     ]

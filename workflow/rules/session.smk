@@ -25,20 +25,20 @@
 rule aiperf_profile:
     """Serving session for one model/profile: serve -> warmup -> protocol_checks -> AIPerf points."""
     input:
-        bundle=f"results/bundle/{SWKEY}/{{model}}/{{profile}}",
-        correctness=f"results/correctness/{SWKEY}/{{model}}/{{profile}}.parquet",
+        bundle=BUNDLE,
+        correctness=CORRECTNESS,
     output:
-        session=f"results/session/{SWKEY}/{{model}}/{{profile}}/session.json",
-        startup=f"results/session/{SWKEY}/{{model}}/{{profile}}/startup.json",
-        warmup=f"results/session/{SWKEY}/{{model}}/{{profile}}/warmup.parquet",
-        protocol=f"results/session/{SWKEY}/{{model}}/{{profile}}/protocol.parquet",
-        timing=f"results/session/{SWKEY}/{{model}}/{{profile}}/server_timing.jsonl",
-        provenance=f"results/session/{SWKEY}/{{model}}/{{profile}}/provenance.json",
-        points=directory(f"results/session/{SWKEY}/{{model}}/{{profile}}/points"),
+        session=f"{SESSION}/session.json",
+        startup=f"{SESSION}/startup.json",
+        warmup=f"{SESSION}/warmup.parquet",
+        protocol=f"{SESSION}/protocol.parquet",
+        timing=f"{SESSION}/server_timing.jsonl",
+        provenance=f"{SESSION}/provenance.json",
+        points=directory(f"{SESSION}/points"),
     log:
-        f"logs/aiperf_profile/{SWKEY}/{{model}}/{{profile}}.log",
+        log_of("aiperf_profile"),
     benchmark:
-        f"results/benchmarks/aiperf_profile/{SWKEY}/{{model}}/{{profile}}.tsv"
+        benchmark_of("aiperf_profile")
     params:
         outdir=lambda w, output: str(Path(output.session).parent),
         points=points_arg,

@@ -1,11 +1,14 @@
+# Artifacts: the embedded default checkpoint, the pin of a checkpoint, and its bundle per profile.
+
+
 rule embedded_checkpoint:
     """The embedded default checkpoint (seeded random Qwen3 weights + real Qwen tokenizer), offline."""
     output:
-        directory("results/checkpoints/{model}"),
+        directory(CHECKPOINT),
     log:
-        "logs/embedded_checkpoint/{model}.log",
+        log_of("embedded_checkpoint", "{model}"),
     benchmark:
-        "results/benchmarks/embedded_checkpoint/{model}.tsv"
+        benchmark_of("embedded_checkpoint", "{model}")
     params:
         preset=lambda w: model_cfg(w)["embedded_preset"],
         software=SOFTWARE_MODEL,
@@ -19,11 +22,11 @@ rule pin_checkpoint:
     input:
         checkpoint_input,
     output:
-        "results/pin/{model}.json",
+        PIN,
     log:
-        "logs/pin_checkpoint/{model}.log",
+        log_of("pin_checkpoint", "{model}"),
     benchmark:
-        "results/benchmarks/pin_checkpoint/{model}.tsv"
+        benchmark_of("pin_checkpoint", "{model}")
     params:
         checkpoint=checkpoint_arg,
         extra=pin_extra,
@@ -34,13 +37,13 @@ rule pin_checkpoint:
 rule build_bundle:
     """Convert the pinned checkpoint into the runtime bundle for a profile."""
     input:
-        pin="results/pin/{model}.json",
+        pin=PIN,
     output:
-        bundle=directory(f"results/bundle/{SWKEY}/{{model}}/{{profile}}"),
+        bundle=directory(BUNDLE),
     log:
-        f"logs/build_bundle/{SWKEY}/{{model}}/{{profile}}.log",
+        log_of("build_bundle"),
     benchmark:
-        f"results/benchmarks/build_bundle/{SWKEY}/{{model}}/{{profile}}.tsv"
+        benchmark_of("build_bundle")
     params:
         software=SOFTWARE_MODEL,
     shell:

@@ -1,0 +1,55 @@
+"""`qualflow compare`: two software versions' (or runs') evidence side by side. The statistics live
+in `qualflow.evidence.compare`; this writes the comparison tables, compare.json and the page."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from qualflow.evidence import store
+from qualflow.evidence.compare import CompareOptions, compare_evidence
+from qualflow.evidence.join import write_table
+from qualflow.report.compare_page import write_compare_page
+
+
+def safe_name(spec: str) -> str:
+    """A run spec as one path component: an evidence dir by its last component, every character
+    outside [A-Za-z0-9._+@-] replaced by '_'."""
+    s = str(Path(spec).name if "/" in spec else spec)
+    return "".join(c if c.isalnum() or c in "._+-@" else "_" for c in s) or "unset"
+
+
+def default_out_dir(base: str, head: str) -> Path:
+    return Path("results/compare") / f"{safe_name(base)}__vs__{safe_name(head)}"
+
+
+def run_compare(base: str, head: str, *, root="results/evidence", out=None, opts: CompareOptions | None = None) -> dict:
+    root = Path(root)
+    base_refs, head_refs = store.resolve(base, root), store.resolve(head, root)
+    cmp = compare_evidence(base_refs, head_refs, base=base, head=head, opts=opts, root=root)
+    out = Path(out) if out else default_out_dir(base, head)
+    out.mkdir(parents=True, exist_ok=True)
+    meta = {"base": base, "head": head, "forced": bool(cmp.problems), "problems": cmp.problems}
+    for name, df in (("compare", cmp.metrics), ("points", cmp.points), ("provenance", cmp.provenance)):
+        df = df.copy()
+        df["compare_base"], df["compare_head"], df["forced"] = base, head, bool(cmp.problems)
+        write_table(df, out / f"{name}.parquet")
+    page = write_compare_page(cmp, out)
+    sig = cmp.metrics[cmp.metrics["significant"]] if len(cmp.metrics) else cmp.metrics
+    res = {**meta, "out": str(out), "page": str(page), "points": len(cmp.points),
+           "significant": [f"{r['model']}/{r['profile']}/{r['point_id']} {r['label']} {r['stat']}: "
+                           f"{r['rel_delta']:+.1%} ({r['verdict']})" for r in sig.to_dict("records")]}
+    (out / "compare.json").write_text(json.dumps(res, indent=2))
+    return res
+
+
+def main_compare(a) -> int:
+    if a.print_out_dir:
+        print(default_out_dir(a.base, a.head))
+        return 0
+    opts = CompareOptions(confidence=a.confidence, resamples=a.resamples, noise_rel=a.noise_rel,
+                          noise_abs_ms=a.noise_abs_ms, force=a.force)
+    res = run_compare(a.base, a.head, root=a.root, out=a.out, opts=opts)
+    if res["forced"]:
+        print("WARNING: forced comparison of runs that are not comparable:\n  " + "\n  ".join(res["problems"]))
+    print(json.dumps({k: res[k] for k in ("out", "page", "points", "significant")}, indent=2))
+    return 0
