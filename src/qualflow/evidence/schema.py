@@ -118,6 +118,8 @@ RUNS = {
     "generation_config": "JSON: generation config from the bundle",
     "dataset_sha256": "AIPerf inputs.json sha256", "seed": "AIPerf --random-seed",
     "endpoint": "endpoint url + path", "streaming": "stream mode",
+    "server_settings": "JSON: the serving session's settings (device, max_batch, max_context, cpu_threads, "
+                       "AIPerf workers and record processors, warm-up, protocol checks on/off)",
     "workload": "JSON: the workload point settings",
     "startup": "JSON: load / startup / warm-up times (never in steady-state figures)",
     "stage_times": "JSON: per-stage wall times of the serving session",

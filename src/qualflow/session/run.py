@@ -81,8 +81,12 @@ def run_session(*, bundle: str, out: str | Path, device: str, host: str, port: i
     srv = ServerProcess(bundle=str(bundle_dir), device=device, host=host, port=port, model_name=model_name,
                         timing_log=timing_log, log_path=out / "server.log", max_batch=max_batch,
                         max_context=max_context, cpu_threads=cpu_threads)
+    settings = {"device": device, "max_batch": max_batch, "max_context": max_context, "cpu_threads": cpu_threads,
+                "aiperf_workers": aiperf_workers, "aiperf_record_processors": aiperf_record_processors,
+                "warmup_requests": warmup_requests, "warmup_max_tokens": warmup_max_tokens,
+                "protocol_checks": run_protocol}
     session = {"bundle": str(bundle_dir), "device": device, "url": srv.url, "model_name": model_name,
-               "server_command": srv.cmd, "stages": {}, "points": {}, "error": None,
+               "server_command": srv.cmd, "settings": settings, "stages": {}, "points": {}, "error": None,
                "session_started_ns": time.time_ns()}
     stages = session["stages"]
     sent_ids: set[str] = set()
