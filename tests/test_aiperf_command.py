@@ -158,3 +158,24 @@ def test_osl_mismatch_is_a_warning_unless_asked(tmp_path):
     assert judge_run(d, expected_requests=3, expected_warmup=1).ok
     assert judge_run(d, expected_requests=3, expected_warmup=1).warnings
     assert not judge_run(d, expected_requests=3, expected_warmup=1, check_osl=True).ok
+
+
+def test_a_truncated_last_line_is_left_out_and_said(tmp_path):
+    d = write_run(tmp_path / "run", n_prof=3)
+    text = (d / "profile_export.jsonl").read_text()
+    (d / "profile_export.jsonl").write_text(text[: len(text) - 40])     # the writer stopped mid-line
+    problems = []
+    assert [r["request_id"] for r in read_records(d, problems)] == ["w0", "p0", "p1"]
+    assert problems == ["profile_export.jsonl: the last line (4) is truncated and was left out"]
+    v = judge_run(d, expected_requests=3, expected_warmup=1)
+    assert not v.ok and "2 profiling records in profile_export.jsonl, expected 3" in v.reasons
+    assert problems[0] in v.warnings
+
+
+def test_a_bad_line_before_the_last_names_file_and_line(tmp_path):
+    d = write_run(tmp_path / "run", n_prof=3)
+    lines = (d / "profile_export.jsonl").read_text().splitlines()
+    lines[1] = lines[1][:20]
+    (d / "profile_export.jsonl").write_text("\n".join(lines) + "\n")
+    v = judge_run(d, expected_requests=3, expected_warmup=1)
+    assert not v.ok and any("profile_export.jsonl:2: not a JSON record" in r for r in v.reasons)

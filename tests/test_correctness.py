@@ -45,6 +45,23 @@ def test_one_perturbed_weight_fails(bundle_dir, tmp_path):
     assert not df[df.criterion == "max_rel_logit_diff"].passed.any()
 
 
+def test_record_failures_writes_the_failed_criteria_and_exits_0(bundle_dir, tmp_path):
+    bad = _rebuilt_with_perturbed_weight(bundle_dir, tmp_path / "bad")
+    out = tmp_path / "correctness.parquet"
+    assert main(["correctness", "--bundle", str(bad), "--out", str(out), "--record-failures"]) == 0
+    df = pd.read_parquet(out)
+    assert not df.passed.all() and df.passed.any()
+
+
+def test_record_failures_records_a_run_that_cannot_complete(tmp_path):
+    out = tmp_path / "correctness.parquet"
+    assert main(["correctness", "--bundle", str(tmp_path / "no-bundle"), "--out", str(out)]) == 2
+    assert not out.exists()
+    assert main(["correctness", "--bundle", str(tmp_path / "no-bundle"), "--out", str(out), "--record-failures"]) == 0
+    df = pd.read_parquet(out)
+    assert len(df) == 1 and not df.passed.iloc[0] and "not a bundle" in df.detail.iloc[0]
+
+
 def test_unknown_precision_has_no_thresholds():
     from qualflow.families import get_family
     spec = get_family("qwen3").correctness_spec()

@@ -28,7 +28,8 @@ def _srv(rid, tag, i, out_tokens=16):
             "prefill_ns": 10_000_000, "decode_ns": 79_000_000, "public_task_call_wall_ns": 90_000_000}
 
 
-def make_session(tmp_path, *, drop_server=(), extra_server=(), osl_tokens=16, verdict_ok=True):
+def make_session(tmp_path, *, drop_server=(), extra_server=(), osl_tokens=16, verdict_ok=True, protocol_ok=True,
+                 session_extra=None):
     s = tmp_path / "session"
     adir = write_run(s / "points" / "tiny_c2" / "aiperf")
     (s / "points" / "tiny_c2" / "run.json").write_text(json.dumps(
@@ -38,7 +39,8 @@ def make_session(tmp_path, *, drop_server=(), extra_server=(), osl_tokens=16, ve
                    "request_id_echoed": True, "sse_events": 9, "client_start_ns": 1, "client_end_ns": 2,
                    "client_latency_ms": 0.0, "error": None}]).to_parquet(s / "warmup.parquet")
     pd.DataFrame([{"name": "non_stream_response", "passed": True, "detail": "ok", "request_id": "protocol-a"},
-                  {"name": "reject_x", "passed": False, "detail": "accepted", "request_id": "protocol-b"}]
+                  {"name": "reject_x", "passed": protocol_ok, "detail": "rejected" if protocol_ok else "accepted",
+                   "request_id": "protocol-b"}]
                  ).to_parquet(s / "protocol.parquet")
     recs = [_srv("warmup-000", "warmup", 90), _srv("protocol-a", "protocol", 91), _srv("protocol-b", "protocol", 92),
             _srv("w0", "aiperf:tiny_c2", 0)]
@@ -47,7 +49,8 @@ def make_session(tmp_path, *, drop_server=(), extra_server=(), osl_tokens=16, ve
     (s / "server_timing.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
     (s / "session.json").write_text(json.dumps({"url": "http://127.0.0.1:1", "device": "cpu",
                                                 "server_command": ["qualflow", "serve"], "session_started_ns": 10**18,
-                                                "session_ended_ns": 10**18 + 10**9, "stages": {"startup": {"wall_s": 1.0}}}))
+                                                "session_ended_ns": 10**18 + 10**9, "stages": {"startup": {"wall_s": 1.0}},
+                                                **(session_extra or {})}))
     (s / "startup.json").write_text(json.dumps({"healthy_ns": 5, "startup_s": 1.0, "load_s": 0.5, "warmup_s": 0.2}))
     (s / "provenance.json").write_text(json.dumps({"qualflow_version": "0.1.0", "git_sha": "abc", "packages": {"aiperf": "0.13.0"},
                                                    "python": "3.11", "os": "linux", "hardware": {"cpu": "x"}}))
@@ -107,7 +110,7 @@ def test_client_only_and_server_only_are_counted(tmp_path):
     assert stray["match_status"] == "server-only" and stray["point_id"] == "tiny_c2"
     s = ev["summary"].iloc[0]
     assert (s["n_client"], s["n_server"], s["n_matched"], s["n_client_only"], s["n_server_only"]) == (3, 3, 2, 1, 1)
-    assert res["statuses"]["tiny_c2"] == "family-validated"
+    assert res["statuses"]["tiny_c2"] == "protocol-conformant"
     assert "client-only" in ev["runs"].iloc[0]["status_reasons"]
     # nothing lost: every client record and every server record is one row
     n_client = 1 + 2 + 4        # session warm-up, protocol, AIPerf (1 warm-up + 3 profiling)
@@ -118,16 +121,54 @@ def test_client_only_and_server_only_are_counted(tmp_path):
 def test_server_not_honouring_osl_blocks_qualification(tmp_path):
     res, ev = _build(tmp_path, osl_tokens=12)
     assert ev["summary"].iloc[0]["n_server_osl_mismatch"] == 3
-    assert res["statuses"]["tiny_c2"] == "family-validated"
+    assert res["statuses"]["tiny_c2"] == "protocol-conformant"
 
 
-def test_match_duplicates_flagged():
+def test_match_keeps_every_record_of_a_duplicated_id():
     rows = match([{"request_id": "a", "phase": "profiling"}],
                  [new_record("a", "resp_1", "aiperf:x", True, 0), new_record("a", "resp_2", "aiperf:x", True, 0)])
-    assert len(rows) == 1 and rows[0]["duplicate_request_id"] and rows[0]["match_status"] == "matched"
+    assert [r["match_status"] for r in rows] == ["matched", "server-only"]      # no server record lost
+    assert all(r["duplicate_request_id"] for r in rows)
+    assert {r["server_response_id"] for r in rows} == {"resp_1", "resp_2"}
+
+
+def test_duplicated_server_record_fails_accounting_naming_the_id(tmp_path):
+    res, ev = _build(tmp_path, extra_server=("p1",))
+    s = ev["summary"].iloc[0]
+    assert s["duplicate_request_ids"] == "p1" and s["n_server_only"] == 1
+    assert res["statuses"]["tiny_c2"] == "protocol-conformant"
+    assert "duplicated request ids" in ev["runs"].iloc[0]["status_reasons"] and "p1" in ev["runs"].iloc[0]["status_reasons"]
+
+
+def test_a_failing_protocol_check_is_not_qualified(tmp_path):
+    res, ev = _build(tmp_path, protocol_ok=False)
+    assert res["statuses"]["tiny_c2"] == "family-validated"
+    assert "1 of 2 protocol checks failed (reject_x)" in ev["runs"].iloc[0]["status_reasons"]
+
+
+def test_disabled_protocol_checks_stop_below_their_rung(tmp_path):
+    res, ev = _build(tmp_path, session_extra={"settings": {"protocol_checks": False}})
+    assert res["statuses"]["tiny_c2"] == "family-validated"
+    assert "protocol checks disabled" in ev["runs"].iloc[0]["status_reasons"]
+    assert json.loads(ev["runs"].iloc[0]["server_settings"]) == {"protocol_checks": False}
+
+
+def test_a_session_failure_is_a_reason(tmp_path):
+    err = {"stage": "aiperf:tiny_c2", "type": "ServerCrashed", "message": "server exited with code -9"}
+    res, ev = _build(tmp_path, session_extra={"error": err})
+    assert res["statuses"]["tiny_c2"] == "protocol-conformant"
+    assert "session failed in aiperf:tiny_c2: ServerCrashed: server exited with code -9" in \
+        ev["runs"].iloc[0]["status_reasons"]
+
+
+def test_an_allowed_unpinned_client_caps_the_status(tmp_path):
+    why = "aiperf 0.14.0 (/usr/bin/aiperf) is not the pinned aiperf==0.13.0 (allowed by allow_unpinned_client)"
+    res, ev = _build(tmp_path, session_extra={"client_pin_reasons": [why]})
+    assert res["statuses"]["tiny_c2"] == "protocol-conformant" and why in ev["runs"].iloc[0]["status_reasons"]
 
 
 CORR_OK = pd.DataFrame([{"case_id": "c", "criterion": "k", "passed": True, "thresholds_version": "v1"}])
+PROTO_OK = pd.DataFrame([{"name": "n", "passed": True}])
 
 
 @pytest.mark.parametrize("kw,expected", [
@@ -135,13 +176,17 @@ CORR_OK = pd.DataFrame([{"case_id": "c", "criterion": "k", "passed": True, "thre
     (dict(correctness=CORR_OK.assign(passed=False)), "implemented"),
     (dict(correctness=pd.DataFrame()), "implemented"),
     (dict(expected_thresholds_version="v2"), "implemented"),
-    (dict(aiperf_ok=False), "family-validated"),
-    (dict(accounting_ok=False), "family-validated"),
+    (dict(protocol=PROTO_OK.assign(passed=False)), "family-validated"),
+    (dict(protocol=pd.DataFrame()), "family-validated"),
+    (dict(protocol_enabled=False), "family-validated"),
+    (dict(aiperf_ok=False), "protocol-conformant"),
+    (dict(accounting_ok=False), "protocol-conformant"),
+    (dict(client_pin_reasons=["openai 3.0 is not the pinned openai==3.57.0"]), "protocol-conformant"),
     (dict(), "aiperf-qualified"),
 ])
 def test_status_ladder(kw, expected):
-    args = dict(implemented=True, correctness=CORR_OK, aiperf_ok=True, aiperf_reasons=["x"], accounting_ok=True,
-                accounting_reasons=["y"], expected_thresholds_version=None)
+    args = dict(implemented=True, correctness=CORR_OK, protocol=PROTO_OK, protocol_enabled=True, aiperf_ok=True,
+                aiperf_reasons=["x"], accounting_ok=True, accounting_reasons=["y"], expected_thresholds_version=None)
     args.update(kw)
     status, reasons = qualification_status(**args)
     assert status == expected

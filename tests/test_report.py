@@ -11,7 +11,7 @@ def test_report_page_and_figures(tmp_path):
     _build(tmp_path)
     res = write_report([tmp_path / "ev"], tmp_path / "rep")
     html = (tmp_path / "rep" / "report.html").read_text()
-    assert "aiperf-qualified" in html and "Protocol checks" in html and "1 of 2 passed" in html
+    assert "aiperf-qualified" in html and "Protocol checks" in html and "2 of 2 passed" in html
     assert "Client vs server timing" in html and "public_task_call_wall" in html
     for f in ("dist_client_ttft_ms.png", "dist_client_itl_ms.png", "dist_client_request_latency_ms.png",
               "client_vs_server.png", "throughput_vs_concurrency.png"):
@@ -27,3 +27,12 @@ def test_status_require(tmp_path, capsys):
     assert "below aiperf-qualified" in capsys.readouterr().out
     args.require = "family-validated"
     assert main_status(args) == 0
+
+
+def test_report_shows_a_failed_rung_and_why(tmp_path):
+    _build(tmp_path, protocol_ok=False)
+    write_report([tmp_path / "ev"], tmp_path / "rep")
+    html = (tmp_path / "rep" / "report.html").read_text()
+    assert "1 of 2 passed" in html and "1 of 2 protocol checks failed (reject_x)" in html
+    status = (tmp_path / "rep" / "status.tsv").read_text()
+    assert "family-validated" in status and "aiperf-qualified" not in status

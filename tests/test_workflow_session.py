@@ -1,9 +1,13 @@
-"""The serving session's failure paths: a server that cannot start and a busy port fail the session
-with a clear message, and leave no process and no bound port behind."""
+"""The serving session's failure paths: a server that cannot start, a busy port and a client tool at
+the wrong version fail the session with a clear message recorded in session.json (stage, type,
+message), and leave no process and no bound port behind; with record_failures every output is still
+written and the raw artifacts are kept per run id."""
 from __future__ import annotations
 
 import json
+import os
 import socket
+import stat
 
 from qualflow.session.server_process import port_is_free
 from qualflow.session.run import run_session
@@ -11,21 +15,22 @@ from qualflow.session.run import run_session
 POINTS = [{"point_id": "tiny_c1", "concurrency": 1, "isl": 8, "osl": 4, "request_count": 2}]
 
 
-def _run(tmp_path, port, bundle):
+def _run(tmp_path, port, bundle, **kw):
     return run_session(bundle=str(bundle), out=tmp_path / "s", device="cpu", host="127.0.0.1", port=port,
                        model_name="m", points=POINTS, startup_timeout_s=120, warmup_requests=1,
-                       warmup_max_tokens=2)
+                       warmup_max_tokens=2, **kw)
 
 
 def test_server_that_dies_fails_the_session(tmp_path, capsys):
     rc = _run(tmp_path, 0, tmp_path / "no-such-bundle")
     assert rc == 1
     s = json.loads((tmp_path / "s" / "session.json").read_text())
-    assert s["error"].startswith("ServerCrashed") and "exited with code" in s["error"]
+    assert s["error"]["stage"] == "startup" and s["error"]["type"] == "ServerCrashed"
+    assert "exited with code" in s["error"]["message"]
     assert "server stopped" in capsys.readouterr().out
     port = int(s["url"].rsplit(":", 1)[1])
     assert port_is_free("127.0.0.1", port)
-    assert not (tmp_path / "s" / "startup.json").exists()
+    assert json.loads((tmp_path / "s" / "startup.json").read_text())["healthy_ns"] is None
 
 
 def test_busy_port_is_named(tmp_path):
@@ -36,4 +41,33 @@ def test_busy_port_is_named(tmp_path):
         rc = _run(tmp_path, port, tmp_path / "whatever")
     assert rc == 1
     err = json.loads((tmp_path / "s" / "session.json").read_text())["error"]
-    assert err.startswith("PortConflict") and f"127.0.0.1:{port} is already in use" in err
+    assert err["type"] == "PortConflict" and f"127.0.0.1:{port} is already in use" in err["message"]
+
+
+def test_record_failures_writes_every_output_and_keeps_the_raw_artifacts(tmp_path):
+    rc = _run(tmp_path, 0, tmp_path / "no-such-bundle", record_failures=True, run_name=("embedded", "fp16"),
+              archive_dir=tmp_path / "history")
+    assert rc == 0
+    out = tmp_path / "s"
+    for name in ("session.json", "startup.json", "warmup.parquet", "protocol.parquet", "server_timing.jsonl",
+                 "provenance.json", "points"):
+        assert (out / name).exists(), name
+    s = json.loads((out / "session.json").read_text())
+    assert s["run_id"].startswith("embedded.fp16.") and s["error"]["type"] == "ServerCrashed"
+    kept = tmp_path / "history" / s["run_id"]
+    assert json.loads((kept / "session.json").read_text()) == s and (kept / "server.log").exists()
+
+
+def test_a_wrong_aiperf_version_is_refused(tmp_path, bundle_dir, monkeypatch):
+    fake = tmp_path / "bin" / "aiperf"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\necho 0.12.1\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
+    rc = _run(tmp_path, 0, bundle_dir, run_protocol=False)
+    assert rc == 1
+    s = json.loads((tmp_path / "s" / "session.json").read_text())
+    assert s["error"]["stage"] == "aiperf:tiny_c1" and s["error"]["type"] == "ClientPinError"
+    assert "aiperf 0.12.1" in s["error"]["message"] and "pinned aiperf==0.13.0" in s["error"]["message"]
+    assert not (tmp_path / "s" / "points" / "tiny_c1" / "aiperf").exists()   # AIPerf never started
+    assert port_is_free("127.0.0.1", int(s["url"].rsplit(":", 1)[1]))

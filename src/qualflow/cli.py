@@ -64,6 +64,13 @@ def add_workflow_stages(sub) -> None:
     s.add_argument("--aiperf-record-processors", type=int, default=1)
     s.add_argument("--aiperf-timeout", type=float, default=3600.0)
     s.add_argument("--no-protocol", action="store_true")
+    s.add_argument("--record-failures", action="store_true",
+                   help="a failed stage is recorded in session.json and every output is written; exit 0")
+    s.add_argument("--allow-unpinned-client", action="store_true",
+                   help="run with an aiperf/openai that is not the pinned version (caps the status, with the reason)")
+    s.add_argument("--run-name", nargs=2, metavar=("MODEL", "PROFILE"),
+                   help="name the evidence run id (MODEL.PROFILE.<start time>), recorded in session.json")
+    s.add_argument("--archive-dir", help="also keep the session's raw artifacts under ARCHIVE_DIR/<run id>/")
     s.set_defaults(func=_workflow_stage("qualflow.session.run", "main_session"))
 
     s = sub.add_parser("warmup", help="send fixed warm-up requests to a running server, record them")
@@ -120,7 +127,8 @@ def add_workflow_stages(sub) -> None:
     s = sub.add_parser("status", help="qualification status table over evidence directories")
     s.add_argument("--evidence", nargs="+", required=True)
     s.add_argument("--out")
-    s.add_argument("--require", choices=["planned", "implemented", "family-validated", "aiperf-qualified"])
+    from qualflow.evidence.schema import STATUS_LADDER  # a light module: names and descriptions only
+    s.add_argument("--require", choices=STATUS_LADDER)
     s.set_defaults(func=_workflow_stage("qualflow.report.page", "main_status"))
 
     s = sub.add_parser("provenance", help="print software/hardware provenance and the software key")
@@ -178,6 +186,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--bundle", required=True)
     s.add_argument("--out", required=True)
     s.add_argument("--device", default="cpu")
+    s.add_argument("--record-failures", action="store_true",
+                   help="write failed criteria (or a run that could not complete) to --out and exit 0")
     s.set_defaults(func=_correctness)
 
     s = sub.add_parser("bench-task", help="benchmark the Task API (prints figures)")

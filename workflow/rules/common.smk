@@ -52,6 +52,8 @@ PIN = "results/pin/{model}.json"
 BUNDLE = f"results/bundle/{SWKEY}/{{model}}/{{profile}}"
 CORRECTNESS = f"results/correctness/{SWKEY}/{{model}}/{{profile}}.parquet"
 SESSION = f"results/session/{SWKEY}/{{model}}/{{profile}}"
+# raw artifacts of every session, per run id; not a rule output, so a failed rerun never deletes them
+SESSION_HISTORY = f"results/session_history/{SWKEY}/{{model}}/{{profile}}"
 EVIDENCE = f"results/evidence/{SWKEY}/{{model}}/{{profile}}"
 REPORT = f"results/report/{SWKEY}"
 STATUS = f"results/status/{SWKEY}.tsv"

@@ -56,6 +56,8 @@ rule aiperf_profile:
         aiperf_workers=config["aiperf"]["workers_max"],
         aiperf_rp=config["aiperf"]["record_processors"],
         aiperf_timeout=config["aiperf"]["timeout_s"],
+        unpinned_client="--allow-unpinned-client" if config["allow_unpinned_client"] else "",
+        archive=lambda w: SESSION_HISTORY.format(model=w.model, profile=w.profile),
         software=SOFTWARE_SESSION,
     threads: workflow.cores
     resources:
@@ -68,7 +70,8 @@ rule aiperf_profile:
         " --startup-timeout {params.startup_timeout} --warmup-requests {params.warmup_requests}"
         " --warmup-max-tokens {params.warmup_max_tokens} {params.protocol}"
         " --aiperf-workers {params.aiperf_workers} --aiperf-record-processors {params.aiperf_rp}"
-        " --aiperf-timeout {params.aiperf_timeout} > {log} 2>&1"
+        " --aiperf-timeout {params.aiperf_timeout} {params.unpinned_client} --record-failures"
+        " --run-name {wildcards.model} {wildcards.profile} --archive-dir {params.archive} > {log} 2>&1"
 
 
 rule serve:

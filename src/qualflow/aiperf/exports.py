@@ -29,16 +29,33 @@ def sha256_text(s: str | None) -> str | None:
     return None if s is None else hashlib.sha256(s.encode()).hexdigest()
 
 
-def read_records(artifact_dir: str | Path) -> list[dict]:
+class ExportError(ValueError):
+    """An export file that cannot be read; the message names the file and line."""
+
+
+def _jsonl(path: Path, problems: list[str] | None) -> list[tuple[int, dict]]:
+    """(line index, record) of a JSONL export. A truncated *last* line (the writer was stopped
+    mid-line) is left out and said so in `problems`; a bad line elsewhere is an ExportError."""
+    lines = [(n, ln) for n, ln in enumerate(path.read_text(errors="replace").splitlines()) if ln.strip()]
+    out = []
+    for i, (n, line) in enumerate(lines):
+        try:
+            out.append((n, json.loads(line)))
+        except json.JSONDecodeError as e:
+            if i < len(lines) - 1:
+                raise ExportError(f"{path}:{n + 1}: not a JSON record: {e}") from None
+            if problems is not None:
+                problems.append(f"{path.name}: the last line ({n + 1}) is truncated and was left out")
+    return out
+
+
+def read_records(artifact_dir: str | Path, problems: list[str] | None = None) -> list[dict]:
     """One flat dict per line of profile_export.jsonl (warmup and profiling, success and error)."""
     rows = []
     path = Path(artifact_dir) / RECORDS
     if not path.exists():
         return rows
-    for n, line in enumerate(path.read_text().splitlines()):
-        if not line.strip():
-            continue
-        rec = json.loads(line)
+    for n, rec in _jsonl(path, problems):
         md = rec.get("metadata", {})
         metrics = rec.get("metrics", {}) or {}
         err = rec.get("error")
@@ -173,7 +190,11 @@ def judge_run(artifact_dir: str | Path, *, expected_requests: int, expected_warm
             (reasons if check_osl else v.warnings).append(msg)
         if expected_seed is not None and v.random_seed != expected_seed:
             reasons.append(f"random_seed {v.random_seed} != expected {expected_seed}")
-    records = read_records(d)
+    try:
+        records = read_records(d, problems=v.warnings)
+    except ExportError as e:
+        records = []
+        reasons.append(str(e))
     v.profiling_records = sum(r["benchmark_phase"] == "profiling" for r in records)
     v.warmup_records = sum(r["benchmark_phase"] == "warmup" for r in records)
     v.error_records = sum(r["client_error"] is not None for r in records)

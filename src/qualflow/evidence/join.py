@@ -17,6 +17,7 @@ from qualflow.evidence.status import accounting_ok, qualification_status
 from qualflow.evidence.store import archive_run
 from qualflow.phases import PROFILING, PROTOCOL, WARMUP, parse_tag
 from qualflow.server.timing import TimingRecord, read_timing_log
+from qualflow.session.run import run_id_of
 
 NS_MS = 1e6
 
@@ -52,37 +53,33 @@ def _phase_of_tag(tag: str | None) -> tuple[str, str | None, str]:
 
 
 def match(client_rows: list[dict], server_records: list[TimingRecord]) -> list[dict]:
-    """Outer join on request id. Client rows carry their own columns; the output has one row per
-    distinct request id on either side, with `match_status` and `duplicate_request_id`."""
-    by_id: dict[str, list[TimingRecord]] = {}
+    """Outer join on request id in which every record of either side is in exactly one row. Client
+    and server records of one id pair up in order (matched); what is left over stands alone
+    (client-only / server-only). Every row of an id that has more than one record on a side is
+    flagged `duplicate_request_id`, which fails accounting for its point."""
+    servers: dict[str, list[TimingRecord]] = {}
     for s in server_records:
-        by_id.setdefault(s.request_id, []).append(s)
-    seen_client: dict[str, int] = {}
+        servers.setdefault(s.request_id, []).append(s)
+    n_client: dict[str, int] = {}
     for c in client_rows:
-        seen_client[c["request_id"]] = seen_client.get(c["request_id"], 0) + 1
-    rows, used = [], set()
+        n_client[c["request_id"]] = n_client.get(c["request_id"], 0) + 1
+    dup = {rid for rid, n in n_client.items() if n > 1} | {rid for rid, ss in servers.items() if len(ss) > 1}
+    unpaired = {rid: list(ss) for rid, ss in servers.items()}
+    rows = []
     for c in client_rows:
         rid = c["request_id"]
-        srv = by_id.get(rid)
-        row = dict(c)
-        row["duplicate_request_id"] = seen_client[rid] > 1 or (srv is not None and len(srv) > 1)
-        if srv and rid not in used:
-            used.add(rid)
-            row.update(_server_cols(srv[-1]))
-            row["match_status"] = "matched"
+        row = {**c, "duplicate_request_id": rid in dup}
+        if unpaired.get(rid):
+            row.update(_server_cols(unpaired[rid].pop(0)), match_status="matched")
         else:
             row["match_status"] = "client-only"
         rows.append(row)
-    for rid, srvs in by_id.items():
-        if rid in used:
-            continue
-        for s in srvs:
+    for rid, left in unpaired.items():
+        for s in left:
             phase, point, source = _phase_of_tag(s.tag)
-            row = {"request_id": rid, "phase": phase, "point_id": point, "source": source,
-                   "is_warmup": phase == WARMUP, "match_status": "server-only",
-                   "duplicate_request_id": len(srvs) > 1}
-            row.update(_server_cols(s))
-            rows.append(row)
+            rows.append({"request_id": rid, "phase": phase, "point_id": point, "source": source,
+                         "is_warmup": phase == WARMUP, "match_status": "server-only",
+                         "duplicate_request_id": rid in dup, **_server_cols(s)})
     return rows
 
 
@@ -162,6 +159,8 @@ def summarize_point(req: pd.DataFrame, point: dict, run_json: dict, summary_json
         "n_matched": len(matched),
         "n_client_only": int((mine["match_status"] == "client-only").sum()),
         "n_server_only": int((req[(req["point_id"] == pid)]["match_status"] == "server-only").sum()),
+        "duplicate_request_ids": ", ".join(sorted(set(
+            req[(req["point_id"] == pid) & req["duplicate_request_id"].astype(bool)]["request_id"].astype(str)))) or None,
         "n_errors": int(err.sum()),
         "n_server_osl_mismatch": n_osl_wrong,
         "aiperf_warnings": "; ".join(run_json.get("verdict", {}).get("warnings", [])) or None,
@@ -185,6 +184,16 @@ def summarize_point(req: pd.DataFrame, point: dict, run_json: dict, summary_json
     return row
 
 
+def session_failure(session: dict) -> str | None:
+    """The session's recorded failure as one reason, naming the stage, exception type and message."""
+    err = session.get("error")
+    if not err:
+        return None
+    if isinstance(err, dict):
+        return f"session failed in {err.get('stage')}: {err.get('type')}: {err.get('message')}"
+    return f"session failed: {err}"
+
+
 def _iso(ns):
     return None if ns is None else dt.datetime.fromtimestamp(ns / 1e9, dt.timezone.utc).isoformat()
 
@@ -204,7 +213,7 @@ def build_evidence(*, session_dir, correctness, bundle_dir, pin, model, profile,
     manifest = _load_json(Path(bundle_dir) / "manifest.json")
     pin_d = _load_json(Path(pin))
     started = session.get("session_started_ns")
-    run_id = f"{model}.{profile}.{dt.datetime.fromtimestamp((started or 0) / 1e9, dt.timezone.utc):%Y%m%dT%H%M%SZ}"
+    run_id = session.get("run_id") or run_id_of(model, profile, started or 0)
     key = {"schema_version": SCHEMA_VERSION, "run_id": run_id, "software_key": software_key,
            "model": model, "profile": profile}
 
@@ -233,6 +242,11 @@ def build_evidence(*, session_dir, correctness, bundle_dir, pin, model, profile,
     proto = conform(proto, "protocol")
 
     implemented = bool(manifest) and bool(startup.get("healthy_ns"))
+    failure = session_failure(session)
+    implemented_reasons = ([] if manifest else [f"no bundle manifest in {bundle_dir}"]) + \
+        ([failure] if failure and not startup.get("healthy_ns") else [])
+    settings = session.get("settings") or {}
+    protocol_enabled = settings.get("protocol_checks", True)
     summaries, runs = [], []
     manifest_small = {k: v for k, v in manifest.items() if k not in ("files",)}
     ckpt = pin_d.get("checkpoint") if isinstance(pin_d.get("checkpoint"), dict) else {"id": pin_d.get("checkpoint")}
@@ -243,10 +257,14 @@ def build_evidence(*, session_dir, correctness, bundle_dir, pin, model, profile,
         srow = summarize_point(req, p, run_json, sj)
         acc_ok, acc_reasons = accounting_ok(srow)
         status, reasons = qualification_status(
-            implemented=implemented, correctness=corr, aiperf_ok=srow["aiperf_ok"],
+            implemented=implemented, implemented_reasons=implemented_reasons, correctness=corr,
+            protocol=proto, protocol_enabled=protocol_enabled, aiperf_ok=srow["aiperf_ok"] and not failure,
             aiperf_reasons=run_json.get("verdict", {}).get("reasons", ["AIPerf did not run"]),
             accounting_ok=acc_ok, accounting_reasons=acc_reasons,
-            expected_thresholds_version=expected_thresholds_version)
+            expected_thresholds_version=expected_thresholds_version,
+            client_pin_reasons=session.get("client_pin_reasons") or [])
+        if failure and failure not in reasons:
+            reasons.append(failure)
         srow["status"] = status
         summaries.append({**key, **srow})
         runs.append({

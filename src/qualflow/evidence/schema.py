@@ -4,7 +4,8 @@ from __future__ import annotations
 
 SCHEMA_VERSION = "1.0"
 
-STATUS_LADDER = ("planned", "implemented", "family-validated", "aiperf-qualified")
+STATUS_LADDER = ("planned", "implemented", "family-validated", "protocol-conformant", "aiperf-qualified")
+# what each rung means: evidence/status.py (and the README's "Qualification status")
 
 _KEY = {
     "schema_version": "evidence schema version (this file's SCHEMA_VERSION)",
@@ -80,6 +81,7 @@ SUMMARY = {
     "n_client": "AIPerf profiling records", "n_server": "server records tagged for this point's profiling",
     "n_matched": "profiling requests present on both sides", "n_client_only": "client records without server record",
     "n_server_only": "server records without client record (incl. AIPerf warm-up leftovers)",
+    "duplicate_request_ids": "request ids of this point with more than one record on a side (fails accounting)",
     "n_errors": "profiling requests with a client or server error",
     "n_server_osl_mismatch": "matched profiling requests whose server output_tokens != osl (ignore_eos runs)",
     "aiperf_warnings": "non-fatal findings (e.g. client-tokenized OSL mismatch)",
@@ -106,7 +108,7 @@ PROTOCOL = {**_KEY, "name": "check name", "passed": "pass", "detail": "what was 
 RUNS = {
     **_KEY,
     "point_id": "workload point",
-    "status": "qualification status: planned | implemented | family-validated | aiperf-qualified",
+    "status": "qualification status: " + " | ".join(STATUS_LADDER),
     "status_reasons": "why the next status was not reached",
     "qualflow_version": "qualflow version", "git_sha": "git commit", "git_dirty": "uncommitted changes present",
     "packages": "JSON: every relevant package version", "python": "python version", "os": "OS",

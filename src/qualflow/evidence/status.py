@@ -1,13 +1,36 @@
-"""Qualification status ladder: planned -> implemented -> family-validated -> aiperf-qualified."""
+"""The qualification status ladder, per model/profile/workload point. Each rung requires every rung
+below it; the status is the highest rung whose conditions hold, with the reasons the next one was not
+reached. This is the one place that decides a status.
+
+- `planned`: configured. Nothing more is known (the bundle did not build, or the server never came up).
+- `implemented`: the bundle builds and the server came up healthy with the Task loaded.
+- `family-validated`: family correctness ran and every criterion passed, with the family's thresholds
+  unchanged (one thresholds version, the expected one when the config names it).
+- `protocol-conformant`: the Responses protocol checks ran and every one passed. With
+  `protocol_checks: false` they did not run, so the status stops below this rung and says so.
+- `aiperf-qualified`: the pinned AIPerf run is judged successful from its exports, every request is
+  accounted for on both sides exactly once (no client-only, server-only or duplicated request ids),
+  no request failed, and the client tools are the pinned versions (with `allow_unpinned_client` a
+  mismatch is allowed but caps the status here, with the reason).
+"""
 from __future__ import annotations
+
+from dataclasses import dataclass, field
 
 import pandas as pd
 
 from qualflow.evidence.schema import STATUS_LADDER
 
 
+@dataclass
+class Rung:
+    """The outcome of one rung's conditions: `ok`, or the reasons it is not reached."""
+    ok: bool
+    reasons: list[str] = field(default_factory=list)
+
+
 def accounting_ok(s: dict) -> tuple[bool, list[str]]:
-    """Every profiling request accounted for on both sides, no errors."""
+    """Every profiling request accounted for on both sides exactly once, no errors."""
     reasons = []
     n = s["request_count"]
     if not (s["n_client"] == s["n_server"] == s["n_matched"] == n):
@@ -17,6 +40,8 @@ def accounting_ok(s: dict) -> tuple[bool, list[str]]:
         reasons.append(f"{s['n_client_only']} client-only requests")
     if s["n_server_only"]:
         reasons.append(f"{s['n_server_only']} server-only requests")
+    if s.get("duplicate_request_ids"):
+        reasons.append(f"duplicated request ids (more than one record on a side): {s['duplicate_request_ids']}")
     if s.get("n_server_osl_mismatch"):
         reasons.append(f"{s['n_server_osl_mismatch']} requests where the server did not generate exactly "
                        f"osl={s.get('osl')} tokens (max_output_tokens/ignore_eos not honoured)")
@@ -32,7 +57,9 @@ def correctness_ok(corr: pd.DataFrame, expected_thresholds_version: str | None =
     failed = corr[~corr["passed"].astype(bool)]
     if len(failed):
         reasons.append(f"{len(failed)} of {len(corr)} correctness cases failed "
-                       f"(e.g. {failed.iloc[0]['case_id']}/{failed.iloc[0]['criterion']})")
+                       f"(e.g. {failed.iloc[0]['case_id']}/{failed.iloc[0]['criterion']}"
+                       + (f": {failed.iloc[0]['detail']}" if "detail" in failed and failed.iloc[0]["detail"] else "")
+                       + ")")
     versions = set(corr["thresholds_version"].dropna().astype(str))
     if len(versions) != 1:
         reasons.append(f"correctness thresholds_version not unique: {sorted(versions)}")
@@ -41,18 +68,37 @@ def correctness_ok(corr: pd.DataFrame, expected_thresholds_version: str | None =
     return not reasons, reasons
 
 
-def qualification_status(*, implemented: bool, correctness: pd.DataFrame, aiperf_ok: bool,
-                         aiperf_reasons: list[str], accounting_ok: bool, accounting_reasons: list[str],
-                         expected_thresholds_version: str | None = None) -> tuple[str, list[str]]:
-    """The highest status whose conditions (and all below it) hold, with the reasons the next one
-    was not reached."""
-    if not implemented:
-        return STATUS_LADDER[0], ["bundle not built or Task/server did not load"]
-    ok, reasons = correctness_ok(correctness, expected_thresholds_version)
-    if not ok:
-        return STATUS_LADDER[1], reasons
-    reasons = ([] if aiperf_ok else list(aiperf_reasons)) + ([] if accounting_ok else list(accounting_reasons))
-    if reasons:
-        return STATUS_LADDER[2], reasons
-    return STATUS_LADDER[3], []
+def protocol_ok(protocol: pd.DataFrame | None, enabled: bool) -> tuple[bool, list[str]]:
+    if not enabled:
+        return False, ["protocol checks disabled (protocol_checks: false): conformance not shown"]
+    if protocol is None or len(protocol) == 0:
+        return False, ["no protocol check results (the checks did not run)"]
+    failed = protocol[~protocol["passed"].astype(bool)]
+    if len(failed):
+        names = ", ".join(failed["name"].astype(str).head(5))
+        return False, [f"{len(failed)} of {len(protocol)} protocol checks failed ({names})"]
+    return True, []
 
+
+def qualification_status(*, implemented: bool, correctness: pd.DataFrame, protocol: pd.DataFrame | None,
+                         protocol_enabled: bool, aiperf_ok: bool, aiperf_reasons: list[str], accounting_ok: bool,
+                         accounting_reasons: list[str], expected_thresholds_version: str | None = None,
+                         implemented_reasons: list[str] | None = None,
+                         client_pin_reasons: list[str] | None = None) -> tuple[str, list[str]]:
+    """The highest status whose conditions (and all below it) hold, with the reasons the next one
+    was not reached. `client_pin_reasons`: allowed mismatches of the client tools' pinned versions;
+    each caps the status below `aiperf-qualified`."""
+    rungs = [
+        Rung(implemented, list(implemented_reasons or []) or ["bundle not built or Task/server did not load"]),
+        Rung(*correctness_ok(correctness, expected_thresholds_version)),
+        Rung(*protocol_ok(protocol, protocol_enabled)),
+        Rung(aiperf_ok and accounting_ok and not client_pin_reasons,
+             ([] if aiperf_ok else list(aiperf_reasons) or ["the AIPerf run was not judged successful"])
+             + ([] if accounting_ok else list(accounting_reasons) or ["accounting failed"])
+             + list(client_pin_reasons or [])),
+    ]
+    assert len(rungs) == len(STATUS_LADDER) - 1
+    for reached, rung in zip(STATUS_LADDER, rungs):
+        if not rung.ok:
+            return reached, rung.reasons
+    return STATUS_LADDER[-1], []

@@ -13,22 +13,28 @@ one allocation whose members run sequentially (#4223). Here instead:
   SIGHUP and when Snakemake itself dies: this process has PDEATHSIG=SIGTERM towards it).
 
 A crash of the server is noticed while any stage runs and fails the session with the server's last
-log lines. Load, startup and warm-up times are recorded separately in startup.json."""
+log lines. Any failure is recorded in session.json (`error`: stage, exception type, message); with
+`record_failures` the session then still writes every output and exits 0, so the join records the
+rung reached and the report shows why (the DAG fails later, at `qualify`). Load, startup and warm-up
+times are recorded separately in startup.json. With `archive_dir`, the session directory is also
+kept under `archive_dir/<run_id>/`, so a failed rerun never deletes the last good raw evidence."""
 from __future__ import annotations
 
+import datetime as dt
 import json
+import os
+import shutil
 import signal
 import sys
 import time
 from pathlib import Path
 
 from qualflow.aiperf.command import AiperfPoint, load_points
+from qualflow.lifetime import die_with_parent
 from qualflow.phases import aiperf_tag
 from qualflow.server.timing import read_timing_log
 
-from .lifetime import die_with_parent
-from .server_process import ServerError, ServerProcess, free_port
-
+from .server_process import ServerProcess, free_port
 
 class SessionInterrupted(BaseException):
     """Raised from a signal handler so that `finally` blocks stop the server."""
@@ -42,6 +48,17 @@ def _install_signal_handlers() -> None:
     die_with_parent()  # die (cleanly, via the handler) if our parent - Snakemake's job thread - dies
 
 
+def _restore_signal_handlers() -> None:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
+
+def run_id_of(model: str, profile: str, started_ns: int) -> str:
+    """The evidence run id of a session: the one definition (the join reads it from session.json)."""
+    return f"{model}.{profile}.{dt.datetime.fromtimestamp(started_ns / 1e9, dt.timezone.utc):%Y%m%dT%H%M%SZ}"
+
+
 def _wait_timing_flushed(path: Path, expected_ids: set[str], timeout_s: float = 10.0) -> int:
     """Records are appended when a response is final; wait until every sent request id is there."""
     deadline = time.monotonic() + timeout_s
@@ -53,28 +70,140 @@ def _wait_timing_flushed(path: Path, expected_ids: set[str], timeout_s: float = 
         time.sleep(0.2)
 
 
+def _write_missing_outputs(out: Path) -> None:
+    """After a failure: the outputs a stage never wrote, empty, so the rule's outputs exist and the
+    join can record the rung reached."""
+    from .conformance import write_protocol
+    from .warmup import write_warmup
+    if not (out / "warmup.parquet").exists():
+        write_warmup([], str(out / "warmup.parquet"))
+    if not (out / "protocol.parquet").exists():
+        write_protocol([], str(out / "protocol.parquet"))
+    if not (out / "startup.json").exists():
+        (out / "startup.json").write_text(json.dumps({"healthy_ns": None, "error": "server never became healthy"}))
+    (out / "server_timing.jsonl").touch()
+
+
+def archive(out: Path, archive_dir: Path, run_id: str) -> Path:
+    """Keep this session's raw artifacts under archive_dir/<run_id>/ (hard links where possible)."""
+    dest = archive_dir / run_id
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+
+    def link_or_copy(src, dst):
+        try:
+            os.link(src, dst)
+        except OSError:
+            shutil.copy2(src, dst)
+    shutil.copytree(out, dest, copy_function=link_or_copy)
+    return dest
+
+
+class Session:
+    """The stages of one serving session, in order; each records its wall time under `stages`."""
+
+    def __init__(self, *, out: Path, bundle: Path, model_name: str, srv: ServerProcess, points: list[AiperfPoint],
+                 record: dict, allow_unpinned_client: bool):
+        self.out, self.bundle, self.model_name, self.srv, self.points = out, bundle, model_name, srv, points
+        self.record, self.allow_unpinned_client = record, allow_unpinned_client
+        self.sent_ids: set[str] = set()
+        self.stage_name = "setup"
+
+    def _stage(self, name: str):
+        self.stage_name = name
+        return time.time_ns()
+
+    def _done(self, t0: int) -> None:
+        t1 = time.time_ns()
+        self.record["stages"][self.stage_name] = {"start_ns": t0, "end_ns": t1, "wall_s": (t1 - t0) / 1e9}
+
+    def startup(self, timeout_s: float) -> dict:
+        t0 = self._stage("startup")
+        self.srv.start()
+        self.record["server_pid"] = self.srv.proc.pid
+        print(f"session: server pid {self.srv.proc.pid} starting at {self.srv.url}", flush=True)
+        health = self.srv.wait_healthy(timeout_s)
+        self._done(t0)
+        startup = {"url": self.srv.url, "pid": self.srv.proc.pid, "spawn_ns": self.srv.spawn_ns,
+                   "healthy_ns": self.srv.healthy_ns, "startup_s": (self.srv.healthy_ns - self.srv.spawn_ns) / 1e9,
+                   "load_s": health.get("load_s"), "server_startup_s": health.get("startup_s"), "health": health}
+        (self.out / "startup.json").write_text(json.dumps(startup, indent=2))
+        print(f"session: healthy after {startup['startup_s']:.1f}s", flush=True)
+        return startup
+
+    def warmup(self, startup: dict, n: int, max_tokens: int) -> None:
+        from .warmup import run_warmup, write_warmup
+        t0 = self._stage("warmup")
+        rows = run_warmup(self.srv.url, self.model_name, n, max_tokens)
+        self._done(t0)
+        write_warmup(rows, str(self.out / "warmup.parquet"))
+        self.sent_ids |= {r["request_id"] for r in rows}
+        startup.update(warmup_s=self.record["stages"]["warmup"]["wall_s"], warmup_requests=len(rows))
+        (self.out / "startup.json").write_text(json.dumps(startup, indent=2))
+        self.srv.check_alive()
+        bad = [r for r in rows if r["error"]]
+        if bad:
+            raise WarmupFailed(f"{len(bad)} of {len(rows)} warm-up requests failed: {bad[0]['error']}")
+
+    def protocol(self, enabled: bool) -> None:
+        from .client_pins import check_openai
+        from .conformance import run_protocol_checks, write_protocol
+        t0 = self._stage("protocol")
+        rows = []
+        if enabled:
+            self.record["client_pin_reasons"] += check_openai(self.allow_unpinned_client)
+            rows = run_protocol_checks(self.srv.url, self.model_name)
+        self._done(t0)
+        write_protocol(rows, str(self.out / "protocol.parquet"))
+        self.sent_ids |= {r["request_id"] for r in rows}
+        self.srv.check_alive()
+        print(f"session: protocol {sum(r['passed'] for r in rows)}/{len(rows)} passed", flush=True)
+
+    def aiperf_points(self, workers: int, record_processors: int, timeout_s: float) -> None:
+        from qualflow.aiperf.exports import read_records
+        from qualflow.aiperf.runner import run_point
+
+        from .client_pins import check_aiperf
+        for p in self.points:
+            t0 = self._stage(aiperf_tag(p.point_id))
+            reasons = check_aiperf(self.allow_unpinned_client)
+            self.record["client_pin_reasons"] += [r for r in reasons if r not in self.record["client_pin_reasons"]]
+            print(f"session: AIPerf point {p.point_id}", flush=True)
+            rec = run_point(p, url=self.srv.url, model_name=self.model_name, tokenizer_dir=str(self.bundle),
+                            point_dir=self.out / "points" / p.point_id, phase_header=aiperf_tag(p.point_id),
+                            workers_max=workers, record_processors=record_processors, timeout_s=timeout_s,
+                            alive_check=self.srv.check_alive)
+            self._done(t0)
+            self.srv.check_alive()
+            self.sent_ids |= {r["request_id"] for r in read_records(self.out / "points" / p.point_id / "aiperf")
+                              if r["request_id"]}
+            self.record["points"][p.point_id] = {"command": rec["command"], "exit_code": rec["exit_code"],
+                                                 "ok": rec["verdict"]["ok"], "reasons": rec["verdict"]["reasons"]}
+            print(f"session: point {p.point_id} ok={rec['verdict']['ok']} {rec['verdict']['reasons']}", flush=True)
+
+
+class WarmupFailed(RuntimeError):
+    pass
+
+
 def run_session(*, bundle: str, out: str | Path, device: str, host: str, port: int, model_name: str,
                 points: list[dict], startup_timeout_s: float, warmup_requests: int,
                 warmup_max_tokens: int, max_batch: int | None = None, max_context: int | None = None,
-                cpu_threads: int | None = None,
-                aiperf_workers: int = 1,
+                cpu_threads: int | None = None, aiperf_workers: int = 1,
                 aiperf_record_processors: int = 1, aiperf_timeout_s: float = 3600.0,
-                run_protocol: bool = True) -> int:
-    from qualflow.aiperf.exports import read_records
-    from qualflow.aiperf.runner import run_point
-
-    from .conformance import run_protocol_checks, write_protocol
-    from .warmup import run_warmup, write_warmup
+                run_protocol: bool = True, record_failures: bool = False, allow_unpinned_client: bool = False,
+                run_name: tuple[str, str] | None = None, archive_dir: str | Path | None = None) -> int:
+    from .provenance import collect
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "points").mkdir(exist_ok=True)
+    for stale in ("session.json", "startup.json", "warmup.parquet", "protocol.parquet", "server_timing.jsonl"):
+        (out / stale).unlink(missing_ok=True)
     pts = [AiperfPoint.from_dict(p) for p in points]
-    from .provenance import collect
     (out / "provenance.json").write_text(json.dumps(collect(with_torch=device != "cpu"), indent=2))
     timing_log = out / "server_timing.jsonl"
-    if timing_log.exists():
-        timing_log.unlink()
     if port == 0:
         port = free_port(host)
     bundle_dir = Path(bundle)
@@ -85,88 +214,44 @@ def run_session(*, bundle: str, out: str | Path, device: str, host: str, port: i
                 "aiperf_workers": aiperf_workers, "aiperf_record_processors": aiperf_record_processors,
                 "warmup_requests": warmup_requests, "warmup_max_tokens": warmup_max_tokens,
                 "protocol_checks": run_protocol}
-    session = {"bundle": str(bundle_dir), "device": device, "url": srv.url, "model_name": model_name,
-               "server_command": srv.cmd, "settings": settings, "stages": {}, "points": {}, "error": None,
-               "session_started_ns": time.time_ns()}
-    stages = session["stages"]
-    sent_ids: set[str] = set()
-    rc = 1
-
-    def stage(name, t0):
-        t1 = time.time_ns()
-        stages[name] = {"start_ns": t0, "end_ns": t1, "wall_s": (t1 - t0) / 1e9}
-
+    started_ns = time.time_ns()
+    record = {"bundle": str(bundle_dir), "device": device, "url": srv.url, "model_name": model_name,
+              "server_command": srv.cmd, "settings": settings, "stages": {}, "points": {}, "error": None,
+              "client_pin_reasons": [], "session_started_ns": started_ns,
+              "run_id": run_id_of(*run_name, started_ns) if run_name else None}
+    session = Session(out=out, bundle=bundle_dir, model_name=model_name, srv=srv, points=pts, record=record,
+                      allow_unpinned_client=allow_unpinned_client)
+    rc, interrupted = 1, False
     try:
         _install_signal_handlers()
-        t0 = time.time_ns()
-        srv.start()
-        session["server_pid"] = srv.proc.pid
-        print(f"session: server pid {srv.proc.pid} starting at {srv.url}", flush=True)
-        health = srv.wait_healthy(startup_timeout_s)
-        stage("startup", t0)
-        startup = {
-            "url": srv.url, "pid": srv.proc.pid, "spawn_ns": srv.spawn_ns, "healthy_ns": srv.healthy_ns,
-            "startup_s": (srv.healthy_ns - srv.spawn_ns) / 1e9,
-            "load_s": health.get("load_s"),
-            "server_startup_s": health.get("startup_s"),
-            "health": health,
-        }
-        print(f"session: healthy after {startup['startup_s']:.1f}s", flush=True)
-
-        t0 = time.time_ns()
-        wrows = run_warmup(srv.url, model_name, warmup_requests, warmup_max_tokens)
-        stage("warmup", t0)
-        write_warmup(wrows, str(out / "warmup.parquet"))
-        sent_ids |= {r["request_id"] for r in wrows}
-        startup["warmup_s"] = stages["warmup"]["wall_s"]
-        startup["warmup_requests"] = len(wrows)
-        (out / "startup.json").write_text(json.dumps(startup, indent=2))
-        srv.check_alive()
-        bad = [r for r in wrows if r["error"]]
-        if bad:
-            raise ServerError(f"{len(bad)} of {len(wrows)} warm-up requests failed: {bad[0]['error']}")
-
-        t0 = time.time_ns()
-        prow = run_protocol_checks(srv.url, model_name) if run_protocol else []
-        stage("protocol", t0)
-        write_protocol(prow, str(out / "protocol.parquet"))
-        sent_ids |= {r["request_id"] for r in prow}
-        srv.check_alive()
-        print(f"session: protocol {sum(r['passed'] for r in prow)}/{len(prow)} passed", flush=True)
-
-        for p in pts:
-            t0 = time.time_ns()
-            print(f"session: AIPerf point {p.point_id}", flush=True)
-            rec = run_point(p, url=srv.url, model_name=model_name, tokenizer_dir=str(bundle_dir),
-                            point_dir=out / "points" / p.point_id, phase_header=aiperf_tag(p.point_id),
-                            workers_max=aiperf_workers, record_processors=aiperf_record_processors,
-                            timeout_s=aiperf_timeout_s, alive_check=srv.check_alive)
-            stage(f"aiperf:{p.point_id}", t0)
-            srv.check_alive()
-            sent_ids |= {r["request_id"] for r in read_records(out / "points" / p.point_id / "aiperf")
-                         if r["request_id"]}
-            session["points"][p.point_id] = {"command": rec["command"], "exit_code": rec["exit_code"],
-                                             "ok": rec["verdict"]["ok"], "reasons": rec["verdict"]["reasons"]}
-            print(f"session: point {p.point_id} ok={rec['verdict']['ok']} {rec['verdict']['reasons']}",
-                  flush=True)
-        session["timing_records_missing"] = _wait_timing_flushed(timing_log, sent_ids)
+        startup = session.startup(startup_timeout_s)
+        session.warmup(startup, warmup_requests, warmup_max_tokens)
+        session.protocol(run_protocol)
+        session.aiperf_points(aiperf_workers, aiperf_record_processors, aiperf_timeout_s)
+        session.stage_name = "timing-flush"
+        record["timing_records_missing"] = _wait_timing_flushed(timing_log, session.sent_ids)
         rc = 0
-    except (ServerError, SessionInterrupted, TimeoutError) as e:
-        session["error"] = f"{type(e).__name__}: {e}"
-        print(f"session: error: {session['error']}", file=sys.stderr, flush=True)
+    except (Exception, SessionInterrupted) as e:  # noqa: BLE001 - every failure is evidence: recorded, not lost
+        interrupted = isinstance(e, SessionInterrupted)
+        record["error"] = {"stage": session.stage_name, "type": type(e).__name__, "message": str(e)}
+        print(f"session: error in {session.stage_name}: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
     finally:
         for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):   # a second Ctrl-C must not abort the stop
             signal.signal(s, signal.SIG_IGN)
         t0 = time.time_ns()
-        session["server_exit_code"] = srv.stop()
-        stage("shutdown", t0)
-        session["session_ended_ns"] = time.time_ns()
-        timing_log.touch()
-        (out / "session.json").write_text(json.dumps(session, indent=2, default=str))
-        print(f"session: server stopped (exit code {session['server_exit_code']})", flush=True)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        signal.signal(signal.SIGHUP, signal.SIG_DFL)
+        record["server_exit_code"] = srv.stop()
+        record["stages"]["shutdown"] = {"start_ns": t0, "end_ns": time.time_ns(),
+                                        "wall_s": (time.time_ns() - t0) / 1e9}
+        record["session_ended_ns"] = time.time_ns()
+        _write_missing_outputs(out)
+        (out / "session.json").write_text(json.dumps(record, indent=2, default=str))
+        if archive_dir and record["run_id"]:
+            archive(out, Path(archive_dir), record["run_id"])
+        print(f"session: server stopped (exit code {record['server_exit_code']})", flush=True)
+        _restore_signal_handlers()
+    if rc and record_failures and not interrupted:
+        print("session: the failure is recorded in session.json; the join records the status reached", flush=True)
+        return 0
     return rc
 
 
@@ -178,4 +263,6 @@ def main_session(a) -> int:
                        max_batch=a.max_batch or None, max_context=a.max_context or None,
                        cpu_threads=a.cpu_threads or None, aiperf_workers=a.aiperf_workers,
                        aiperf_record_processors=a.aiperf_record_processors,
-                       aiperf_timeout_s=a.aiperf_timeout, run_protocol=not a.no_protocol)
+                       aiperf_timeout_s=a.aiperf_timeout, run_protocol=not a.no_protocol,
+                       record_failures=a.record_failures, allow_unpinned_client=a.allow_unpinned_client,
+                       run_name=tuple(a.run_name) if a.run_name else None, archive_dir=a.archive_dir)

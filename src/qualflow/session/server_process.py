@@ -16,7 +16,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from .lifetime import die_with_parent
+from qualflow.lifetime import die_with_parent
 
 
 class ServerError(RuntimeError):

@@ -1,4 +1,5 @@
-"""The serving session's lifetime rules: whoever owns a process also ends it.
+"""Process lifetime rules: whoever owns a process also ends it. A leaf module: it imports nothing
+from qualflow.
 
 `die_with_parent` asks the kernel (PR_SET_PDEATHSIG) to SIGTERM the calling process when its parent
 dies, so a server outlives neither its session nor a session its Snakemake job, even on SIGKILL."""
