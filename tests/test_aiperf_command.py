@@ -179,3 +179,15 @@ def test_a_bad_line_before_the_last_names_file_and_line(tmp_path):
     (d / "profile_export.jsonl").write_text("\n".join(lines) + "\n")
     v = judge_run(d, expected_requests=3, expected_warmup=1)
     assert not v.ok and any("profile_export.jsonl:2: not a JSON record" in r for r in v.reasons)
+
+
+def test_stale_private_tmpdirs_are_removed(tmp_path):
+    import os
+
+    from qualflow.aiperf.runner import TMP_PREFIX, remove_stale_tmpdirs
+    dead = tmp_path / f"{TMP_PREFIX}999999999-abc"      # a pid that cannot be alive
+    mine = tmp_path / f"{TMP_PREFIX}{os.getpid()}-def"
+    for d in (dead, mine):
+        (d / "ipc").mkdir(parents=True)
+    assert remove_stale_tmpdirs(str(tmp_path)) == [dead]
+    assert not dead.exists() and mine.exists()

@@ -12,15 +12,42 @@ from pathlib import Path
 
 from qualflow.aiperf.command import AiperfPoint, build_command, command_to_str
 from qualflow.aiperf.exports import judge_run
+from qualflow.lifetime import die_with_parent
+
+
+TMP_PREFIX = "qf-aiperf-"
+
+
+def _tmp_base() -> str:
+    base = tempfile.gettempdir()
+    return "/tmp" if len(base) > 40 else base
+
+
+def remove_stale_tmpdirs(base: str | None = None) -> list[Path]:
+    """Private TMPDIRs whose owner (the pid in the name) is gone: a session that was SIGKILLed never
+    ran its cleanup. Removed; returns what was removed."""
+    gone = []
+    for d in Path(base or _tmp_base()).glob(f"{TMP_PREFIX}*-*"):
+        pid = d.name[len(TMP_PREFIX):].split("-", 1)[0]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            shutil.rmtree(d, ignore_errors=True)
+            gone.append(d)
+    return gone
 
 
 def private_tmpdir() -> Path:
-    """A fresh, SHORT temp dir: AIPerf puts its ZMQ IPC sockets under TMPDIR, and a unix socket path
-    must stay under 107 bytes, so it can never live inside a (deep) results directory."""
-    base = tempfile.gettempdir()
-    if len(base) > 40:
-        base = "/tmp"
-    return Path(tempfile.mkdtemp(prefix="qf-aiperf-", dir=base))
+    """A fresh, SHORT temp dir named for this process: AIPerf puts its ZMQ IPC sockets under TMPDIR,
+    and a unix socket path must stay under 107 bytes, so it can never live inside a (deep) results
+    directory."""
+    remove_stale_tmpdirs()
+    return Path(tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{os.getpid()}-", dir=_tmp_base()))
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def aiperf_env(tmpdir: Path) -> dict:
@@ -56,8 +83,9 @@ def run_point(point: AiperfPoint, *, url: str, model_name: str, tokenizer_dir: s
         "# exact AIPerf command run by qualflow (env: HF_HUB_OFFLINE unset, TMPDIR private)\n"
         + record["command"] + "\n")
     out = open(point_dir / "aiperf.log", "w")
+    # its own process group (all of AIPerf's services), which dies with this process (PDEATHSIG)
     proc = subprocess.Popen(cmd, env=aiperf_env(tmpdir), stdout=out, stderr=subprocess.STDOUT,
-                            stdin=subprocess.DEVNULL)
+                            stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=die_with_parent)
     rc = None
     try:
         deadline = time.monotonic() + timeout_s
@@ -71,13 +99,14 @@ def run_point(point: AiperfPoint, *, url: str, model_name: str, tokenizer_dir: s
                     raise TimeoutError(f"AIPerf point {point.point_id} ran past {timeout_s:.0f}s")
     finally:
         if proc.poll() is None:
-            # Only SIGINT is graceful for AIPerf (it still exports); its children die with it (PDEATHSIG).
-            proc.send_signal(signal.SIGINT)
+            # Only SIGINT is graceful for AIPerf (it still exports), then the whole group goes.
+            _signal_group(proc.pid, signal.SIGINT)
             try:
                 proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
-                proc.kill()
+                _signal_group(proc.pid, signal.SIGKILL)
                 proc.wait()
+        _signal_group(proc.pid, signal.SIGKILL)   # services AIPerf left behind in its group
         out.close()
         shutil.rmtree(tmpdir, ignore_errors=True)
     record["ended_ns"] = time.time_ns()

