@@ -153,11 +153,13 @@ def add_compare_stages(sub) -> None:
     s.add_argument("--head", required=True, help="VERSION, RUN_ID, VERSION@RUN_ID or an evidence dir")
     s.add_argument("--root", default="results/evidence")
     s.add_argument("--out", help="output dir (default results/compare/<base>__vs__<head>)")
-    s.add_argument("--force", action="store_true", help="compare even if dataset identity or workload differ")
-    s.add_argument("--confidence", type=float, default=0.95)
-    s.add_argument("--resamples", type=int, default=2000)
-    s.add_argument("--noise-rel", type=float, default=0.10, help="noise floor, fraction of the base value")
-    s.add_argument("--noise-abs-ms", type=float, default=2.0, help="noise floor for ms metrics")
+    s.add_argument("--force", action="store_true", help="compare even if dataset, workload or server settings differ")
+    s.add_argument("--confidence", type=float, default=0.95, help="1 - false discovery rate over all tests")
+    s.add_argument("--resamples", type=int, default=2000, help="minimum bootstrap resamples (scaled to the level)")
+    s.add_argument("--noise-rel", type=float, default=None,
+                   help="configured noise floor, fraction of the base value (default: none; run-to-run noise "
+                        "must then be measured from comparable runs on both sides)")
+    s.add_argument("--noise-abs-ms", type=float, default=None, help="configured noise floor for ms metrics")
     s.add_argument("--print-out-dir", action="store_true", help="print the default output dir and exit")
     s.set_defaults(func=_workflow_stage("qualflow.report.compare", "main_compare"))
 

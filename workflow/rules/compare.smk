@@ -3,7 +3,9 @@
 #   compare:
 #     base: 0.1.0+gadbe6f2ae1     # VERSION, RUN_ID, VERSION@RUN_ID (see `qualflow evidence list`)
 #     head: current               # "current": this DAG's software key (its evidence is built first)
-#     force: false                # compare even if dataset identity or workload differ (page says so)
+#     force: false                # compare even if dataset, workload or server settings differ (page says so)
+#     noise_rel: 0.10             # optional configured noise floor (fraction of base); unset: run-to-run
+#     noise_abs_ms: 2.0           #   noise must be measured (>= 2 comparable runs per side) to call a delta
 #
 #   snakemake --cores all compare --config 'compare={base: 0.1.0+gadbe6f2ae1, head: current}'
 #
@@ -32,10 +34,14 @@ rule compare:
         base=_compare_spec("base"),
         head=_compare_spec("head"),
         force="--force" if COMPARE.get("force") else "",
-        noise_rel=COMPARE.get("noise_rel", 0.10),
+        floor=" ".join(
+            f"--{k.replace('_', '-')} {COMPARE[k]}"
+            for k in ("noise_rel", "noise_abs_ms")
+            if COMPARE.get(k) is not None
+        ),
         outdir=lambda w, output: str(Path(output.table).parent),
     localrule: True
     shell:
         "qualflow compare --base {params.base} --head {params.head} --root results/evidence"
-        " --out {params.outdir} --noise-rel {params.noise_rel} {params.force} > {log} 2>&1"
+        " --out {params.outdir} {params.floor} {params.force} > {log} 2>&1"
         " || (cat {log}; exit 1)"

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from qualflow.evidence import store
-from qualflow.evidence.compare import CompareOptions, compare_evidence
+from qualflow.evidence.compare import INCONCLUSIVE, CompareOptions, compare_evidence
 from qualflow.evidence.join import write_table
 from qualflow.report.compare_page import write_compare_page
 
@@ -28,7 +28,7 @@ def run_compare(base: str, head: str, *, root="results/evidence", out=None, opts
     cmp = compare_evidence(base_refs, head_refs, base=base, head=head, opts=opts, root=root)
     out = Path(out) if out else default_out_dir(base, head)
     out.mkdir(parents=True, exist_ok=True)
-    meta = {"base": base, "head": head, "forced": bool(cmp.problems), "problems": cmp.problems}
+    meta = {"base": base, "head": head, "forced": bool(cmp.problems), "problems": cmp.problems, "notes": cmp.notes}
     for name, df in (("compare", cmp.metrics), ("points", cmp.points), ("provenance", cmp.provenance)):
         df = df.copy()
         df["compare_base"], df["compare_head"], df["forced"] = base, head, bool(cmp.problems)
@@ -37,7 +37,9 @@ def run_compare(base: str, head: str, *, root="results/evidence", out=None, opts
     sig = cmp.metrics[cmp.metrics["significant"]] if len(cmp.metrics) else cmp.metrics
     res = {**meta, "out": str(out), "page": str(page), "points": len(cmp.points),
            "significant": [f"{r['model']}/{r['profile']}/{r['point_id']} {r['label']} {r['stat']}: "
-                           f"{r['rel_delta']:+.1%} ({r['verdict']})" for r in sig.to_dict("records")]}
+                           f"{r['rel_delta']:+.1%} ({r['verdict']})" for r in sig.to_dict("records")],
+           "inconclusive": [f"{r['model']}/{r['profile']}/{r['point_id']} {r['label']} {r['stat']}: {r['rel_delta']:+.1%}"
+                            for r in cmp.metrics.to_dict("records") if r["verdict"] == INCONCLUSIVE]}
     (out / "compare.json").write_text(json.dumps(res, indent=2))
     return res
 
@@ -51,5 +53,7 @@ def main_compare(a) -> int:
     res = run_compare(a.base, a.head, root=a.root, out=a.out, opts=opts)
     if res["forced"]:
         print("WARNING: forced comparison of runs that are not comparable:\n  " + "\n  ".join(res["problems"]))
-    print(json.dumps({k: res[k] for k in ("out", "page", "points", "significant")}, indent=2))
+    for n in res["notes"]:
+        print(f"NOTE: {n}")
+    print(json.dumps({k: res[k] for k in ("out", "page", "points", "significant", "inconclusive")}, indent=2))
     return 0

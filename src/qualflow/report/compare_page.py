@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from qualflow.evidence.compare import METHOD_TEXT, METRICS, Comparison
+from qualflow.evidence.compare import INCONCLUSIVE, METRICS, Comparison, method_text
 from qualflow.report.markup import img_tag, table_html
 
 CSS = ("body{font-family:sans-serif;max-width:1250px;margin:1.5em auto;font-size:14px;color:#222}"
@@ -18,6 +18,7 @@ CSS = ("body{font-family:sans-serif;max-width:1250px;margin:1.5em auto;font-size
        ".banner{background:#b00020;color:#fff;padding:.8em 1em;font-weight:bold;border-radius:4px}"
        ".verdict{font-size:16px;padding:.6em 1em;border-radius:4px;background:#eef5ee;border:1px solid #9c9}"
        ".verdict.bad{background:#fdecea;border-color:#e99}"
+       ".verdict.inc{background:#fff8e1;border-color:#e0c060}.inc{color:#8a6d00;font-weight:bold}"
        ".reg{color:#b00020;font-weight:bold}.imp{color:#1b7f2a;font-weight:bold}.dim{color:#888}"
        "img{max-width:100%;border:1px solid #eee}details{margin:.5em 0}code{background:#f5f5f5}")
 
@@ -107,17 +108,20 @@ def _metrics_table(m: pd.DataFrame) -> str:
     if m.empty:
         return "<p><i>none</i></p>"
     rows = ["<table class='t'><tr><th>point</th><th>metric</th><th>stat</th><th>base</th><th>head</th>"
-            "<th>delta</th><th>rel</th><th>bootstrap CI of delta</th><th>noise floor</th><th>MW p</th>"
+            "<th>delta</th><th>rel</th><th>BCa CI of delta (level)</th><th>noise floor</th><th>q (BH)</th><th>MW p</th>"
             "<th>n base/head</th><th>verdict</th></tr>"]
     for r in m.to_dict("records"):
         cls = {"regression": "reg", "improvement": "imp"}.get(r["verdict"], "dim")
-        ci = f"[{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}]" if np.isfinite(r["ci_low"]) else ""
+        ci = (f"[{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}] ({r['ci_level']:.2%})"
+              if np.isfinite(r["ci_low"]) and np.isfinite(r["ci_level"]) else "")
+        if r["verdict"] == INCONCLUSIVE:
+            cls = "inc"
         rows.append(
             f"<tr><td>{html.escape(r['model'])}/{html.escape(r['profile'])}/{html.escape(str(r['point_id']))}</td>"
             f"<td>{html.escape(r['label'])} ({html.escape(r['unit'])})</td><td>{r['stat']}</td>"
             f"<td>{_fmt(r['base'])}</td><td>{_fmt(r['head'])}</td><td>{_fmt(r['delta'])}</td>"
             f"<td>{_fmt(r['rel_delta'], pct=True)}</td><td>{ci}</td><td>{_fmt(r['noise_floor'])}</td>"
-            f"<td>{_fmt(r['mw_p'])}</td><td>{_fmt(r['n_base'])}/{_fmt(r['n_head'])}</td>"
+            f"<td>{_fmt(r['q_value'])}</td><td>{_fmt(r['mw_p'])}</td><td>{_fmt(r['n_base'])}/{_fmt(r['n_head'])}</td>"
             f"<td class='{cls}'>{html.escape(r['verdict'])}</td></tr>")
     rows.append("</table>")
     return "\n".join(rows)
@@ -148,23 +152,35 @@ def write_compare_page(cmp: Comparison, out: str | Path) -> Path:
     elif not len(m) or not m["tested"].any():
         parts.append("<div class='verdict bad' id='verdict'>Nothing could be tested: too few requests per side "
                      "(a percentile needs >= 8 requests beyond it, p50 >= 16). The deltas below are not judged.</div>")
+    elif (m["verdict"] == INCONCLUSIVE).any():
+        inc = m[m["verdict"] == INCONCLUSIVE]
+        items = "".join(
+            f"<li>{html.escape(r['model'])}/{html.escape(r['profile'])}/{html.escape(str(r['point_id']))}: "
+            f"{html.escape(r['label'])} {r['stat']} {_fmt(r['base'])} &rarr; {_fmt(r['head'])} {html.escape(r['unit'])} "
+            f"({_fmt(r['rel_delta'], pct=True)})</li>" for r in inc.to_dict("records"))
+        parts.append(f"<div class='verdict inc' id='verdict'>Inconclusive: run-to-run noise not measured. "
+                     f"{len(inc)} delta(s) lie outside their within-run CI, but without run-to-run noise measured "
+                     f"on both sides (or a configured floor) they cannot be told from it:<ul>{items}</ul></div>")
     else:
         parts.append("<div class='verdict' id='verdict'>No significant change: every tested delta is within "
                      "run-to-run noise.</div>")
-    unmeasured = pts[pts["base_noise_runs"] == 0] if len(pts) else pts
+    unmeasured = pts[~pts["noise_measured"].astype(bool)] if len(pts) else pts
     if len(unmeasured):
-        parts.append(f"<p id='noise-note'><b>Noise floor not measured</b> for {len(unmeasured)} of {len(pts)} point(s): "
-                     f"the base version's history holds no other run of them, so the floor is the configured "
-                     f"{o.noise_rel:.0%} / {o.noise_abs_ms:g} ms. Qualify the base version once more to measure its "
-                     "run-to-run noise; on a shared host, identical runs at different times can differ by far more "
-                     "(other load is not part of the provenance).</p>")
+        floor = ("the configured floor applies" if o.floor_configured else
+                 "no floor is configured, so no delta there can be significant")
+        parts.append(f"<p id='noise-note'><b>Run-to-run noise not measured</b> for {len(unmeasured)} of {len(pts)} "
+                     f"point(s): a side needs >= 2 comparable runs (same version, dataset, workload, server settings "
+                     f"and status; repeats or re-qualifications in its history); {floor}. Qualify each version "
+                     "again (or run repeats), or pass --noise-rel / --noise-abs-ms. On a shared host, identical "
+                     "runs at different times can differ by far more than a within-run CI shows.</p>")
+    for n in cmp.notes:
+        parts.append(f"<p class='note'><b>Not checked:</b> {html.escape(n)}</p>")
     st_changed = pts[pts["status_changed"]] if len(pts) else pts
     for r in st_changed.to_dict("records"):
         parts.append(f"<p class='reg'>Status changed at {html.escape(r['model'])}/{html.escape(r['profile'])}/"
                      f"{html.escape(str(r['point_id']))}: {html.escape(str(r['base_status']))} &rarr; "
                      f"{html.escape(str(r['head_status']))}</p>")
-    parts.append("<p><b>Method.</b> " + html.escape(METHOD_TEXT.format(
-        B=o.resamples, conf=o.confidence, seed=o.seed, rel=o.noise_rel, abs_ms=o.noise_abs_ms)) + "</p>")
+    parts.append("<p><b>Method.</b> " + html.escape(method_text(o)) + "</p>")
     pv = pts.copy()
     if len(pv):
         pv = pd.DataFrame({
@@ -176,8 +192,11 @@ def write_compare_page(cmp: Comparison, out: str | Path) -> Path:
             "protocol base": pv["base_protocol_passed"].astype(str) + "/" + pv["base_protocol_checks"].astype(str),
             "protocol head": pv["head_protocol_passed"].astype(str) + "/" + pv["head_protocol_checks"].astype(str),
             "requests base/head": pv["base_n"].astype(str) + "/" + pv["head_n"].astype(str),
-            "base runs measuring noise": pv["base_noise_runs"],
-            "same dataset": pv["dataset_equal"], "same workload": pv["workload_equal"]})
+            "comparable runs base/head": (pv["base_noise_runs"] + 1).astype(str) + "/"
+                                         + (pv["head_noise_runs"] + 1).astype(str),
+            "same dataset": pv["dataset_equal"], "same workload": pv["workload_equal"],
+            "same server settings": pv["server_settings_equal"].map(
+                lambda v: "unknown" if v is None or v != v else bool(v))})
     parts += ["<h2>Points: status, correctness and protocol pass counts</h2>", _table(pv),
               "<h2>Metrics side by side</h2>", _metrics_table(m),
               "<h2>Delta chart with noise bands</h2>", img_tag(delta, "delta chart"),
