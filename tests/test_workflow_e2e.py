@@ -166,6 +166,30 @@ def test_qualify_end_to_end(workflow_copy):
 
 
 @pytest.mark.slow
+def test_a_failed_rung_still_writes_status_and_report(workflow_copy):
+    """Family correctness judged against thresholds the family does not have: the join records
+    `implemented` with the reason, the report renders it, and `qualify` exits non-zero naming it."""
+    wf = workflow_copy
+    if not (wf / "results" / "evidence" / SWKEY).exists():
+        pytest.skip("needs the end-to-end run first")
+    strict = json.loads(json.dumps(TINY))
+    strict["models"]["embedded"]["thresholds_version"] = "qwen3-correctness-v999"
+    (wf / "strict.yaml").write_text(yaml.safe_dump(strict))
+    r = _smk(wf, "qualify", configfile="strict.yaml", check=False)
+    assert r.returncode != 0
+    jobs = _job_counts(r.stdout + r.stderr)
+    assert not any(j in jobs for j in UPSTREAM + ("aiperf_profile",)), jobs
+    runs = pd.read_parquet(wf / "results" / "evidence" / SWKEY / "embedded" / "fp16" / "runs.parquet")
+    assert runs.iloc[0]["status"] == "implemented"
+    assert "thresholds changed: applied qwen3-correctness-v1, expected qwen3-correctness-v999" in \
+        runs.iloc[0]["status_reasons"]
+    html = (wf / "results" / "report" / SWKEY / "report.html").read_text()
+    assert "thresholds changed" in html
+    assert "below aiperf-qualified" in r.stdout + r.stderr + (wf / "logs" / "qualify" / f"{SWKEY}.log").read_text()
+    _smk(wf, "qualify")   # back to the passing config for the tests that follow
+
+
+@pytest.mark.slow
 def test_ctrl_c_during_serving_session_leaves_no_server(workflow_copy):
     """Real `-R aiperf_profile` run, interrupted (SIGINT to the process group, like a terminal Ctrl-C)
     once the server is up; the run starts only downstream jobs, and nothing is left running."""
