@@ -28,7 +28,8 @@ def batch_buckets(max_batch: int) -> list[int]:
 
 
 class DecodeGraphs:
-    def __init__(self, model, attention: PagedAttention, max_batch: int, max_blocks: int, device: torch.device):
+    def __init__(self, model, attention: PagedAttention, max_batch: int, max_blocks: int, device: torch.device,
+                 capture: bool = True):
         self.model, self.attn, self.device, self.max_batch = model, attention, device, max_batch
         self.block_size = attention.block_size
         self.kv_heads = attention.k[0].shape[2]
@@ -37,15 +38,18 @@ class DecodeGraphs:
         z = lambda *s, dt=torch.long: torch.zeros(*s, dtype=dt, device=device)  # noqa: E731
         self.ids, self.pos, self.slots = z(max_batch), z(max_batch), z(max_batch)
         self.tables, self.lens = z(max_batch, max_blocks, dt=torch.int32), z(max_batch, dt=torch.int32)
-        self.host = torch.zeros(3 * max_batch + max_batch * (max_blocks + 1), dtype=torch.long).pin_memory()
+        self.host = torch.zeros(3 * max_batch + max_batch * (max_blocks + 1), dtype=torch.long)
         self.graphs: dict[int, tuple[torch.cuda.CUDAGraph, torch.Tensor]] = {}
         self.pool = None
+        self.capture = capture  # False: the same static-buffer step, run eagerly (tests on CPU)
         t0 = time.perf_counter()
         self.lens.fill_(1)
-        with torch.inference_mode():
-            for bs in reversed(self.sizes):  # largest first, so the pool fits the rest
-                self._capture(bs)
-        torch.cuda.synchronize(device)
+        if capture:
+            self.host = self.host.pin_memory()
+            with torch.inference_mode():
+                for bs in reversed(self.sizes):  # largest first, so the pool fits the rest
+                    self._capture(bs)
+            torch.cuda.synchronize(device)
         self.capture_s = time.perf_counter() - t0
 
     def _meta(self, bs: int) -> StepMeta:
@@ -95,6 +99,8 @@ class DecodeGraphs:
         self.slots[:bs].copy_(src[2 * bs:3 * bs])
         self.lens[:bs].copy_(src[3 * bs:4 * bs])
         self.tables[:bs].copy_(src[4 * bs:].view(bs, M))
+        if not self.capture:
+            return self._run(bs)[:n]
         g, out = self.graphs[bs]
         g.replay()
         return out[:n]
