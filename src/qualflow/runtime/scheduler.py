@@ -77,7 +77,7 @@ class Scheduler:
         budget = self.budget
         if self.mixed or not do_prefill:
             for s in ready:
-                if s in self.running and self._reserve(s, 1, chosen):
+                if s.decoding and self._reserve(s, 1, chosen):  # not decoding any more: preempted
                     chosen[s] = 1
             budget -= len(chosen)
         if do_prefill:
@@ -85,7 +85,7 @@ class Scheduler:
                 if budget <= 0:
                     break
                 n = min(s.remaining, budget)
-                if s in self.running and self._reserve(s, n, chosen):
+                if s.num_computed > 0 and self._reserve(s, n, chosen):  # 0: preempted in this step
                     chosen[s] = n
                     budget -= n
             budget = self.budget - sum(chosen.values())
@@ -103,7 +103,7 @@ class Scheduler:
                 budget -= n
         if not chosen and ready and not (self.mixed or not do_prefill):  # no prefill fits yet: decode
             for s in ready:
-                if s in self.running and self._reserve(s, 1, chosen):
+                if s.decoding and self._reserve(s, 1, chosen):
                     chosen[s] = 1
         self._last_prefill = any(not s.decoding for s in chosen)
         if not chosen:
