@@ -146,4 +146,5 @@ class Engine:
             return
         seq.done = True
         seq.timing.finished_ns = time.time_ns()
+        self.scheduler.blocks.release(seq)  # before the final event: its blocks are free when the caller hears
         seq.sink(("final", reason, error))
