@@ -1,94 +1,106 @@
-"""Model steps captured as CUDA graphs. Replaying a graph costs one launch instead of hundreds,
-which is what a step costs when the host is slow.
+"""Decode steps captured as CUDA graphs over the paged KV pool. Replaying a graph costs one launch
+instead of hundreds, which is what a step costs when the host is slow.
 
-Decode: one graph per (padded batch size, KV-length bucket). A batch of n running requests replays
-the smallest captured batch size >= n (pad rows use free slots and are ignored) and the smallest KV
-bucket >= the longest context. Prefill of a single request: one graph per padded prompt length,
-run on the scratch slot (causal attention ignores the right padding); the caller copies the KV rows
-into the request's slot. Inputs go through static buffers; all graphs share one memory pool.
+One graph per padded batch size; the attention kernel reads each sequence's block table and context
+length from static buffers, so no context-length buckets are needed. A batch of n sequences replays
+the smallest captured size >= n; the padding rows write their K/V into the reserved scratch block 0
+and attend to it alone. Inputs go through static buffers; all graphs share one memory pool.
 """
 from __future__ import annotations
 
 import time
 
+import numpy as np
 import torch
 
+from .attention import PagedAttention, StepMeta
+from .paged_decode import splits_for
+from .scheduler import Batch
 
-def _buckets(limit: int, first: list[int], step: int) -> list[int]:
-    out = [b for b in first if b < limit]
-    b = first[-1] + step if first else step
-    while b < limit:
+
+def batch_buckets(max_batch: int) -> list[int]:
+    out = [b for b in (1, 2, 4, 8, 16, 24, 32) if b < max_batch]
+    b = 48
+    while b < max_batch:
         out.append(b)
-        b += step
-    return out + [limit]
+        b += 16 if b < 128 else 32
+    return out + [max_batch]
 
 
-class GraphRunner:
-    def __init__(self, model, cache: torch.Tensor, max_batch: int, max_len: int, device: torch.device,
-                 scratch_slot: int):
-        self.model, self.cache, self.device, self.scratch = model, cache, device, scratch_slot
-        self.batch_sizes = _buckets(max_batch, [1, 2, 4, 8, 16], 16)
-        self.kv_buckets = _buckets(max_len, [256, 512, 1024, 2048], 2048)  # attention reads a bucket, so keep them tight
-        self.ids = torch.zeros(max_batch, 1, dtype=torch.long, device=device)
-        self.pos = torch.zeros(max_batch, 1, dtype=torch.long, device=device)
-        self.zero_index = torch.zeros(max_batch, dtype=torch.long, device=device)
-        self.prefill_lens = [t for t in (32, 64, 128, 256, 512, 1024, 2048) if t <= max_len]
-        top = self.prefill_lens[-1] if self.prefill_lens else 1
-        self.p_ids = torch.zeros(1, top, dtype=torch.long, device=device)
-        self.p_pos = torch.arange(top, device=device)[None]
-        self.p_last = torch.zeros(1, dtype=torch.long, device=device)
-        self.graphs: dict[tuple[int, int], tuple[torch.cuda.CUDAGraph, torch.Tensor]] = {}
+class DecodeGraphs:
+    def __init__(self, model, attention: PagedAttention, max_batch: int, max_blocks: int, device: torch.device,
+                 capture: bool = True):
+        self.model, self.attn, self.device, self.max_batch = model, attention, device, max_batch
+        self.block_size = attention.block_size
+        self.kv_heads = attention.k[0].shape[2]
+        self.sizes = batch_buckets(max_batch)
+        self.max_blocks = max_blocks
+        z = lambda *s, dt=torch.long: torch.zeros(*s, dtype=dt, device=device)  # noqa: E731
+        self.ids, self.pos, self.slots = z(max_batch), z(max_batch), z(max_batch)
+        self.tables, self.lens = z(max_batch, max_blocks, dt=torch.int32), z(max_batch, dt=torch.int32)
+        self.host = torch.zeros(3 * max_batch + max_batch * (max_blocks + 1), dtype=torch.long)
+        self.graphs: dict[int, tuple[torch.cuda.CUDAGraph, torch.Tensor]] = {}
         self.pool = None
+        self.capture = capture  # False: the same static-buffer step, run eagerly (tests on CPU)
         t0 = time.perf_counter()
-        with torch.inference_mode():
-            for t in reversed(self.prefill_lens):       # largest first, so the pool fits the rest
-                self._capture(-t, t)
-            for bs in reversed(self.batch_sizes):
-                for kv in reversed(self.kv_buckets):
-                    self._capture(bs, kv)
-        torch.cuda.synchronize(device)
+        self.lens.fill_(1)
+        if capture:
+            self.host = self.host.pin_memory()
+            with torch.inference_mode():
+                for bs in reversed(self.sizes):  # largest first, so the pool fits the rest
+                    self._capture(bs)
+            torch.cuda.synchronize(device)
         self.capture_s = time.perf_counter() - t0
 
-    def _run(self, bs: int, kv: int) -> torch.Tensor:
-        if bs < 0:  # prefill graph of -bs tokens on the scratch slot
-            return self.model(self.p_ids[:, :kv], self.p_pos[:, :kv], self.cache, self.scratch, kv,
-                              logit_index=self.p_last)
-        return self.model(self.ids[:bs], self.pos[:bs], self.cache, 0, kv, logit_index=self.zero_index[:bs])
+    def _meta(self, bs: int) -> StepMeta:
+        return StepMeta("paged", self.slots[:bs], block_tables=self.tables[:bs], ctx_lens=self.lens[:bs],
+                        splits=splits_for(bs, self.kv_heads))
 
-    def _capture(self, bs: int, kv: int) -> None:
+    def _run(self, bs: int) -> torch.Tensor:
+        self.attn.meta = self._meta(bs)
+        return self.model(self.ids[:bs], self.pos[:bs], self.attn, logit_index=None)
+
+    def _capture(self, bs: int) -> None:
         stream = torch.cuda.Stream(self.device)
         stream.wait_stream(torch.cuda.current_stream(self.device))
         with torch.cuda.stream(stream):
-            self._run(bs, kv)  # warm-up outside capture (allocator, lazy init)
+            self._run(bs)  # warm-up outside capture (compile, autotune, allocator)
         torch.cuda.current_stream(self.device).wait_stream(stream)
         g = torch.cuda.CUDAGraph()
         with torch.cuda.graph(g, pool=self.pool):
-            out = self._run(bs, kv)
+            out = self._run(bs)
         if self.pool is None:
             self.pool = g.pool()
-        self.graphs[(bs, kv)] = (g, out)
+        self.graphs[bs] = (g, out)
 
-    def prefill(self, prompt: list[int]) -> torch.Tensor | None:
-        """Logits [1, V] at the prompt's last token, KV on the scratch slot; None if too long."""
-        n = len(prompt)
-        t = next((t for t in self.prefill_lens if t >= n), None)
-        if t is None:
-            return None
-        self.p_ids[0, :n].copy_(torch.tensor(prompt), non_blocking=True)
-        self.p_ids[0, n:t].zero_()
-        self.p_last.fill_(n - 1)
-        g, out = self.graphs[(-t, t)]
-        g.replay()
-        return out
-
-    def decode(self, ids: torch.Tensor, pos: torch.Tensor, n: int, kv_len: int) -> torch.Tensor:
-        bs = next(b for b in self.batch_sizes if b >= n)
-        kv = next(k for k in self.kv_buckets if k >= kv_len)
-        self.ids[:n].copy_(ids, non_blocking=True)
-        self.pos[:n].copy_(pos, non_blocking=True)
-        if bs > n:  # pad rows: free slots, position 0
-            self.ids[n:bs].zero_()
-            self.pos[n:bs].zero_()
-        g, out = self.graphs[(bs, kv)]
+    def decode(self, batch: Batch) -> torch.Tensor:
+        n = len(batch.seqs)
+        bs = next(b for b in self.sizes if b >= n)
+        M, BS = self.max_blocks, self.block_size
+        # one pinned host buffer -> one copy per static input; padding rows: token 0 at slot 0, context 1
+        ids = np.zeros(bs, np.int64)
+        pos = np.zeros(bs, np.int64)
+        slots = np.zeros(bs, np.int64)
+        lens = np.ones(bs, np.int64)
+        tables = np.zeros((bs, M), np.int64)
+        for i, (seq, p) in enumerate(zip(batch.seqs, batch.starts)):
+            ids[i] = seq.token_ids[p]
+            pos[i] = p
+            tb = seq.block_table
+            slots[i] = tb[p // BS] * BS + p % BS
+            lens[i] = p + 1
+            tables[i, :len(tb)] = tb
+        h = self.host.numpy()
+        h[:bs], h[bs:2 * bs], h[2 * bs:3 * bs], h[3 * bs:4 * bs] = ids, pos, slots, lens
+        h[4 * bs:4 * bs + bs * M] = tables.reshape(-1)
+        src = self.host[:4 * bs + bs * M].to(self.device, non_blocking=True)
+        self.ids[:bs].copy_(src[:bs])
+        self.pos[:bs].copy_(src[bs:2 * bs])
+        self.slots[:bs].copy_(src[2 * bs:3 * bs])
+        self.lens[:bs].copy_(src[3 * bs:4 * bs])
+        self.tables[:bs].copy_(src[4 * bs:].view(bs, M))
+        if not self.capture:
+            return self._run(bs)[:n]
+        g, out = self.graphs[bs]
         g.replay()
         return out[:n]

@@ -1,12 +1,11 @@
-"""The engine: one thread owns the model and runs continuous batching over a slot KV cache.
+"""The engine: one thread owns the model and runs continuous batching over a paged KV cache.
 
-Scheduling, at every step boundary:
+At every step boundary:
   1. take new submissions and cancellations from the inbox (thread-safe, FIFO);
-  2. admit waiting requests into free slots, oldest first, and prefill them together;
-  3. run one decode step over every running request.
-Running requests always occupy slots 0..n-1: when one leaves, the last one's KV rows move into the
-hole. So a decode step works on a contiguous prefix of the cache (a view, no gather), which is what a
-CUDA graph captured per padded batch size needs.
+  2. the scheduler picks the step's tokens under its token budget (decodes, prefill chunks) and
+     the blocks they need, preempting the newest sequence if the pool is full;
+  3. the model runner runs them as one packed forward (a captured graph for decode-only steps);
+  4. sample, emit, and free the blocks of finished sequences (nothing is copied).
 
 Delivery goes through each request's `sink` callable: ("tokens", [ids]) as they are sampled, then
 exactly one ("final", reason, error). The sink must be cheap and thread-safe.
@@ -17,53 +16,44 @@ import logging
 import queue
 import threading
 import time
-from dataclasses import dataclass, field
 from typing import Callable
 
 import torch
 
-from .sampling import sample
 from .events import TaskTiming
+from .model_runner import ModelRunner
 from .request import GenerationRequest
+from .sampling import sample
+from .scheduler import Batch, Scheduler
+from .sequence import Sequence
+from .sequence import Sequence as Seq  # noqa: F401  (the name delivery imports)
 
 log = logging.getLogger("qualflow.engine")
 _STOP = object()
 
 
-@dataclass
-class Seq:
-    req: GenerationRequest
-    sink: Callable[[tuple], None]
-    timing: TaskTiming
-    out: list[int] = field(default_factory=list)
-    slot: int = -1
-    generator: torch.Generator | None = None
-    done: bool = False
-
-    @property
-    def length(self) -> int:  # tokens whose KV is (or is about to be) in the cache
-        return len(self.req.prompt_token_ids) + len(self.out)
-
-
 class Engine:
-    def __init__(self, model, cache: torch.Tensor, max_batch: int, max_len: int, device: torch.device,
-                 max_prefill_tokens: int = 8192, step_delay_s: float = 0.0, graphs=None, scratch_slot: int = -1):
-        self.model, self.cache, self.device = model, cache, device
-        self.max_batch, self.max_len = max_batch, max_len
-        self.max_prefill_tokens = max_prefill_tokens
+    def __init__(self, runner: ModelRunner, scheduler: Scheduler, max_len: int, device: torch.device,
+                 step_delay_s: float = 0.0):
+        self.runner, self.scheduler, self.device, self.max_len = runner, scheduler, device, max_len
         self.step_delay_s = step_delay_s          # test-only slowdown, 0 in production
-        self.graphs = graphs                      # optional CUDA graphs (cuda_graphs.GraphRunner)
-        self.scratch_slot = scratch_slot
         self.lock = threading.Lock()              # held while the model runs
         self.inbox: queue.SimpleQueue = queue.SimpleQueue()
-        self.waiting: list[Seq] = []
-        self.running: list[Seq] = []              # running[i].slot == i
+        self.steps = 0
         self.thread = threading.Thread(target=self._loop, name="qualflow-engine", daemon=True)
         self.thread.start()
 
+    @property
+    def waiting(self) -> list[Sequence]:
+        return list(self.scheduler.waiting)
+
+    @property
+    def running(self) -> list[Sequence]:
+        return [s for s in self.scheduler.running if not s.done]
+
     # ---- called from any thread -------------------------------------------------------------
-    def submit(self, req: GenerationRequest, sink: Callable[[tuple], None]) -> Seq:
-        seq = Seq(req, sink, TaskTiming(submitted_ns=time.time_ns()))
+    def submit(self, req: GenerationRequest, sink: Callable[[tuple], None]) -> Sequence:
+        seq = Sequence(req, sink, TaskTiming(submitted_ns=time.time_ns()))
         if req.params.seed is not None:
             seq.generator = torch.Generator(device=self.device).manual_seed(req.params.seed)
         self.inbox.put(("submit", seq))
@@ -78,8 +68,9 @@ class Engine:
 
     # ---- the loop ---------------------------------------------------------------------------
     def _loop(self) -> None:
+        sched = self.scheduler
         while True:
-            block = not self.running and not self.waiting
+            block = not sched.has_work()
             try:
                 while True:
                     item = self.inbox.get(block=block)
@@ -88,87 +79,36 @@ class Engine:
                         return self._shutdown()
                     kind, val = item
                     if kind == "submit":
-                        self.waiting.append(val)
+                        sched.add(val)
                     else:
-                        self._cancel(val)
+                        for seq in sched.find(val):
+                            self._finish(seq, "cancelled")
             except queue.Empty:
                 pass
-            self._admit()
-            if self.running:
-                self._decode()
+            batch = sched.schedule()
+            if batch is not None:
+                self._step(batch)
+            elif sched.waiting:  # nothing runs and the head cannot get its blocks: it never will
+                self._finish(sched.waiting[0], "error", "the request does not fit the KV cache pool")
+            sched.reap()
 
     def _shutdown(self) -> None:
-        for seq in self.waiting + self.running:
+        for seq in list(self.scheduler.waiting) + self.scheduler.running:
             self._finish(seq, "cancelled", "engine shut down")
+        self.scheduler.reap()
 
-    def _cancel(self, request_id: str) -> None:
-        for seq in [s for s in self.waiting if s.req.request_id == request_id]:
-            self.waiting.remove(seq)
-            self._finish(seq, "cancelled")
-        for seq in [s for s in self.running if s.req.request_id == request_id]:
-            self._finish(seq, "cancelled")
-        self._compact()
-
-    def _admit(self) -> None:
-        batch, tokens = [], 0
-        while self.waiting and len(self.running) + len(batch) < self.max_batch:
-            n = len(self.waiting[0].req.prompt_token_ids)
-            if batch and tokens + n > self.max_prefill_tokens:
-                break
-            seq = self.waiting.pop(0)
-            seq.timing.first_scheduled_ns = time.time_ns()
-            seq.slot = len(self.running) + len(batch)
-            batch.append(seq)
-            tokens += n
-        if not batch:
-            return
-        self.running.extend(batch)
+    def _step(self, batch: Batch) -> None:
         try:
-            T = max(len(s.req.prompt_token_ids) for s in batch)
             with self.lock, torch.inference_mode():
-                logits = None
-                if self.graphs is not None and len(batch) == 1:
-                    logits = self.graphs.prefill(batch[0].req.prompt_token_ids)
-                    if logits is not None:  # computed on the scratch slot: move the KV rows into place
-                        self.cache[:, :, batch[0].slot, :, :T] = self.cache[:, :, self.scratch_slot, :, :T]
-                if logits is None:
-                    logits = self._prefill_eager(batch, T)
-                self._sample_and_emit(batch, logits)
+                logits = self.runner.run(batch)
+                self.steps += 1
+                sampling = [s for s, smp in zip(batch.seqs, batch.samples) if smp]
+                if sampling:
+                    self._sample_and_emit(sampling, logits)
         except Exception as e:  # fail only these requests; the engine keeps serving
-            log.exception("prefill failed")
-            for s in batch:
-                self._finish(s, "error", f"prefill failed: {type(e).__name__}: {e}")
-        self._compact()
-
-    def _prefill_eager(self, batch: list[Seq], T: int) -> torch.Tensor:
-        """One forward over the new requests' prompts, right-padded to T."""
-        ids = torch.zeros(len(batch), T, dtype=torch.long)
-        for i, s in enumerate(batch):
-            ids[i, :len(s.req.prompt_token_ids)] = torch.tensor(s.req.prompt_token_ids)
-        pos = torch.arange(T).expand(len(batch), T)
-        last = torch.tensor([len(s.req.prompt_token_ids) - 1 for s in batch])
-        return self.model(ids.to(self.device), pos.to(self.device), self.cache, batch[0].slot, T,
-                          logit_index=last.to(self.device))
-
-    def _decode(self) -> None:
-        batch = list(self.running)
-        try:
-            ids = torch.tensor([[s.out[-1]] for s in batch])
-            pos = torch.tensor([[s.length - 1] for s in batch])
-            kv_len = max(s.length for s in batch)
-            with self.lock, torch.inference_mode():
-                if self.graphs is not None:
-                    logits = self.graphs.decode(ids, pos, len(batch), kv_len)
-                else:
-                    logits = self.model(ids.to(self.device), pos.to(self.device), self.cache, 0, kv_len,
-                                        logit_index=torch.zeros(len(batch), dtype=torch.long, device=self.device))
-                self._sample_and_emit(batch, logits)
-        except Exception as e:
-            log.exception("decode step failed")
-            for s in batch:
-                if not s.done:
-                    self._finish(s, "error", f"decode failed: {type(e).__name__}: {e}")
-        self._compact()
+            log.exception("model step failed")
+            for s in batch.seqs:
+                self._finish(s, "error", f"{'decode' if batch.is_decode else 'prefill'} failed: {type(e).__name__}: {e}")
         if self.step_delay_s:
             time.sleep(self.step_delay_s)
 
@@ -191,7 +131,7 @@ class Engine:
             ).tolist()  # the one host sync per step: stop decisions need the tokens
         now = time.time_ns()
         for s, t in zip(batch, toks):
-            s.out.append(t)
+            s.append(t)
             if s.timing.first_token_ns is None:
                 s.timing.first_token_ns = now
             p = s.req.params
@@ -201,21 +141,10 @@ class Engine:
             elif len(s.out) >= p.max_new_tokens or s.length >= self.max_len:
                 self._finish(s, "length")
 
-    def _finish(self, seq: Seq, reason: str, error: str | None = None) -> None:
+    def _finish(self, seq: Sequence, reason: str, error: str | None = None) -> None:
         if seq.done:
             return
         seq.done = True
         seq.timing.finished_ns = time.time_ns()
+        self.scheduler.blocks.release(seq)  # before the final event: its blocks are free when the caller hears
         seq.sink(("final", reason, error))
-
-    def _compact(self) -> None:
-        """Drop finished requests from the running set and keep slots contiguous."""
-        if all(not s.done for s in self.running):
-            return
-        keep = [s for s in self.running if not s.done]
-        for new_slot, s in enumerate(keep):
-            if s.slot != new_slot:  # move its KV rows down into the freed slot
-                n = s.length - 1 if s.out else s.length
-                self.cache[:, :, new_slot, :, :n] = self.cache[:, :, s.slot, :, :n]
-                s.slot = new_slot
-        self.running = keep

@@ -18,7 +18,12 @@ import torch
 from ..families import get_family
 from .capabilities import SCORING, STREAMING, TEXT_GENERATION
 from .delivery import Collector, Mailbox
+from . import paged_decode
+from .attention import PagedAttention, choose_flash
+from .block_manager import RESERVED_BLOCKS, BlockManager
 from .engine import Engine
+from .model_runner import ModelRunner
+from .scheduler import Scheduler
 from .errors import CapabilityMissing, InvalidRequest, PromptTooLong
 from .events import FinalEvent, TokenEvent
 from .request import GenerationRequest, SamplingParams
@@ -34,16 +39,19 @@ class Task:
     capabilities = frozenset({TEXT_GENERATION, STREAMING, SCORING})
 
     def __init__(self, bundle, device: str = "cpu", max_batch: int = 8, max_context: int | None = None,
-                 step_delay_s: float = 0.0, eager: bool = False):
+                 step_delay_s: float = 0.0, eager: bool = False, kv_cache_gb: float | None = None,
+                 block_size: int | None = None, max_num_batched_tokens: int | None = None, mixed: bool = False):
         t0 = time.time_ns()
         self._read_bundle(bundle, device, max_context)
         fast = self.device.type == "cuda" and not eager  # fused ops + CUDA graphs; eager for debugging
         self._load_weights(compile_ops=fast)
-        cache = self._allocate_kv_cache(max_batch)
+        attention, blocks = self._allocate_kv_cache(max_batch, kv_cache_gb, block_size)
         t1 = time.time_ns()
-        runner = self._capture_graphs(cache, max_batch) if fast else None
-        self.engine = Engine(self.model, cache, max_batch, self.context_limit, self.device,
-                             step_delay_s=step_delay_s, graphs=runner, scratch_slot=max_batch)
+        graphs = self._capture_graphs(attention, max_batch) if fast and paged_decode.available() else None
+        budget = max_num_batched_tokens or max(8192, max_batch)
+        self.engine = Engine(ModelRunner(self.model, attention, self.device, graphs),
+                             Scheduler(blocks, max_batch, budget, mixed=mixed), self.context_limit, self.device,
+                             step_delay_s=step_delay_s)
         self.max_batch = max_batch
         self._mailboxes: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         if fast:
@@ -53,7 +61,10 @@ class Task:
                             "loaded_at_ns": t2}
         self.info = {"device": str(self.device), "effective_precision": str(self.dtype).removeprefix("torch."),
                      "declared_precision": self.manifest["precision"], "max_batch": max_batch,
-                     "context_limit": self.context_limit, "cuda_graphs": runner is not None, "compiled_ops": fast}
+                     "context_limit": self.context_limit, "cuda_graphs": graphs is not None, "compiled_ops": fast,
+                     "kv_blocks": blocks.num_blocks, "kv_block_size": blocks.block_size,
+                     "kv_cache_gb": attention.pool.numel() * attention.pool.element_size() / 1e9,
+                     "max_num_batched_tokens": budget, "mixed_batches": mixed, "varlen_attention": self._varlen}
 
     # ---- loading, in order ----------------------------------------------------------------------
     def _read_bundle(self, bundle, device: str, max_context: int | None) -> None:
@@ -72,15 +83,31 @@ class Task:
         weights = {k: v.to(self.device, self.dtype) for k, v in self.bundle.weights().items()}
         self.model = self.family.build_model(self.bundle.config, weights, self.context_limit, compile_ops=compile_ops)
 
-    def _allocate_kv_cache(self, max_batch: int) -> torch.Tensor:
+    def _allocate_kv_cache(self, max_batch: int, kv_cache_gb: float | None, block_size: int | None):
+        """One pool of fixed-size blocks, sized from a memory budget: `kv_cache_gb`, else on CUDA half
+        of the free memory, else (CPU) room for every batch slot at the full context."""
         layers, kv_heads, head_dim = self.family.kv_layout(self.bundle.config)
-        # slot max_batch is scratch (scoring, graph prefill)
-        return torch.zeros(layers, 2, max_batch + 1, kv_heads, self.context_limit, head_dim,
-                           dtype=self.dtype, device=self.device)
+        block_size = block_size or (64 if self.device.type == "cuda" else 16)
+        block_bytes = layers * 2 * block_size * kv_heads * head_dim * torch.empty((), dtype=self.dtype).element_size()
+        per_seq = -(-self.context_limit // block_size)
+        if kv_cache_gb:
+            budget = kv_cache_gb * 1e9
+        elif self.device.type == "cuda":
+            budget = torch.cuda.mem_get_info(self.device)[0] * 0.5
+        else:
+            budget = block_bytes * max_batch * per_seq
+        # at least one full-context sequence, plus the scratch block
+        num_blocks = max(int(budget // block_bytes), per_seq) + RESERVED_BLOCKS
+        pool = torch.zeros(layers, 2, num_blocks, block_size, kv_heads, head_dim, dtype=self.dtype, device=self.device)
+        attention = PagedAttention(pool, block_size, use_flash=False)
+        heads = int(self.bundle.config["num_attention_heads"])
+        self._varlen = choose_flash(attention, heads, self.device, self.dtype)
+        self._max_blocks = per_seq
+        return attention, BlockManager(num_blocks, block_size)
 
-    def _capture_graphs(self, cache: torch.Tensor, max_batch: int):
-        from .cuda_graphs import GraphRunner
-        return GraphRunner(self.model, cache, max_batch, self.context_limit, self.device, max_batch)
+    def _capture_graphs(self, attention, max_batch: int):
+        from .cuda_graphs import DecodeGraphs
+        return DecodeGraphs(self.model, attention, max_batch, self._max_blocks, self.device)
 
     def _compile_prefill(self) -> None:
         """Compile the prefill variants now (batch 1 and >1), not inside a user's first request."""
@@ -152,21 +179,20 @@ class Task:
         self.engine.cancel(request_id)
 
     def score(self, token_ids: list[int]) -> torch.Tensor:
-        """Teacher-forced logits [T, V] (float32, on CPU) for one sequence, on the scratch slot."""
+        """Teacher-forced logits [T, V] (float32, on CPU) for one sequence; nothing is cached."""
         self.require(SCORING)
         if not 0 < len(token_ids) <= self.context_limit:
             raise InvalidRequest(f"scoring needs 1..{self.context_limit} tokens", param="input")
-        ids = torch.tensor([token_ids], device=self.device)
-        pos = torch.arange(len(token_ids), device=self.device)[None]
         with self.engine.lock, torch.inference_mode():
-            return self.model(ids, pos, self.engine.cache, self.engine.scratch_slot, len(token_ids))[0].cpu()
+            return self.engine.runner.score(token_ids).cpu()
 
     def close(self) -> None:
         self.engine.close()
 
 
 def load_task(bundle_dir, device: str = "cpu", max_batch: int = 8, max_context: int | None = None,
-              step_delay_s: float = 0.0, eager: bool = False) -> Task:
+              step_delay_s: float = 0.0, eager: bool = False, **engine_options) -> Task:
+    """engine_options: kv_cache_gb, block_size, max_num_batched_tokens, mixed (see Task)."""
     from ..artifacts.bundle import load_bundle
     return Task(load_bundle(bundle_dir), device=device, max_batch=max_batch, max_context=max_context,
-                step_delay_s=step_delay_s, eager=eager)
+                step_delay_s=step_delay_s, eager=eager, **engine_options)

@@ -1,16 +1,15 @@
-"""Qwen3 in plain torch: RMSNorm, RoPE, grouped-query attention with QK-norm over a slot KV cache,
-SwiGLU MLP, tied LM head. Weights are in the runtime layout (fused qkv and gate_up, see convert.py).
+"""Qwen3 in plain torch: RMSNorm, RoPE, QK-norm, SwiGLU MLP, tied LM head. Weights are in the
+runtime layout (fused qkv and gate_up, see convert.py).
 
-The KV cache is one tensor [layers, 2, slots, kv_heads, max_len, head_dim] owned by the caller
-(head-major, so attention reads a slot range as a plain view, no copy).
-A forward pass works on `B` consecutive slots starting at `slot0`: row b of the batch is slot
-slot0 + b, its tokens sit at `positions[b]`. Keys are written into the cache first, then every query
-attends to the cache prefix [0, kv_len) under the mask key_pos <= query_pos. Prefill and decode are the
-same code; nothing in it reads a value back to the host, so a decode step can be captured as a graph.
+The graph works on a flat, packed token batch ([N] ids and positions, no padding): prefill chunks of
+several sequences and decode tokens alike. Attention, and with it the KV cache, belongs to the
+caller, who passes it in as a callable; the family knows nothing of blocks or sequences. Nothing in
+the forward reads a value back to the host, so a decode step can be captured as a CUDA graph.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 import torch.nn.functional as F
@@ -54,22 +53,11 @@ def rope_tables(cfg: Qwen3Config, max_len: int, device) -> tuple[torch.Tensor, t
 
 
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    # x [B, T, heads, D]; cos/sin [B, T, D] (float32)
+    # x [N, heads, D]; cos/sin [N, D] (float32)
     half = x.shape[-1] // 2
     xf = x.float()
     rot = torch.cat([-xf[..., half:], xf[..., :half]], dim=-1)
-    return (xf * cos[:, :, None] + rot * sin[:, :, None]).to(x.dtype)
-
-
-def attention(q: torch.Tensor, kc: torch.Tensor, vc: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Grouped-query attention over the cache prefix without repeating K/V per query head.
-    q [B, T, H, D]; kc, vc [B, KV, L, D]; mask [B, T, L] (True = attend). Returns [B, T, H*D]."""
-    B, T, H, D = q.shape
-    KV = kc.shape[1]
-    qg = q.view(B, T, KV, H // KV, D)
-    s = torch.einsum("btkgd,bkld->bkgtl", qg, kc).float() * D ** -0.5
-    p = s.masked_fill(~mask[:, None, None], float("-inf")).softmax(-1).to(vc.dtype)
-    return torch.einsum("bkgtl,bkld->btkgd", p, vc).reshape(B, T, H * D)
+    return (xf * cos[:, None] + rot * sin[:, None]).to(x.dtype)
 
 
 class Qwen3Model(nn.Module):
@@ -83,55 +71,44 @@ class Qwen3Model(nn.Module):
         self.lm_head = weights.get("lm_head", weights["embed"])
         self.q_size = cfg.num_heads * cfg.head_dim
         self.kv_size = cfg.num_kv_heads * cfg.head_dim
-        # A layer is two fused halves around the (eager) KV-cache write. torch.compile turns each
-        # half's elementwise chains into single kernels (GPU speed); eager runs the same math.
+        # A layer is two fused halves around attention (the caller's, which also stores K/V).
+        # torch.compile turns each half's elementwise chains into single kernels (GPU speed); eager
+        # runs the same math.
         wrap = (lambda f: torch.compile(f, dynamic=True)) if compile_ops else (lambda f: f)
         self.pre, self.post = wrap(self._pre), wrap(self._post)
 
     def _pre(self, x, w_qkv, w_qn, w_kn, cos, sin):
         cfg = self.cfg
-        B, T, _ = x.shape
+        N = x.shape[0]
         q, k, v = F.linear(x, w_qkv).split([self.q_size, self.kv_size, self.kv_size], dim=-1)
-        q = apply_rope(rms_norm(q.view(B, T, cfg.num_heads, cfg.head_dim), w_qn, cfg.rms_norm_eps), cos, sin)
-        k = apply_rope(rms_norm(k.view(B, T, cfg.num_kv_heads, cfg.head_dim), w_kn, cfg.rms_norm_eps), cos, sin)
-        return q, torch.stack([k, v.view(B, T, cfg.num_kv_heads, cfg.head_dim)], dim=2)  # [B, T, 2, KV, D]
+        q = apply_rope(rms_norm(q.view(N, cfg.num_heads, cfg.head_dim), w_qn, cfg.rms_norm_eps), cos, sin)
+        k = apply_rope(rms_norm(k.view(N, cfg.num_kv_heads, cfg.head_dim), w_kn, cfg.rms_norm_eps), cos, sin)
+        return q, k, v.view(N, cfg.num_kv_heads, cfg.head_dim)
 
-    def _post(self, h, q, kc, vc, mask, w_o, w_mn, w_gu, w_d, w_next, kv_new):
+    def _post(self, h, a, w_o, w_mn, w_gu, w_d, w_next):
         eps = self.cfg.rms_norm_eps
-        if kv_new is None:  # decode: attend over the cache
-            a = attention(q, kc, vc, mask)
-        else:  # fresh prefill: causal attention over the new keys alone (a fused kernel on GPU)
-            B, T, H, D = q.shape
-            k, v = kv_new.unbind(2)
-            a = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
-                                               is_causal=True, enable_gqa=True).transpose(1, 2).reshape(B, T, H * D)
         h = h + F.linear(a, w_o)
         gate, up = F.linear(rms_norm(h, w_mn, eps), w_gu).chunk(2, dim=-1)
         h = h + F.linear(F.silu(gate) * up, w_d)
         return h, rms_norm(h, w_next, eps)
 
-    def forward(self, ids: torch.Tensor, positions: torch.Tensor, cache: torch.Tensor, slot0: int,
-                kv_len: int, logit_index: torch.Tensor | None = None) -> torch.Tensor:
-        """ids, positions: [B, T] int64. Returns logits [B, V] at `logit_index` ([B], position in T)
-        or, when it is None, logits for every token [B, T, V]. Writes the batch's keys/values.
-        A call with T > 1 is a fresh prefill: every row starts at position 0 (right padding allowed),
-        so attention is causal over the new tokens; T == 1 is a decode step over the cache."""
+    def forward(self, ids: torch.Tensor, positions: torch.Tensor, attend: Callable,
+                logit_index: torch.Tensor | None = None) -> torch.Tensor:
+        """ids, positions: [N] int64, the tokens of one step packed back to back (no padding), any
+        mix of sequences. `attend(layer, q [N, H, D], k [N, KV, D], v [N, KV, D]) -> [N, H*D]` is
+        the caller's attention: it stores k/v wherever its cache keeps them and knows which tokens
+        belong to which sequence. Returns logits [len(logit_index), V] (float32), or [N, V] for
+        every token when `logit_index` is None. Nothing here reads a value back to the host."""
         cfg, w = self.cfg, self.w
-        B, T = ids.shape
         cos, sin = self.cos[positions], self.sin[positions]
-        rows = torch.arange(slot0, slot0 + B, device=ids.device)[:, None].expand(B, T)
-        # decode attends over the cache under key_pos <= query_pos; prefill is causal SDPA, no mask
-        mask = torch.arange(kv_len, device=ids.device)[None, None, :] <= positions[:, :, None] if T == 1 else None
         h = F.embedding(ids, w["embed"])
         x = rms_norm(h, w["layers.0.attn_norm"], cfg.rms_norm_eps)
         for i in range(cfg.num_layers):
             p = f"layers.{i}."
-            q, kv = self.pre(x, w[p + "qkv"], w[p + "q_norm"], w[p + "k_norm"], cos, sin)
-            cache[i][:, rows, :, positions] = kv  # one scatter writes K and V
+            q, k, v = self.pre(x, w[p + "qkv"], w[p + "q_norm"], w[p + "k_norm"], cos, sin)
+            a = attend(i, q, k, v)
             nxt = w[f"layers.{i + 1}.attn_norm"] if i + 1 < cfg.num_layers else w["norm"]
-            h, x = self.post(h, q, cache[i, 0, slot0:slot0 + B, :, :kv_len], cache[i, 1, slot0:slot0 + B, :, :kv_len],
-                             mask, w[p + "o"], w[p + "mlp_norm"], w[p + "gate_up"], w[p + "down"], nxt,
-                             kv if T > 1 else None)
+            h, x = self.post(h, a, w[p + "o"], w[p + "mlp_norm"], w[p + "gate_up"], w[p + "down"], nxt)
         if logit_index is not None:  # x is the final-normed hidden state
-            x = x[torch.arange(B, device=ids.device), logit_index]
+            x = x[logit_index]
         return F.linear(x, self.lm_head).float()

@@ -1,0 +1,45 @@
+"""One request inside the engine: its tokens, how many of them have K/V in the cache, its block
+table, its timing and where its output goes."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+
+from .events import TaskTiming
+from .request import GenerationRequest
+
+
+@dataclass(eq=False)
+class Sequence:
+    req: GenerationRequest
+    sink: Callable[[tuple], None]           # ("tokens", [ids]) as sampled, then one ("final", reason, error)
+    timing: TaskTiming
+    out: list[int] = field(default_factory=list)
+    generator: torch.Generator | None = None
+    done: bool = False
+    token_ids: list[int] = field(default_factory=list)   # prompt + out: what the cache must hold
+    num_computed: int = 0                   # leading tokens whose K/V is in the cache
+    block_table: list[int] = field(default_factory=list)
+    preemptions: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.token_ids:
+            self.token_ids = list(self.req.prompt_token_ids)
+
+    @property
+    def length(self) -> int:  # tokens whose KV is (or is about to be) in the cache
+        return len(self.token_ids)
+
+    @property
+    def remaining(self) -> int:  # tokens still to run through the model before the next sample
+        return len(self.token_ids) - self.num_computed
+
+    @property
+    def decoding(self) -> bool:  # prefilled: only the last sampled token is new
+        return self.num_computed > 0 and self.remaining == 1
+
+    def append(self, token: int) -> None:
+        self.out.append(token)
+        self.token_ids.append(token)

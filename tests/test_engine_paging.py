@@ -1,0 +1,142 @@
+"""Paged KV cache and the token-budget scheduler on the embedded model (CPU, eager): packed and
+chunked prefill, preemption by recompute, block accounting."""
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from qualflow.runtime import GenerationRequest, load_task
+
+TEXTS = ["Hi", "Tell me about the sea in many words please", "1 2 3", "¿Qué tal? 🐍", "x" * 40, "ok"]
+
+
+def greedy(task, n):
+    return task.default_params(max_new_tokens=n, temperature=0.0, ignore_eos=True)
+
+
+def requests(task, lengths):
+    return [GenerationRequest(f"p{i}", task.render_prompt(None, [{"role": "user", "content": t}]), greedy(task, n))
+            for i, (t, n) in enumerate(zip(TEXTS, lengths))]
+
+
+async def _gather(task, reqs):
+    async def one(r):
+        final = None
+        async for ev in task.generate(r):
+            final = ev
+        return final
+    return await asyncio.gather(*[one(r) for r in reqs])
+
+
+def spy_steps(task):
+    """Record (counts, starts) of every scheduled step."""
+    steps, real = [], task.engine.runner.run
+
+    def run(batch):
+        steps.append((list(batch.counts), list(batch.starts)))
+        return real(batch)
+    task.engine.runner.run = run
+    return steps
+
+
+@pytest.fixture(scope="module")
+def alone(bundle_dir):
+    task = load_task(bundle_dir, device="cpu", max_batch=1, max_context=96)
+    try:
+        lengths = [30, 25, 40, 20, 12, 35]
+        yield lengths, [task.generate_sync(r).token_ids for r in requests(task, lengths)]
+    finally:
+        task.close()
+
+
+@pytest.mark.parametrize("mixed", [False, True])
+def test_small_pool_preempts_and_matches_alone(bundle_dir, alone, mixed):
+    lengths, expected = alone
+    # one full-context sequence (96 tokens = 24 blocks of 4) is all the pool holds; six requests of
+    # ~40-70 tokens each need far more, so the newest are preempted and recomputed
+    task = load_task(bundle_dir, device="cpu", max_batch=6, max_context=96, kv_cache_gb=1e-9, block_size=4,
+                     max_num_batched_tokens=24, mixed=mixed)
+    try:
+        steps = spy_steps(task)
+        finals = asyncio.run(_gather(task, requests(task, lengths)))
+        sched = task.engine.scheduler
+        assert [f.finish_reason for f in finals] == ["length"] * 6
+        assert [f.token_ids for f in finals] == expected          # token for token, greedy
+        assert sched.num_preemptions > 0
+        assert max(sum(c) for c, _ in steps) <= 24                 # the budget holds every step
+        assert sched.blocks.num_free == sched.blocks.capacity      # every block is free again
+        assert not task.engine.running and not task.engine.waiting
+    finally:
+        task.close()
+
+
+def test_chunked_prompt_interleaves_decodes(bundle_dir):
+    """Alternating mode: while a long prompt is prefilled chunk by chunk, the running decode gets a
+    step between every two chunks."""
+    task = load_task(bundle_dir, device="cpu", max_batch=2, max_context=256, block_size=8,
+                     max_num_batched_tokens=16, step_delay_s=0.0)
+    try:
+        steps = spy_steps(task)
+        short = GenerationRequest("short", [5] * 4, greedy(task, 40))
+        long = GenerationRequest("long", list(range(100, 200)), greedy(task, 3))
+
+        async def scenario():
+            gen = task.generate(short)
+            await gen.__anext__()  # "short" is decoding now
+            t = asyncio.ensure_future(_gather(task, [long]))
+            rest = [ev async for ev in gen]
+            return rest[-1], (await t)[0]
+        s, lg = asyncio.run(scenario())
+        assert s.finish_reason == lg.finish_reason == "length"
+        chunks = [i for i, (c, st) in enumerate(steps) if c[-1] > 1 and st[-1] > 0]
+        assert len(chunks) >= 5                                   # 100 tokens in chunks of <= 16
+        for a, b in zip(chunks, chunks[1:]):
+            assert b - a >= 2                                     # a decode step between two chunks
+        assert task.engine.scheduler.blocks.num_free == task.engine.scheduler.blocks.capacity
+    finally:
+        task.close()
+
+
+def test_fifo_head_is_not_overtaken(bundle_dir):
+    """A big waiting request at the head is not overtaken by later small ones while it waits for blocks."""
+    task = load_task(bundle_dir, device="cpu", max_batch=4, max_context=64, kv_cache_gb=1e-9, block_size=4,
+                     max_num_batched_tokens=64)
+    try:
+        reqs = [GenerationRequest("a", [7] * 30, greedy(task, 20)), GenerationRequest("big", [8] * 40, greedy(task, 20)),
+                GenerationRequest("c", [9] * 4, greedy(task, 4))]
+        finals = asyncio.run(_gather(task, reqs))
+        starts = [f.timing.first_scheduled_ns for f in finals]
+        assert starts == sorted(starts)
+        assert all(f.finish_reason == "length" for f in finals)
+    finally:
+        task.close()
+
+
+def _seqs(lengths):
+    from qualflow.runtime.events import TaskTiming
+    from qualflow.runtime.sequence import Sequence
+    return [Sequence(GenerationRequest(f"s{i}", [3] * n), lambda item: None, TaskTiming(0)) for i, n in enumerate(lengths)]
+
+
+def test_scheduler_packs_prompts_and_chunks_long_ones():
+    """Deterministic, no engine thread: waiting prompts are packed into one step up to the budget,
+    the rest of a long prompt continues in the next steps, and the decode of a finished prefill
+    gets a step between two chunks."""
+    from qualflow.runtime.block_manager import BlockManager
+    from qualflow.runtime.scheduler import Scheduler
+    sched = Scheduler(BlockManager(200, 4), max_batch=8, max_num_batched_tokens=16)
+    a, b, c = _seqs([5, 6, 40])
+    for s in (a, b, c):
+        sched.add(s)
+    first = sched.schedule()
+    assert first.seqs == [a, b, c] and first.counts == [5, 6, 5] and first.samples == [True, True, False]
+    a.append(1)
+    b.append(1)
+    second = sched.schedule()                      # alternating: the two decodes
+    assert second.is_decode and second.seqs == [a, b]
+    a.append(1)
+    b.append(1)
+    third = sched.schedule()                       # the next chunk of the long prompt
+    assert third.seqs == [c] and third.starts == [5] and third.counts == [16]
+    assert sched.blocks.needed(c, 21) == 0         # its blocks cover what was computed
