@@ -19,7 +19,6 @@ def _start(path: str, every: float) -> None:
     stackc = collections.defaultdict(collections.Counter)
     total = collections.Counter()
     on = {"run": True, "since": 0.0}
-    me = threading.get_ident()
 
     def name_of(tid):
         for t in threading.enumerate():
@@ -28,6 +27,7 @@ def _start(path: str, every: float) -> None:
         return str(tid)
 
     def loop():
+        me = threading.get_ident()
         names, n_loop = {}, 0
         while on["run"]:
             time.sleep(every)
@@ -64,5 +64,5 @@ def _start(path: str, every: float) -> None:
     atexit.register(dump)
 
 
-if _out:
+if _out and "serve" in sys.argv:   # the server only, not its compile workers
     _start(_out, float(os.environ.get("QUALFLOW_SAMPLE_MS", "10")) / 1000)
