@@ -78,3 +78,37 @@ class ServerUnderTest:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait()
         return self.proc.returncode
+
+
+class InProcessServer:
+    """The real app under real uvicorn on a thread of this process, on the port `qualflow serve` would
+    bind (qualflow.server.bind): for tests that need to reach into the Task (fault injection)."""
+
+    def __init__(self, app):
+        import uvicorn
+
+        from qualflow.server import bind
+        self.sock = bind("127.0.0.1", 0)
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on",
+                                                    timeout_graceful_shutdown=2))
+        self.thread = None
+
+    def __enter__(self) -> "InProcessServer":
+        import threading
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + 30
+        while not self.server.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise RuntimeError("in-process server did not start")
+            time.sleep(0.02)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=20)
+        self.sock.close()
+
+    def records(self, **params) -> list[dict]:
+        return httpx.get(self.url + "/v1/qualflow/task-timings", params=params, timeout=10).json()["data"]

@@ -57,6 +57,12 @@ ORDER_HEAD = ["response.created", "response.in_progress", "response.output_item.
 ORDER_TAIL = ["response.output_text.done", "response.content_part.done", "response.output_item.done"]
 
 
+def check_stream_prefix(frames: list[tuple[str, dict]]) -> None:
+    """Sequence numbers and the opening events of any stream (a failed one too)."""
+    assert [d["sequence_number"] for _, d in frames] == list(range(len(frames)))
+    assert [t for t, _ in frames][:4] == ORDER_HEAD
+
+
 def check_stream(frames: list[tuple[str, dict]]) -> str:
     """Event order, sequence numbers and text consistency of one stream; returns the text."""
     types = [t for t, _ in frames]

@@ -1,26 +1,69 @@
-"""Event delivery from the engine thread to a Task caller: a mailbox per asyncio loop (at most one
-wake-up per engine step) and a collector that turns raw engine items into Token/Final events with
-incremental text."""
+"""Event delivery from the engine thread to a Task caller.
+
+Per asyncio loop one `Mailbox`: the engine thread drops raw items into it, and the loop is woken at
+most once per engine step however many requests the step served. Per request one `Delivery`: the
+items waiting for that request's consumer, who is woken at most once per flush and takes them all
+at once, so one engine step makes one event per request (no per-token queue hop). A `Collector`
+turns a batch of raw items into one TokenEvent (one incremental decode of only the new tokens) and
+the FinalEvent.
+
+The mailbox also watches the engine while requests are open: once the Task reports it cannot serve
+(its engine thread died), every open request gets an `error` final at once instead of waiting forever.
+"""
 from __future__ import annotations
 
 import asyncio
 import collections
 import threading
+import time
+from typing import Callable
 
 from .detok import IncrementalDecoder
 from .engine import Seq
 from .events import FinalEvent, TokenEvent
 
+WATCH_INTERVAL_S = 0.25
+
+
+class Delivery:
+    """One request's pending engine items; its consumer awaits `take()`."""
+    __slots__ = ("items", "waiter", "closed")
+
+    def __init__(self):
+        self.items: list[tuple] = []
+        self.waiter: asyncio.Future | None = None
+        self.closed = False
+
+    def _push(self, item: tuple) -> None:  # loop thread
+        self.items.append(item)
+        w = self.waiter
+        if w is not None and not w.done():
+            w.set_result(None)
+
+    async def take(self) -> list[tuple]:
+        while not self.items:
+            self.waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self.waiter
+            finally:
+                self.waiter = None
+        items, self.items = self.items, []
+        return items
+
 
 class Mailbox:
-    """Carries engine items into one asyncio loop with at most one wake-up per engine step, however
-    many requests the step served (a wake-up per token would cost the loop more than the model)."""
+    """Carries engine items into one asyncio loop with at most one wake-up per engine step."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop):
-        self.loop, self.items, self.lock, self.scheduled = loop, collections.deque(), threading.Lock(), False
+    def __init__(self, loop: asyncio.AbstractEventLoop, health: Callable[[], str | None] = lambda: None):
+        self.loop, self.health = loop, health
+        self.items: collections.deque = collections.deque()
+        self.lock, self.scheduled = threading.Lock(), False
+        self.open: set[Delivery] = set()
+        self._watch: asyncio.TimerHandle | None = None
 
-    def put(self, inbox: asyncio.Queue, item: tuple) -> None:  # engine thread
-        self.items.append((inbox, item))
+    # ---- engine thread ---------------------------------------------------------------------------
+    def put(self, delivery: Delivery, item: tuple) -> None:
+        self.items.append((delivery, item))
         with self.lock:
             if self.scheduled:
                 return
@@ -30,12 +73,40 @@ class Mailbox:
         except RuntimeError:  # the loop is closed: nobody is listening
             pass
 
-    def _flush(self) -> None:  # event loop thread
+    # ---- loop thread -----------------------------------------------------------------------------
+    def _flush(self) -> None:
         with self.lock:
             self.scheduled = False
-        while self.items:
-            inbox, item = self.items.popleft()
-            inbox.put_nowait(item)
+        items = self.items
+        while items:
+            d, item = items.popleft()
+            d._push(item)
+
+    def open_delivery(self) -> Delivery:
+        d = Delivery()
+        self.open.add(d)
+        if self._watch is None:
+            self._watch = self.loop.call_later(WATCH_INTERVAL_S, self._check)
+        return d
+
+    def close_delivery(self, d: Delivery) -> None:
+        d.closed = True
+        self.open.discard(d)
+
+    def _check(self) -> None:
+        self._watch = None
+        if not self.open:
+            return
+        reason = self.health()
+        if reason is not None:
+            self.fail_open(reason)
+        self._watch = self.loop.call_later(WATCH_INTERVAL_S, self._check)
+
+    def fail_open(self, reason: str) -> None:
+        """End every open request with an error final (the engine will send nothing more)."""
+        for d in list(self.open):
+            if not any(it[0] == "final" for it in d.items):
+                d._push(("final", "error", f"engine failed: {reason}"))
 
 
 class Collector:
@@ -43,14 +114,18 @@ class Collector:
 
     def __init__(self, tokenizer, seq: Seq):
         self.seq, self.decoder, self.parts = seq, IncrementalDecoder(tokenizer), []
+        self.final: FinalEvent | None = None
 
     def handle_many(self, items: list[tuple]) -> list[TokenEvent | FinalEvent]:
-        """Merge consecutive token items into one event (one decode), keep the final last."""
+        """Merge the token items into one event (one decode), keep the final last; nothing after it."""
+        if self.final is not None:
+            return []
         toks = [t for it in items if it[0] == "tokens" for t in it[1]]
         events = [self.handle(("tokens", toks))] if toks else []
-        return events + [self.handle(it) for it in items if it[0] == "final"]
+        fin = next((it for it in items if it[0] == "final"), None)
+        return events + [self.handle(fin)] if fin is not None else events
 
-    def handle(self, item: tuple) -> TokenEvent | FinalEvent | None:
+    def handle(self, item: tuple) -> TokenEvent | FinalEvent:
         rid = self.seq.req.request_id
         if item[0] == "tokens":
             text = self.decoder.push(item[1])
@@ -59,5 +134,9 @@ class Collector:
         _, reason, error = item
         tail = self.decoder.flush()
         self.parts.append(tail)
-        return FinalEvent(rid, reason, len(self.seq.req.prompt_token_ids), len(self.seq.out),
-                          "".join(self.parts), list(self.seq.out), self.seq.timing, error, tail)
+        timing = self.seq.timing
+        if timing.finished_ns is None:   # ended here, not by the engine (it died)
+            timing.finished_ns = time.time_ns()
+        self.final = FinalEvent(rid, reason, len(self.seq.req.prompt_token_ids), len(self.seq.out),
+                                "".join(self.parts), list(self.seq.out), timing, error, tail)
+        return self.final

@@ -27,3 +27,7 @@ class PromptTooLong(InvalidRequest):
             f"prompt of {n_prompt} tokens plus max_new_tokens={max_new} exceeds the context limit of {limit}",
             param="input", code="context_length_exceeded")
         self.n_prompt, self.limit = n_prompt, limit
+
+
+class EngineFailed(TaskError):
+    """The engine cannot serve any more (its thread died); the message says why."""

@@ -22,9 +22,11 @@ from . import paged_decode
 from .attention import PagedAttention, choose_flash
 from .block_manager import RESERVED_BLOCKS, BlockManager
 from .engine import Engine
+from .errors import CapabilityMissing, EngineFailed, InvalidRequest, PromptTooLong
 from .model_runner import ModelRunner
 from .scheduler import Scheduler
-from .errors import CapabilityMissing, InvalidRequest, PromptTooLong
+from .threads import thread_death
+from .tokenizing import GilFreeEncoder
 from .events import FinalEvent, TokenEvent
 from .request import GenerationRequest, SamplingParams
 
@@ -125,7 +127,7 @@ class Task:
             raise CapabilityMissing(capability, self.capabilities)
 
     def render_prompt(self, instructions: str | None, messages: list[dict]) -> list[int]:
-        return self.family.render_prompt(self.tokenizer, self.chat_template, instructions, messages)
+        return self.family.render_prompt(GilFreeEncoder(self.tokenizer), self.chat_template, instructions, messages)
 
     def default_params(self, **overrides) -> SamplingParams:
         overrides.setdefault("stop_token_ids", self.stop_token_ids)
@@ -143,26 +145,34 @@ class Task:
 
     # ---- generation ---------------------------------------------------------------------------
     async def generate(self, req: GenerationRequest) -> AsyncIterator[TokenEvent | FinalEvent]:
-        """Token events as they are sampled, then one FinalEvent. Closing the iterator early cancels."""
+        """Token events as they are sampled (one per engine step at most), then one FinalEvent.
+        Closing the iterator early cancels. Raises EngineFailed when the engine cannot serve."""
         self.require(STREAMING)
         self.validate(req)
+        if (why := self.health()) is not None:
+            raise EngineFailed(why)
         loop = asyncio.get_running_loop()
-        inbox: asyncio.Queue = asyncio.Queue()
-        mailbox = self._mailboxes.get(loop) or self._mailboxes.setdefault(loop, Mailbox(loop))
-        seq = self.engine.submit(req, lambda item: mailbox.put(inbox, item))
+        mailbox = self._mailboxes.get(loop) or self._mailboxes.setdefault(loop, Mailbox(loop, self.health))
+        box = mailbox.open_delivery()
+        seq = self.engine.submit(req, lambda item: mailbox.put(box, item))
         out = Collector(self.tokenizer, seq)
         try:
             while True:
-                items = [await inbox.get()]
-                while not inbox.empty():  # a consumer that fell behind takes what piled up at once
-                    items.append(inbox.get_nowait())
-                for ev in out.handle_many(items):
+                for ev in out.handle_many(await box.take()):
                     yield ev
                     if isinstance(ev, FinalEvent):
                         return
         finally:
+            mailbox.close_delivery(box)
             if not seq.done:
                 self.engine.cancel(req.request_id)
+
+    def health(self) -> str | None:
+        """None while the engine serves; otherwise why it cannot (its thread died, and of what)."""
+        thread = self.engine.thread
+        if thread.is_alive():
+            return None
+        return thread_death(thread) or "the engine thread exited"
 
     def generate_sync(self, req: GenerationRequest) -> FinalEvent:
         self.require(TEXT_GENERATION)

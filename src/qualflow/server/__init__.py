@@ -10,17 +10,24 @@ import sys
 import time
 
 
+class PortBusy(OSError):
+    """The port is held by another process: an input error (exit status 2)."""
+
+
 def bind(host: str, port: int) -> socket.socket:
-    """Bind the listening socket up front, so a busy port is a clear error before the model loads."""
+    """Bind and listen up front, before the model loads, and hold the socket: a second server on the
+    port fails here. (SO_REUSEADDR lets two sockets bind one port while neither listens; listening at
+    once closes that window, and a loser of the race fails in listen().)"""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
+        sock.listen(2048)
     except OSError as e:
         sock.close()
         why = "is already in use" if e.errno == errno.EADDRINUSE else f"cannot be bound ({e.strerror})"
-        raise SystemExit(f"qualflow serve: error: port {port} on {host} {why}") from None
+        raise PortBusy(f"port {port} on {host} {why}") from None
     sock.set_inheritable(True)
     return sock
 
@@ -28,12 +35,23 @@ def bind(host: str, port: int) -> socket.socket:
 def serve(bundle: str, device: str = "cpu", host: str = "127.0.0.1", port: int = 8000,
           model_name: str | None = None, max_batch: int = 8, max_context: int | None = 4096,
           cpu_threads: int | None = None,
-          timing_log: str | None = None,
+          timing_log: str | None = None, max_queue: int = 512, max_body_bytes: int = 8 << 20,
+          gil_switch_ms: float = 1.0,
           step_delay_s: float = 0.0, log_level: str = "info") -> int:
-    """Run the server until interrupted. Returns the process exit code (non-zero if the Task failed to load)."""
+    """Run the server until interrupted. Returns the process exit code: 2 for a busy port, 1 if the Task
+    failed to load."""
     started_ns = time.time_ns()
-    sock = bind(host, port)
+    try:
+        sock = bind(host, port)
+    except PortBusy as e:
+        print(f"qualflow serve: error: {e}", file=sys.stderr, flush=True)
+        return 2
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        print(f"qualflow serve: warning: bound to {host}, reachable beyond this machine; the server has no "
+              "authentication", file=sys.stderr, flush=True)
+    if gil_switch_ms:   # the engine thread gets the GIL back sooner after its GPU wait
+        sys.setswitchinterval(gil_switch_ms / 1000)
     import uvicorn
 
     from qualflow.runtime import load_task
@@ -53,7 +71,7 @@ def serve(bundle: str, device: str = "cpu", host: str = "127.0.0.1", port: int =
     app = create_app(lambda: load_task(bundle, device=device, max_batch=max_batch, max_context=max_context,
                                        step_delay_s=step_delay_s),
                      model_name=model_name, timing_log=timing_log, started_ns=started_ns,
-                     on_load_error=on_load_error)
+                     on_load_error=on_load_error, max_queue=max_queue, max_body_bytes=max_body_bytes)
     config = uvicorn.Config(app, log_level=log_level, access_log=False, lifespan="on",
                             timeout_graceful_shutdown=5)
     server = uvicorn.Server(config)
@@ -80,6 +98,11 @@ def add_serve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cpu-threads", type=int, default=None,
                    help="torch intra-op threads (default: torch's choice); 1 when AIPerf shares a small CPU")
     p.add_argument("--timing-log", default=None, help="append one JSONL Task timing record per request")
+    p.add_argument("--max-queue", type=int, default=512,
+                   help="requests that may wait beyond the running batch; more are answered 429 + Retry-After")
+    p.add_argument("--max-body-bytes", type=int, default=8 << 20, help="request body cap (413 above it)")
+    p.add_argument("--gil-switch-ms", type=float, default=1.0,
+                   help="Python's thread switch interval (0: leave the default of 5 ms)")
     p.add_argument("--step-delay-s", type=float, default=0.0, help=argparse.SUPPRESS)
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
 
@@ -87,5 +110,6 @@ def add_serve_args(p: argparse.ArgumentParser) -> None:
 def main_serve(args: argparse.Namespace) -> int:
     return serve(args.bundle, device=args.device, host=args.host, port=args.port, model_name=args.model_name,
                  max_batch=args.max_batch, max_context=args.max_context,
-                 cpu_threads=args.cpu_threads, timing_log=args.timing_log, step_delay_s=args.step_delay_s,
+                 cpu_threads=args.cpu_threads, timing_log=args.timing_log, max_queue=args.max_queue,
+                 max_body_bytes=args.max_body_bytes, gil_switch_ms=args.gil_switch_ms, step_delay_s=args.step_delay_s,
                  log_level=args.log_level)

@@ -7,20 +7,29 @@ See shared/reference/responses-api.md for the sources of every field.
 """
 from __future__ import annotations
 
-import json
 import secrets
-from typing import Any, Literal
+import time
+from typing import Any, Callable, Literal
 
+import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from qualflow.runtime import FinalEvent, SamplingParams
 
 
 class ApiError(Exception):
     """An error in OpenAI's shape: {"error": {"message", "type", "param", "code"}}."""
 
     def __init__(self, status: int, message: str, type: str = "invalid_request_error",
-                 param: str | None = None, code: str | None = None):
+                 param: str | None = None, code: str | None = None, retry_after: float | None = None):
         super().__init__(message)
         self.status, self.message, self.type, self.param, self.code = status, message, type, param, code
+        self.retry_after = retry_after   # seconds; set when a retry can succeed (429, 503 while loading)
+
+    def headers(self) -> dict[str, str]:
+        if self.retry_after is not None:
+            return {"retry-after": str(int(self.retry_after))}
+        return {"x-should-retry": "false"} if self.status >= 500 else {}
 
     def body(self) -> dict:
         return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
@@ -49,7 +58,7 @@ class CreateResponse(_Strict):
     """POST /v1/responses body. Every known field is listed so that unknown keys can be refused;
     which ones are honoured, ignored or rejected is decided in `core.check_supported`."""
     # honoured
-    model: str | None = None
+    model: str | None = Field(None, max_length=256)
     input: str | list[Any] | None = None
     instructions: str | None = None
     max_output_tokens: int | None = Field(None, ge=1)
@@ -63,10 +72,10 @@ class CreateResponse(_Strict):
     store: bool | None = None
     stream_options: dict[str, Any] | None = None
     metadata: dict[str, str] | None = None
-    user: str | None = None
-    safety_identifier: str | None = None
-    prompt_cache_key: str | None = None
-    prompt_cache_retention: str | None = None
+    user: str | None = Field(None, max_length=256)
+    safety_identifier: str | None = Field(None, max_length=64)
+    prompt_cache_key: str | None = Field(None, max_length=256)
+    prompt_cache_retention: str | None = Field(None, max_length=64)
     prompt_cache_options: dict[str, Any] | None = None
     service_tier: Literal["auto", "default", "flex", "scale", "priority", "fast", "ultrafast"] | None = None
     parallel_tool_calls: bool | None = None
@@ -86,6 +95,14 @@ class CreateResponse(_Strict):
     prompt: dict[str, Any] | None = None
     context_management: list[Any] | None = None
     moderation: dict[str, Any] | None = None
+
+    def to_sampling_params(self, default_params: Callable[..., SamplingParams], room: int) -> SamplingParams:
+        """The Task's sampling parameters for this request; `room` is the context left after the prompt."""
+        return default_params(
+            max_new_tokens=self.max_output_tokens or max(1, room),
+            temperature=1.0 if self.temperature is None else self.temperature,
+            top_p=1.0 if self.top_p is None else self.top_p, ignore_eos=bool(self.ignore_eos),
+            min_tokens=self.min_tokens or 0)
 
 
 def _param(loc: tuple) -> str:
@@ -115,6 +132,11 @@ def _from_validation_error(e: ValidationError) -> ApiError:
             f"Invalid '{param}': {number} {'below minimum' if below else 'above maximum'} value. "
             f"Expected a value {op} {bound}, but got {err.get('input')!r} instead.",
             param, f"{number}_{'below_min' if below else 'above_max'}_value")
+    if kind == "string_too_long":
+        limit = ctx.get("max_length")
+        return bad_request(f"Invalid '{param}': string too long. Expected a string with maximum length {limit}, "
+                           f"but got a string with length {len(err.get('input') or '')} instead.", param,
+                           "string_above_max_length")
     if kind == "literal_error":
         return bad_request(f"Invalid value for '{param}': {err['msg']}.", param, "invalid_value")
     return bad_request(f"Invalid type for '{param}': {err['msg']}.", param, "invalid_type")
@@ -123,9 +145,9 @@ def _from_validation_error(e: ValidationError) -> ApiError:
 def parse_request(body: bytes | str | dict) -> CreateResponse:
     """Raw body -> CreateResponse, or ApiError(400) for malformed JSON, wrong types, unknown keys."""
     if not isinstance(body, dict):
-        try:
-            body = json.loads(body)
-        except (ValueError, UnicodeDecodeError) as e:
+        try:   # orjson: refuses lone surrogates, invalid UTF-8 and nesting over 1024 deep
+            body = orjson.loads(body)
+        except (ValueError, UnicodeDecodeError, RecursionError) as e:
             raise bad_request(f"We could not parse the JSON body of your request ({e}). "
                               "The body must be a JSON object.", None, "invalid_json") from None
     if not isinstance(body, dict):
@@ -134,6 +156,8 @@ def parse_request(body: bytes | str | dict) -> CreateResponse:
         return CreateResponse.model_validate(body)
     except ValidationError as e:
         raise _from_validation_error(e) from None
+    except RecursionError:
+        raise bad_request("The request body is nested too deeply.", None, "invalid_json") from None
 
 
 # ---------------------------------------------------------------- input items -> chat messages
@@ -146,11 +170,14 @@ _ROLES = ("user", "assistant", "system", "developer")
 
 def input_messages(inp: str | list) -> list[dict]:
     """`input` -> [{"role", "content": str}]. Text only: any other item or part type is a 400."""
-    if isinstance(inp, str):
-        return [{"role": "user", "content": inp}]
-    if not inp:
-        raise bad_request("Invalid 'input': expected a non-empty string or list of message items.",
-                          "input", "invalid_value")
+    messages = [{"role": "user", "content": inp}] if isinstance(inp, str) else _items(inp) if inp else []
+    if not any(m["content"] for m in messages):
+        raise bad_request("Invalid 'input': expected a non-empty string or a list of message items with some "
+                          "text.", "input", "invalid_value")
+    return messages
+
+
+def _items(inp: list) -> list[dict]:
     messages = []
     for i, item in enumerate(inp):
         at = f"input[{i}]"
@@ -163,6 +190,10 @@ def input_messages(inp: str | list) -> list[dict]:
         for key in item:
             if key not in _MESSAGE_KEYS:
                 raise bad_request(f"Unknown parameter: '{at}.{key}'.", f"{at}.{key}", "unknown_parameter")
+        for key in ("id", "status", "phase"):
+            if key in item and not isinstance(item[key], str):
+                raise bad_request(f"Invalid type for '{at}.{key}': expected a string.", f"{at}.{key}",
+                                  "invalid_type")
         role, content = item.get("role"), item.get("content")
         if role is None or content is None:
             missing = f"{at}.role" if role is None else f"{at}.content"
@@ -176,6 +207,9 @@ def input_messages(inp: str | list) -> list[dict]:
         if not isinstance(content, list):
             raise bad_request(f"Invalid type for '{at}.content': expected a string or a list of content parts.",
                               f"{at}.content", "invalid_type")
+        if not content:
+            raise bad_request(f"Invalid '{at}.content': expected a non-empty list of content parts.",
+                              f"{at}.content", "invalid_value")
         texts = []
         for j, part in enumerate(content):
             pat = f"{at}.content[{j}]"
@@ -210,6 +244,10 @@ class OutputMessage(BaseModel):
     status: Literal["in_progress", "completed", "incomplete"] = "in_progress"
     role: Literal["assistant"] = "assistant"
     content: list[OutputText] = Field(default_factory=list)
+
+    @classmethod
+    def of(cls, message_id: str, text: str | None, status: str = "in_progress") -> "OutputMessage":
+        return cls(id=message_id, status=status, content=[] if text is None else [OutputText(text=text)])
 
 
 class Usage(BaseModel):
@@ -252,6 +290,38 @@ class Response(BaseModel):
     safety_identifier: str | None = None
     prompt_cache_key: str | None = None
 
+    @classmethod
+    def from_request(cls, r: CreateResponse, params: SamplingParams, response_id: str, created_at: int,
+                     model: str) -> "Response":
+        """The in-progress response: the request's configuration echoed."""
+        text = {"format": {"type": "text"}, "verbosity": (r.text and r.text.verbosity) or "medium"}
+        return cls(id=response_id, created_at=created_at, model=model, instructions=r.instructions,
+                   max_output_tokens=r.max_output_tokens, max_tool_calls=r.max_tool_calls,
+                   temperature=params.temperature, top_p=params.top_p,
+                   parallel_tool_calls=True if r.parallel_tool_calls is None else r.parallel_tool_calls,
+                   tool_choice=r.tool_choice or "auto", metadata=r.metadata or {}, user=r.user, text=text,
+                   safety_identifier=r.safety_identifier, prompt_cache_key=r.prompt_cache_key)
+
+    def finished(self, final: FinalEvent, message_id: str, text: str | None = None) -> "Response":
+        """A copy completed by the Task's final event. `text`: the output a stream sent (default the
+        final's); a failed response keeps what was produced so far, as its `*.done` events did."""
+        status = FINAL_STATUS.get(final.finish_reason, "failed")
+        text = final.text if text is None else text
+        resp = self.model_copy(update={"status": status, "usage": Usage(
+            input_tokens=final.prompt_tokens, output_tokens=final.completion_tokens,
+            total_tokens=final.prompt_tokens + final.completion_tokens)})
+        if status == "completed":
+            resp.completed_at = int(time.time())
+        elif status == "incomplete":
+            resp.incomplete_details = {"reason": "max_output_tokens"}
+        else:
+            resp.error = {"code": "server_error", "message": final.error or "generation failed"}
+        resp.output = [OutputMessage.of(message_id, text, "completed" if status == "completed" else "incomplete")]
+        return resp
+
+
+FINAL_STATUS = {"stop": "completed", "length": "incomplete", "error": "failed", "cancelled": "failed"}
+
 
 # ---------------------------------------------------------------- stream events (sequence_number set by core)
 
@@ -276,6 +346,23 @@ class ContentPartEvent(Event):       # content_part.added / .done
     part: OutputText
 
 
+class TextDelta:
+    """`response.output_text.delta` on the hot path: no model, rendered by a byte template (`frame`).
+    Same wire form as `TextDeltaEvent`."""
+    __slots__ = ("sequence_number", "item_id", "delta")
+    type = "response.output_text.delta"
+    output_index = content_index = 0
+
+    def __init__(self, sequence_number: int, item_id: str, delta: str):
+        self.sequence_number, self.item_id, self.delta = sequence_number, item_id, delta
+
+    def frame(self) -> bytes:
+        return b"".join((b'event: response.output_text.delta\ndata: {"type":"response.output_text.delta",'
+                         b'"sequence_number":', str(self.sequence_number).encode(), b',"item_id":"',
+                         self.item_id.encode(), b'","output_index":0,"content_index":0,"delta":',
+                         orjson.dumps(self.delta), b',"logprobs":[]}\n\n'))
+
+
 class TextDeltaEvent(Event):
     type: str = "response.output_text.delta"
     item_id: str
@@ -292,6 +379,13 @@ class TextDoneEvent(Event):
     content_index: int = 0
     text: str
     logprobs: list = Field(default_factory=list)
+
+
+def sse_frame(e: "Event | TextDelta") -> bytes:
+    """One SSE frame: `event: <type>` + `data: <json>`."""
+    if isinstance(e, TextDelta):
+        return e.frame()
+    return b"".join((b"event: ", e.type.encode(), b"\ndata: ", e.__pydantic_serializer__.to_json(e), b"\n\n"))
 
 
 class ErrorEvent(Event):

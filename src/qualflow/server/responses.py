@@ -6,18 +6,17 @@ starts); engine outcomes map to Response status: stop -> completed, length -> in
 """
 from __future__ import annotations
 
-import asyncio
-import itertools
 import time
+from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any, AsyncIterator
 
-from qualflow.runtime import (STREAMING, TEXT_GENERATION, CapabilityMissing, FinalEvent, GenerationRequest,
-                              InvalidRequest, TaskTiming, TokenEvent)
+from qualflow.runtime import (STREAMING, TEXT_GENERATION, CapabilityMissing, EngineFailed, FinalEvent,
+                              GenerationRequest, InvalidRequest, TaskTiming)
 
 from .protocol import (ApiError, ContentPartEvent, CreateResponse, ErrorEvent, Event, OutputItemEvent,
-                       OutputMessage, OutputText, Response, ResponseEvent, TextDeltaEvent, TextDoneEvent,
-                       Usage, bad_request, input_messages, new_id)
+                       OutputMessage, OutputText, Response, ResponseEvent, TextDelta, TextDoneEvent,
+                       bad_request, input_messages, new_id)
 from .timing import TimingRecord, new_record
 
 # Task/SamplingParams field names -> the request param a client set
@@ -87,7 +86,10 @@ class Prepared:
     message_id: str
     created_at: int
     abandoned: bool = False
-    producer: asyncio.Task | None = None
+
+
+def engine_unavailable(why: str) -> ApiError:
+    return ApiError(503, f"The engine cannot serve requests: {why}", "server_error", None, "engine_failed")
 
 
 class ResponsesHandler:
@@ -97,7 +99,12 @@ class ResponsesHandler:
         self.inflight: dict[str, Prepared] = {}   # response_id -> a request whose Task call is running
         task.require(TEXT_GENERATION)
 
-    # ------------------------------------------------------------ validation
+    def health(self) -> str | None:
+        """None while the Task can serve; otherwise why not."""
+        check = getattr(self.task, "health", None)
+        return check() if check is not None else None
+
+    # ------------------------------------------------------------ validation (thread-safe: no loop state)
 
     def prepare(self, req: CreateResponse, request_id: str, record: TimingRecord | None = None) -> Prepared:
         record = record if record is not None else new_record(request_id, new_id("resp"), None, req.stream,
@@ -124,11 +131,7 @@ class ResponsesHandler:
         check_supported(req)
         try:
             ids = self.task.render_prompt(req.instructions, messages)
-            max_new = req.max_output_tokens or max(1, self.task.context_limit - len(ids))
-            params = self.task.default_params(
-                max_new_tokens=max_new, temperature=1.0 if req.temperature is None else req.temperature,
-                top_p=1.0 if req.top_p is None else req.top_p, ignore_eos=bool(req.ignore_eos),
-                min_tokens=req.min_tokens or 0)
+            params = req.to_sampling_params(self.task.default_params, self.task.context_limit - len(ids))
             gen = GenerationRequest(record.response_id, ids, params)
             self.task.validate(gen)
         except InvalidRequest as e:
@@ -137,138 +140,126 @@ class ResponsesHandler:
         record.input_tokens = len(ids)
         return Prepared(req, gen, record, record.response_id, new_id("msg"), int(time.time()))
 
-    # ------------------------------------------------------------ results
-
-    def _response(self, p: Prepared, final: FinalEvent | None = None) -> Response:
-        r, params = p.req, p.gen.params
-        resp = Response(id=p.response_id, created_at=p.created_at, model=self.model_name,
-                        instructions=r.instructions, max_output_tokens=r.max_output_tokens,
-                        max_tool_calls=r.max_tool_calls, temperature=params.temperature, top_p=params.top_p,
-                        parallel_tool_calls=True if r.parallel_tool_calls is None else r.parallel_tool_calls,
-                        tool_choice=r.tool_choice or "auto", metadata=r.metadata or {}, user=r.user,
-                        safety_identifier=r.safety_identifier, prompt_cache_key=r.prompt_cache_key)
-        if final is None:
-            return resp
-        status = _STATUS[final.finish_reason]
-        resp.status = status
-        resp.usage = Usage(input_tokens=final.prompt_tokens, output_tokens=final.completion_tokens,
-                           total_tokens=final.prompt_tokens + final.completion_tokens)
-        if status == "completed":
-            resp.completed_at = int(time.time())
-        elif status == "incomplete":
-            resp.incomplete_details = {"reason": "max_output_tokens"}
-        elif status == "failed":
-            resp.error = {"code": "server_error", "message": final.error or "generation failed"}
-        if status in ("completed", "incomplete"):
-            resp.output = [self._message(p, final.text, status)]
-        return resp
-
-    def _message(self, p: Prepared, text: str | None, status: str = "in_progress") -> OutputMessage:
-        content = [] if text is None else [OutputText(text=text)]
-        return OutputMessage(id=p.message_id, status=status, content=content)
+    # ------------------------------------------------------------ running
 
     def _record(self, p: Prepared, final: FinalEvent) -> None:
         p.record.finish("cancelled" if p.abandoned else _STATUS[final.finish_reason], final.finish_reason,
                         final.error, final.prompt_tokens, final.completion_tokens, final.timing.as_dict())
 
-    def _submit(self, p: Prepared) -> asyncio.Queue:
-        """Run the Task request on its own asyncio task; its events (or an exception) arrive on the queue.
-        Decoupled from the HTTP side so that a client leaving early cancels the request (`abandon`) while
-        the record still gets the Task's own final event and timing."""
-        q: asyncio.Queue = asyncio.Queue()
-
-        async def produce():
-            try:
-                async for ev in self.task.generate(p.gen):
-                    if isinstance(ev, FinalEvent):
-                        self._record(p, ev)
-                    q.put_nowait(ev)
-            except Exception as e:  # noqa: BLE001 - handed to the consumer, which reports it
-                p.record.fail(f"{type(e).__name__}: {e}")
-                q.put_nowait(e)
-            finally:
-                self.inflight.pop(p.response_id, None)
-
-        self.inflight[p.response_id] = p
-        p.producer = asyncio.ensure_future(produce())
-        return q
-
-    @staticmethod
-    async def _next(q: asyncio.Queue) -> TokenEvent | FinalEvent:
-        ev = await q.get()
-        if isinstance(ev, Exception):
-            raise ev
-        return ev
-
     def abandon(self, response_id: str) -> None:
-        """The consumer left before the final event (client gone): cancel the Task request. Idempotent."""
+        """The client left before the final event: cancel the Task request; its final event still comes
+        (finish reason cancelled) and completes the record. Idempotent."""
         if (p := self.inflight.get(response_id)) is not None and not p.abandoned:
             p.abandoned = True
             p.record.cancel()
             self.task.cancel(p.gen.request_id)
 
-    async def create_response(self, req: CreateResponse, request_id: str, record: TimingRecord | None = None) -> Response:
-        p = self.prepare(req, request_id, record)
-        q, final = self._submit(p), None
+    async def _events(self, p: Prepared) -> AsyncIterator:
+        """The Task's events; the last is always a FinalEvent (an engine fault becomes an error final)."""
+        self.inflight[p.response_id] = p
+        gen = self.task.generate(p.gen)
+        final = None
         try:
-            while not isinstance(final, FinalEvent):
-                final = await self._next(q)
-        except Exception as e:  # noqa: BLE001
-            raise ApiError(500, f"Generation failed: {type(e).__name__}: {e}", "server_error", None,
-                           "server_error") from e
+            async for ev in gen:
+                if isinstance(ev, FinalEvent):
+                    final = ev
+                    break
+                yield ev
+        except Exception as e:  # noqa: BLE001 - reported as the request's error, never a cut stream
+            failure = f"{type(e).__name__}: {e}"
+        else:
+            failure = "the Task ended without a final event"
         finally:
-            if not isinstance(final, FinalEvent):
+            self.inflight.pop(p.response_id, None)
+            if final is None:
+                await gen.aclose()
+        if final is None:
+            final = FinalEvent(p.gen.request_id, "error", len(p.gen.prompt_token_ids), 0, "", [],
+                               TaskTiming(p.record.http_received_ns, finished_ns=time.time_ns()), failure)
+        self._record(p, final)
+        yield final
+
+    async def create_response(self, req: CreateResponse, request_id: str, record: TimingRecord | None = None,
+                              prepared: Prepared | None = None) -> Response:
+        p = prepared or self.prepare(req, request_id, record)
+        self._check_engine()
+        final, events = None, self._events(p)
+        try:
+            async for ev in events:
+                final = ev if isinstance(ev, FinalEvent) else None
+        finally:
+            if final is None:   # closed early (the caller was cancelled)
                 self.abandon(p.response_id)
+            await events.aclose()
         if final.finish_reason in ("error", "cancelled"):
             raise ApiError(500, f"Generation {final.finish_reason}: {final.error or 'no detail'}",
                            "server_error", None, "server_error")
-        return self._response(p, final)
+        params = p.gen.params
+        return Response.from_request(p.req, params, p.response_id, p.created_at, self.model_name).finished(
+            final, p.message_id)
+
+    def _check_engine(self) -> None:
+        if (why := self.health()) is not None:
+            raise engine_unavailable(why)
 
     def stream_response(self, req: CreateResponse, request_id: str, record: TimingRecord | None = None
-                        ) -> AsyncIterator[Event]:
-        """Validates and submits now (errors raise before any event exists), then returns the event stream.
-        A caller that never iterates it must call `abandon(response_id)`."""
+                        ) -> AsyncIterator[Event | TextDelta]:
+        """Validates now (errors raise before any event exists), then returns the event stream."""
         p = self.prepare(req, request_id, record)
-        return self._stream(p, self._submit(p))
+        self._check_engine()
+        return self._flat(self.stream_batches(p))
 
-    async def _stream(self, p: Prepared, q: asyncio.Queue) -> AsyncIterator[Event]:
-        seq = itertools.count()
+    @staticmethod
+    async def _flat(batches):
+        async with aclosing(batches):
+            async for batch in batches:
+                for e in batch:
+                    yield e
 
-        def ev(e: Event) -> Event:
-            e.sequence_number = next(seq)
-            return e
+    async def stream_batches(self, p: Prepared) -> AsyncIterator[list[Event | TextDelta]]:
+        """The stream as lists of events, one list per write: the head, one delta per Task token event
+        (one per engine step), then the tail. A caller that stops early cancels the Task request."""
+        seq = 0
 
-        ids = dict(item_id=p.message_id)
-        text, final, failure = "", None, "no final event"
+        def number(events):
+            nonlocal seq
+            for e in events:
+                e.sequence_number, seq = seq, seq + 1
+            return events
+
+        item_id = p.message_id
+        ids = dict(item_id=item_id)
+        snapshot = Response.from_request(p.req, p.gen.params, p.response_id, p.created_at, self.model_name)
+        yield number([ResponseEvent(type="response.created", response=snapshot),
+                      ResponseEvent(type="response.in_progress", response=snapshot),
+                      OutputItemEvent(type="response.output_item.added", item=OutputMessage.of(item_id, None)),
+                      ContentPartEvent(type="response.content_part.added", part=OutputText(), **ids)])
+        parts, final, events = [], None, self._events(p)
         try:
-            snapshot = self._response(p)
-            yield ev(ResponseEvent(type="response.created", response=snapshot))
-            yield ev(ResponseEvent(type="response.in_progress", response=snapshot))
-            yield ev(OutputItemEvent(type="response.output_item.added", item=self._message(p, None)))
-            yield ev(ContentPartEvent(type="response.content_part.added", part=OutputText(), **ids))
-            while not isinstance(e := await self._next(q), FinalEvent):
-                if e.text:
-                    text += e.text
-                    yield ev(TextDeltaEvent(delta=e.text, **ids))
-            final = e
-        except Exception as exc:  # noqa: BLE001 - an engine fault becomes error + response.failed, not a cut stream
-            failure = f"{type(exc).__name__}: {exc}"
+            async for e in events:
+                if isinstance(e, FinalEvent):
+                    final = e
+                elif e.text:
+                    parts.append(e.text)
+                    yield number([TextDelta(0, item_id, e.text)])
         finally:
             if final is None:
                 self.abandon(p.response_id)
-        if final is None or final.finish_reason == "cancelled":   # not by this client: it is still here
-            final = final or FinalEvent(p.gen.request_id, "error", len(p.gen.prompt_token_ids), 0, text, [],
-                                        TaskTiming(p.record.http_received_ns), failure)
-            final.error, final.finish_reason = final.error or "request cancelled", "error"
+            await events.aclose()
+        tail = []
         if final.tail_text:   # text the decoder held back (an incomplete character) until the end
-            text += final.tail_text
-            yield ev(TextDeltaEvent(delta=final.tail_text, **ids))
-        status = "incomplete" if final.finish_reason != "stop" else "completed"
-        yield ev(TextDoneEvent(text=text, **ids))
-        yield ev(ContentPartEvent(type="response.content_part.done", part=OutputText(text=text), **ids))
-        yield ev(OutputItemEvent(type="response.output_item.done", item=self._message(p, text, status)))
-        resp = self._response(p, final)
+            parts.append(final.tail_text)
+            tail.append(TextDelta(0, item_id, final.tail_text))
+        text = "".join(parts)
+        resp = snapshot.finished(final, item_id, text)
+        done = "completed" if resp.status == "completed" else "incomplete"
+        tail += [TextDoneEvent(text=text, **ids),
+                 ContentPartEvent(type="response.content_part.done", part=OutputText(text=text), **ids),
+                 OutputItemEvent(type="response.output_item.done", item=OutputMessage.of(item_id, text, done))]
         if resp.status == "failed":
+            if final.finish_reason == "cancelled" and not final.error:
+                resp.error["message"] = "request cancelled"
             err = {"type": "server_error", "code": "server_error", "message": resp.error["message"], "param": None}
-            yield ev(ErrorEvent(code="server_error", message=err["message"], error=err))
-        yield ev(ResponseEvent(type=f"response.{resp.status}", response=resp))
+            tail.append(ErrorEvent(code="server_error", message=err["message"], error=err))
+        tail.append(ResponseEvent(type=f"response.{resp.status}", response=resp))
+        yield number(tail)

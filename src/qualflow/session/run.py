@@ -34,7 +34,25 @@ from qualflow.lifetime import die_with_parent
 from qualflow.phases import aiperf_tag
 from qualflow.server.timing import read_timing_log
 
-from .server_process import ServerProcess, free_port
+from .server_process import ServerError, ServerProcess, free_port, http_get_json
+
+def _engine_watch(srv: ServerProcess, every_s: float = 2.0):
+    """The server process alive and, at most every `every_s`, its /health not reporting a dead engine."""
+    last = [0.0]
+
+    def check() -> None:
+        srv.check_alive()
+        if time.monotonic() - last[0] < every_s:
+            return
+        last[0] = time.monotonic()
+        try:
+            status, body = http_get_json(srv.url + "/health", timeout=5.0)
+        except (OSError, ValueError):
+            return   # a slow answer under load is not a verdict; the process check above is
+        if status == 503 and body and body.get("status") == "failed":
+            raise ServerError(f"the server's engine failed: {body.get('error')}")
+    return check
+
 
 class SessionInterrupted(BaseException):
     """Raised from a signal handler so that `finally` blocks stop the server."""
@@ -165,6 +183,7 @@ class Session:
         from qualflow.aiperf.runner import run_point
 
         from .client_pins import check_aiperf
+        watch = _engine_watch(self.srv)
         for p in self.points:
             t0 = self._stage(aiperf_tag(p.point_id))
             reasons = check_aiperf(self.allow_unpinned_client)
@@ -173,9 +192,9 @@ class Session:
             rec = run_point(p, url=self.srv.url, model_name=self.model_name, tokenizer_dir=str(self.bundle),
                             point_dir=self.out / "points" / p.point_id, phase_header=aiperf_tag(p.point_id),
                             workers_max=workers, record_processors=record_processors, timeout_s=timeout_s,
-                            alive_check=self.srv.check_alive)
+                            alive_check=watch)
             self._done(t0)
-            self.srv.check_alive()
+            watch()
             self.sent_ids |= {r["request_id"] for r in read_records(self.out / "points" / p.point_id / "aiperf")
                               if r["request_id"]}
             self.record["points"][p.point_id] = {"command": rec["command"], "exit_code": rec["exit_code"],

@@ -1,0 +1,52 @@
+"""Admission control and request limits, before any work is done for a request: a bounded number of
+requests in the server (running + waiting), a body-size cap, JSON-only bodies. Each refusal is an
+ApiError in OpenAI's shape; a 429 and a 503-while-loading carry Retry-After."""
+from __future__ import annotations
+
+from .protocol import ApiError
+
+DEFAULT_MAX_BODY_BYTES = 8 << 20
+
+
+class Admission:
+    """Counts requests from admission until their record is final. `limit` = the Task's batch plus the
+    waiting queue; past it a request is answered 429 at once."""
+
+    def __init__(self, limit: int):
+        self.limit, self.active = limit, 0
+
+    def enter(self) -> None:
+        if self.active >= self.limit:
+            raise ApiError(429, f"The server is at capacity: {self.active} requests are running or waiting "
+                                f"(limit {self.limit}). Retry shortly.", "requests", None, "rate_limit_exceeded",
+                           retry_after=1)
+        self.active += 1
+
+    def leave(self) -> None:
+        self.active -= 1
+
+
+def check_content_type(value: str | None) -> None:
+    media = (value or "").split(";", 1)[0].strip().lower()
+    if media != "application/json" and not media.endswith("+json"):
+        raise ApiError(415, f"Unsupported Content-Type {value!r}: the body must be JSON sent as "
+                            "'application/json'.", "invalid_request_error", None, "unsupported_content_type")
+
+
+def too_large(n: int | str, cap: int) -> ApiError:
+    return ApiError(413, f"The request body ({n} bytes) exceeds this server's limit of {cap} bytes.",
+                    "invalid_request_error", None, "request_too_large")
+
+
+async def read_body(request, cap: int) -> bytes:
+    """The whole body, refusing (413) as soon as it is known to exceed `cap` bytes."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > cap:
+        raise too_large(declared, cap)
+    chunks, n = [], 0
+    async for chunk in request.stream():
+        n += len(chunk)
+        if n > cap:
+            raise too_large(f"more than {n}", cap)
+        chunks.append(chunk)
+    return b"".join(chunks)
