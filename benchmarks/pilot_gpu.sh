@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# The pilot qualify on a GPU machine that has torch but not this project installed (the lent H200):
+# installs the carried wheels (.whl/, cp312) into /tmp/site, puts a `qualflow` launcher on PATH, runs
+#   snakemake --cores all qualify --configfile CONFIG --config software_key=KEY
+# and writes the status table, the summary (JSON) and the logs to OUT.
+#   bash benchmarks/pilot_gpu.sh OUT [CONFIG] [KEY]
+set -uo pipefail
+OUT=${1:?OUT dir}; CONFIG=${2:-config/pilot-embedded-0.6b.yaml}; KEY=${3:-pilot-gpu}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+if [ -d .whl ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+  export PYTHONPATH=/tmp/site:$ROOT/src PATH=/tmp/site/bin:$PATH
+fi
+mkdir -p /tmp/qf-bin "$OUT"
+printf '#!/bin/sh\nexec python3 -m qualflow.cli "$@"\n' > /tmp/qf-bin/qualflow && chmod +x /tmp/qf-bin/qualflow
+export PATH=/tmp/qf-bin:$PATH PYTHONUNBUFFERED=1 TORCHINDUCTOR_CACHE_DIR=${TORCHINDUCTOR_CACHE_DIR:-/tmp/inductor}
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
+SNAKEFILE=$( [ -f workflow/Snakefile ] && echo workflow/Snakefile || echo Snakefile )
+t0=$(date +%s)
+python3 -m snakemake -s "$SNAKEFILE" --cores all qualify --configfile "$CONFIG" --config software_key="$KEY" \
+  > "$OUT/snakemake.log" 2>&1
+rc=$?
+echo "snakemake exit $rc after $(( $(date +%s) - t0 )) s" | tee -a "$OUT/snakemake.log"
+cp results/status/"$KEY".tsv "$OUT/status.tsv" 2>/dev/null
+python3 - "$KEY" "$OUT" <<'PY'
+import json, sys
+from pathlib import Path
+import pandas as pd
+key, out = sys.argv[1], Path(sys.argv[2])
+res = {}
+for d in Path("results/evidence", key).glob("*/*"):
+    s = pd.read_parquet(d / "summary.parquet")
+    r = pd.read_parquet(d / "runs.parquet")
+    res[f"{d.parent.name}/{d.name}"] = {
+        "status": r[["point_id", "status", "status_reasons"]].to_dict("records"),
+        "startup": json.loads(r["startup"].iloc[0]), "summary": s.drop(columns=["schema_version"]).to_dict("records")}
+(out / "pilot.json").write_text(json.dumps(res, indent=2, default=str))
+for name, v in res.items():
+    for row in v["summary"]:
+        print(f"{name} {row['point_id']}: {row['status']}  {row['output_token_throughput_tps'] or 0:.0f} tok/s  "
+              f"TTFT p50 {row['client_ttft_ms_p50'] or 0:.1f} ms  ITL p50 {row['client_itl_ms_p50'] or 0:.2f} ms  "
+              f"queue p50 {row['server_queue_wait_ms_p50'] or 0:.1f} ms  gap p50 {row['client_minus_task_wall_ms_p50'] or 0:.1f} ms")
+PY
+tar czf "$OUT/logs.tgz" logs results/session/"$KEY"/*/*/session.json results/session/"$KEY"/*/*/server.log 2>/dev/null
+exit $rc
