@@ -82,7 +82,7 @@ def _pids_in(wf: Path) -> list[str]:
 @pytest.fixture(scope="module")
 def workflow_copy(tmp_path_factory):
     wf = tmp_path_factory.mktemp("wf")
-    for name in ("Snakefile", "workflow", "config"):
+    for name in ("workflow", "config"):
         src = REPO / name
         (shutil.copytree if src.is_dir() else shutil.copy)(src, wf / name)
     (wf / "tiny.yaml").write_text(yaml.safe_dump(TINY))
