@@ -162,7 +162,7 @@ def test_server_reaches_the_model_only_through_the_task_api(path):
 
 
 def test_workflow_reaches_code_only_through_the_cli():
-    sources = [ROOT / "Snakefile", *sorted((ROOT / "workflow").rglob("*.smk"))]
+    sources = [ROOT / "workflow" / "Snakefile", *sorted((ROOT / "workflow").rglob("*.smk"))]
     assert len(sources) > 1
     for path in sources:
         text = path.read_text()

@@ -82,7 +82,7 @@ def _pids_in(wf: Path) -> list[str]:
 @pytest.fixture(scope="module")
 def workflow_copy(tmp_path_factory):
     wf = tmp_path_factory.mktemp("wf")
-    for name in ("Snakefile", "workflow", "config"):
+    for name in ("workflow", "config"):
         src = REPO / name
         (shutil.copytree if src.is_dir() else shutil.copy)(src, wf / name)
     (wf / "tiny.yaml").write_text(yaml.safe_dump(TINY))
@@ -226,3 +226,20 @@ def test_ctrl_c_during_serving_session_leaves_no_server(workflow_copy):
     assert port_is_free("127.0.0.1", port)
     assert not _pids_in(wf)
     assert "session: server stopped" in job_log.read_text()
+
+
+@pytest.mark.slow
+def test_plain_rerun_after_ctrl_c_completes(workflow_copy):
+    """After the Ctrl-C above cut the serving session off, a plain `snakemake qualify` (no
+    --rerun-incomplete) completes: the default profile's rerun-incomplete is in effect."""
+    wf = workflow_copy
+    if not (wf / "interrupted.log").exists():
+        pytest.skip("needs the Ctrl-C run first")
+    r = _smk(wf, "qualify", check=False)
+    out = r.stdout + r.stderr
+    assert "IncompleteFilesException" not in out, out[-3000:]
+    assert r.returncode == 0, out[-3000:]
+    assert "Using workflow specific profile workflow/profiles/default" in out
+    assert _job_counts(out).get("aiperf_profile") == 1
+    assert (wf / "results" / "status" / f"{SWKEY}.tsv").read_text().count("aiperf-qualified") == 1
+    assert not _pids_in(wf)

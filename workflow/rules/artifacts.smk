@@ -12,6 +12,7 @@ rule embedded_checkpoint:
     params:
         preset=lambda w: model_cfg(w)["embedded_preset"],
         software=SOFTWARE_MODEL,
+    localrule: True
     shell:
         "qualflow embedded --out {output} --preset {params.preset} > {log} 2>&1"
 
@@ -30,6 +31,7 @@ rule pin_checkpoint:
     params:
         checkpoint=checkpoint_arg,
         extra=pin_extra,
+    localrule: True
     shell:
         "qualflow pin --checkpoint {params.checkpoint} {params.extra} --out {output} > {log} 2>&1"
 

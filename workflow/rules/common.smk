@@ -1,6 +1,7 @@
 # Config validation, derived names and input functions. All logic lives in src/qualflow and is
 # reached only through the `qualflow` CLI; this file only maps config to paths and arguments.
 import json
+import os
 import shlex
 import subprocess
 from pathlib import Path
@@ -128,7 +129,17 @@ def thresholds_arg(wildcards):
 
 
 def gpus(wildcards):
+    """The `gpu` resource of a GPU rule: the SLURM executor maps it to --gpus (with the profile's
+    gpu_model: --gpus=<model>:1); locally only `--resources gpu=N` enforces it."""
     return 1 if DEVICE.startswith("cuda") else 0
+
+
+def job_threads(key):
+    """Threads (cores) of a heavy job, from config `threads.<key>`. 0: every core of the machine,
+    which locally Snakemake caps at --cores, so the job runs alone (nothing else competes with a
+    measurement); a cluster profile's `set-threads` decides the cores per job there. Never
+    `workflow.cores`, which needs --cores and so breaks cluster executors."""
+    return config["threads"][key] or len(os.sched_getaffinity(0))
 
 
 def stage_commands(wildcards):

@@ -16,7 +16,7 @@ rule family_correctness:
     params:
         device=DEVICE,
         software=SOFTWARE_MODEL,
-    threads: workflow.cores
+    threads: job_threads("correctness")
     resources:
         gpu=gpus,
     shell:

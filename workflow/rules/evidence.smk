@@ -30,6 +30,7 @@ rule join_evidence:
         thresholds=thresholds_arg,
         commands=stage_commands,
         software=SOFTWARE_EVIDENCE,
+    localrule: True
     shell:
         "qualflow join --session {params.sessiondir} --correctness {input.correctness}"
         " --bundle {input.bundle} --pin {input.pin} --model {wildcards.model}"

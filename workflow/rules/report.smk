@@ -21,6 +21,7 @@ rule report:
         evidence=evidence_dirs,
         outdir=lambda w, output: str(Path(output.html).parent),
         software=SOFTWARE_EVIDENCE,
+    localrule: True
     shell:
         "qualflow report --evidence {params.evidence} --out {params.outdir} > {log} 2>&1"
 

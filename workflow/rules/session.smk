@@ -59,7 +59,7 @@ rule aiperf_profile:
         unpinned_client="--allow-unpinned-client" if config["allow_unpinned_client"] else "",
         archive=lambda w: SESSION_HISTORY.format(model=w.model, profile=w.profile),
         software=SOFTWARE_SESSION,
-    threads: workflow.cores
+    threads: job_threads("session")
     resources:
         gpu=gpus,
     shell:
