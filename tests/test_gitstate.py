@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -60,10 +61,12 @@ def test_a_build_stamp_names_the_commit_outside_git(repo, tmp_path):
 @pytest.mark.slow
 def test_the_wheel_carries_the_stamp(tmp_path):
     """A real build through the project's backend: the wheel holds the commit it was built from."""
-    subprocess.run(["python", "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path),
-                    str(ROOT)], check=True, capture_output=True, timeout=600)
-    wheel = next(tmp_path.glob("qualflow-*.whl"))
+    src = tmp_path / "src"
+    subprocess.run(["git", "clone", "-q", str(ROOT), str(src)], check=True, capture_output=True, timeout=120)
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
+                    str(tmp_path / "dist"), str(src)], check=True, capture_output=True, timeout=600)
+    wheel = next((tmp_path / "dist").glob("qualflow-*.whl"))
     with zipfile.ZipFile(wheel) as z:
         stamp = json.loads(z.read(f"qualflow/{STAMP}"))
-    assert stamp["git_sha"] == source_state(ROOT / "src" / "qualflow")["git_sha"]
-    assert not (ROOT / "src" / "qualflow" / STAMP).exists()     # the source tree stays clean
+    assert stamp["git_sha"] == source_state(src / "src" / "qualflow")["git_sha"] and stamp["git_dirty"] is False
+    assert not (src / "src" / "qualflow" / STAMP).exists()     # the source tree stays clean

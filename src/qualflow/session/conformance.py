@@ -12,6 +12,8 @@ import openai
 
 from qualflow.phases import PHASE_HEADER, PROTOCOL
 
+from .outputs import write_protocol
+
 PROMPT = "Protocol check: say hello."
 
 # (name, request overrides, expected error param)
@@ -176,11 +178,6 @@ def run_protocol_checks(url: str, model: str, timeout_s: float = 300.0) -> list[
             detail, passed = f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=3)}", False
         rows.append({"name": name, "passed": passed, "detail": detail[:4000], "request_id": rid})
     return rows
-
-
-def write_protocol(rows: list[dict], out: str) -> None:
-    import pandas as pd
-    pd.DataFrame(rows, columns=["name", "passed", "detail", "request_id"]).to_parquet(out, index=False)
 
 
 def main_protocol(a) -> int:

@@ -58,8 +58,14 @@ class SessionInterrupted(BaseException):
     """Raised from a signal handler so that `finally` blocks stop the server."""
 
 
+_RECEIVED: dict[str, str | None] = {"signal": None}   # set by the handler, whatever the exception became
+
+
 def _install_signal_handlers() -> None:
+    _RECEIVED["signal"] = None
+
     def handler(signum, frame):
+        _RECEIVED["signal"] = signal.Signals(signum).name
         raise SessionInterrupted(f"received {signal.Signals(signum).name}")
     for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(s, handler)
@@ -91,8 +97,7 @@ def _wait_timing_flushed(path: Path, expected_ids: set[str], timeout_s: float = 
 def _write_missing_outputs(out: Path) -> None:
     """After a failure: the outputs a stage never wrote, empty, so the rule's outputs exist and the
     join can record the rung reached."""
-    from .conformance import write_protocol
-    from .warmup import write_warmup
+    from .outputs import write_protocol, write_warmup
     if not (out / "warmup.parquet").exists():
         write_warmup([], str(out / "warmup.parquet"))
     if not (out / "protocol.parquet").exists():
@@ -116,6 +121,22 @@ def archive(out: Path, archive_dir: Path, run_id: str) -> Path:
             shutil.copy2(src, dst)
     shutil.copytree(out, dest, copy_function=link_or_copy)
     return dest
+
+
+def _finish_outputs(out: Path, record: dict, archive_dir) -> None:
+    """The cleanup's writes, each on its own: one that fails is recorded, never skips the others."""
+    steps = [("missing outputs", lambda: _write_missing_outputs(out)),
+             ("session.json", lambda: (out / "session.json").write_text(json.dumps(record, indent=2, default=str)))]
+    if archive_dir and record.get("run_id"):
+        steps.append(("archive", lambda: archive(out, Path(archive_dir), record["run_id"])))
+    for name, step in steps:
+        try:
+            step()
+        except Exception as e:  # noqa: BLE001 - reported; the remaining writes still happen
+            print(f"session: error writing {name}: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
+            record.setdefault("cleanup_errors", []).append(f"{name}: {type(e).__name__}: {e}")
+            if name == "archive":   # session.json is already written: add the error to it
+                (out / "session.json").write_text(json.dumps(record, indent=2, default=str))
 
 
 class Session:
@@ -151,7 +172,8 @@ class Session:
         return startup
 
     def warmup(self, startup: dict, n: int, max_tokens: int) -> None:
-        from .warmup import run_warmup, write_warmup
+        from .outputs import write_warmup
+        from .warmup import run_warmup
         t0 = self._stage("warmup")
         rows = run_warmup(self.srv.url, self.model_name, n, max_tokens)
         self._done(t0)
@@ -166,7 +188,8 @@ class Session:
 
     def protocol(self, enabled: bool) -> None:
         from .client_pins import check_openai
-        from .conformance import run_protocol_checks, write_protocol
+        from .conformance import run_protocol_checks
+        from .outputs import write_protocol
         t0 = self._stage("protocol")
         rows = []
         if enabled:
@@ -213,6 +236,7 @@ def run_session(*, bundle: str, out: str | Path, device: str, host: str, port: i
                 aiperf_record_processors: int = 1, aiperf_timeout_s: float = 3600.0,
                 run_protocol: bool = True, record_failures: bool = False, allow_unpinned_client: bool = False,
                 run_name: tuple[str, str] | None = None, archive_dir: str | Path | None = None) -> int:
+    from . import conformance, warmup  # noqa: F401 - imported now: an interrupt must not land in a lazy import
     from .provenance import collect
 
     out = Path(out)
@@ -251,7 +275,7 @@ def run_session(*, bundle: str, out: str | Path, device: str, host: str, port: i
         record["timing_records_missing"] = _wait_timing_flushed(timing_log, session.sent_ids)
         rc = 0
     except (Exception, SessionInterrupted) as e:  # noqa: BLE001 - every failure is evidence: recorded, not lost
-        interrupted = isinstance(e, SessionInterrupted)
+        interrupted = isinstance(e, SessionInterrupted) or _RECEIVED["signal"] is not None
         record["error"] = {"stage": session.stage_name, "type": type(e).__name__, "message": str(e)}
         print(f"session: error in {session.stage_name}: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
     finally:
@@ -262,11 +286,8 @@ def run_session(*, bundle: str, out: str | Path, device: str, host: str, port: i
         record["stages"]["shutdown"] = {"start_ns": t0, "end_ns": time.time_ns(),
                                         "wall_s": (time.time_ns() - t0) / 1e9}
         record["session_ended_ns"] = time.time_ns()
-        _write_missing_outputs(out)
-        (out / "session.json").write_text(json.dumps(record, indent=2, default=str))
-        if archive_dir and record["run_id"]:
-            archive(out, Path(archive_dir), record["run_id"])
         print(f"session: server stopped (exit code {record['server_exit_code']})", flush=True)
+        _finish_outputs(out, record, archive_dir)
         _restore_signal_handlers()
     if rc and record_failures and not interrupted:
         print("session: the failure is recorded in session.json; the join records the status reached", flush=True)

@@ -9,6 +9,8 @@ import httpx
 
 from qualflow.phases import PHASE_HEADER, WARMUP
 
+from .outputs import write_warmup
+
 WARMUP_PROMPTS = (
     "Warm-up request: describe the weather in one sentence.",
     "Warm-up request: count from one to ten.",
@@ -50,13 +52,6 @@ def run_warmup(url: str, model: str, n: int, max_output_tokens: int = 16, stream
                          "client_start_ns": t0, "client_end_ns": t1, "client_latency_ms": (t1 - t0) / 1e6,
                          "error": err})
     return rows
-
-
-def write_warmup(rows: list[dict], out: str) -> None:
-    import pandas as pd
-    cols = ["request_id", "index", "phase", "stream", "http_status", "request_id_echoed", "sse_events",
-            "client_start_ns", "client_end_ns", "client_latency_ms", "error"]
-    pd.DataFrame(rows, columns=cols).to_parquet(out, index=False)
 
 
 def main_warmup(a) -> int:
