@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "src" / "qualflow"
 
 FLOORS = {
-    "files": 0, "phases": 0, "lifetime": 0, "gitstate": 0,
+    "files": 0, "phases": 0, "lifetime": 0, "gitstate": 0, "gpus": 0,
     "families": 1,
     "artifacts": 2,
     "runtime": 3,

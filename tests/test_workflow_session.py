@@ -71,3 +71,27 @@ def test_a_wrong_aiperf_version_is_refused(tmp_path, bundle_dir, monkeypatch):
     assert "aiperf 0.12.1" in s["error"]["message"] and "pinned aiperf==0.13.0" in s["error"]["message"]
     assert not (tmp_path / "s" / "points" / "tiny_c1" / "aiperf").exists()   # AIPerf never started
     assert port_is_free("127.0.0.1", int(s["url"].rsplit(":", 1)[1]))
+
+
+def test_a_cuda_session_leases_a_free_gpu_and_records_it(tmp_path, monkeypatch, bundle_dir):
+    """Fake GPUs (no CUDA here): the session takes the GPU nobody holds, gives its server only that
+    one, records it and the other job, and frees it at the end (the server itself cannot start on a
+    CPU-only torch, which the session records)."""
+    from qualflow.gpus import acquire
+    monkeypatch.setenv("QUALFLOW_GPUS", "0:GPU-aaa:Fake H200,1:GPU-bbb:Fake H200")
+    monkeypatch.setenv("QUALFLOW_GPU_LOCK_DIR", str(tmp_path / "locks"))
+    other = acquire("cuda:0", holder={"job": "other session"})
+    try:
+        rc = run_session(bundle=str(bundle_dir), out=tmp_path / "s", device="cuda", host="127.0.0.1", port=0,
+                         model_name="m", points=POINTS, startup_timeout_s=120, warmup_requests=1,
+                         warmup_max_tokens=2, record_failures=True)
+    finally:
+        other.release()
+    assert rc == 0
+    s = json.loads((tmp_path / "s" / "session.json").read_text())
+    assert s["gpu"]["index"] == 1 and s["gpu"]["uuid"] == "GPU-bbb" and s["gpu"]["name"] == "Fake H200"
+    assert [h["job"] for h in s["other_gpu_jobs"]] == ["other session"]
+    assert "--device" in s["server_command"] and s["server_command"][s["server_command"].index("--device") + 1] == "cuda"
+    assert s["error"]["stage"] == "startup"
+    with acquire("cuda:1", timeout_s=1):   # released
+        pass

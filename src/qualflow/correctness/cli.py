@@ -3,12 +3,14 @@ and criterion; exits non-zero when a criterion fails."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
 
 import pandas as pd
 
+from qualflow.gpus import acquire
 from qualflow.runtime import load_task
 
 from .criteria import COLUMNS, run_correctness
@@ -23,7 +25,15 @@ def _failure_row(error: BaseException, device: str) -> pd.DataFrame:
 
 
 def _run(args: argparse.Namespace) -> pd.DataFrame:
-    task = load_task(args.bundle, device=args.device, max_batch=1, max_context=1024)  # the prompts are short
+    if args.device.startswith("cuda") and os.environ.get("QUALFLOW_GPU_LEASE") != "off":
+        with acquire(args.device, holder={"job": "correctness", "out": str(args.out)}) as lease:
+            os.environ.update(lease.env())       # before CUDA starts: this job sees its GPU only
+            return _correctness(args.bundle, "cuda")
+    return _correctness(args.bundle, args.device)
+
+
+def _correctness(bundle: str, device: str) -> pd.DataFrame:
+    task = load_task(bundle, device=device, max_batch=1, max_context=1024)  # the prompts are short
     try:
         checkpoint_dir = task.manifest["checkpoint"]["path"]
         if not Path(checkpoint_dir).is_dir():

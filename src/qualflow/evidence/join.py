@@ -285,6 +285,8 @@ def build_evidence(*, session_dir, correctness, bundle_dir, pin, model, profile,
             "dataset_sha256": run_json.get("dataset_sha256"), "seed": p.get("seed"),
             "endpoint": (session.get("url") or "") + "/v1/responses", "streaming": p.get("streaming", True),
             "server_settings": json.dumps(session.get("settings") or {}, sort_keys=True),
+            "gpu": json.dumps({**session["gpu"], "other_jobs": session.get("other_gpu_jobs", [])}, sort_keys=True)
+            if session.get("gpu") else None,
             "workload": json.dumps(p, sort_keys=True),
             "startup": json.dumps({k: startup.get(k) for k in ("load_s", "server_startup_s", "startup_s",
                                                                "warmup_s", "warmup_requests")}),

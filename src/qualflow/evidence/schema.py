@@ -120,6 +120,8 @@ RUNS = {
     "generation_config": "JSON: generation config from the bundle",
     "dataset_sha256": "AIPerf inputs.json sha256", "seed": "AIPerf --random-seed",
     "endpoint": "endpoint url + path", "streaming": "stream mode",
+    "gpu": "JSON: the GPU the session leased (index, uuid, name, cores) and the other jobs holding GPUs "
+           "during it; null on CPU",
     "server_settings": "JSON: the serving session's settings (device, max_batch, max_context, cpu_threads, "
                        "AIPerf workers and record processors, warm-up, protocol checks on/off)",
     "workload": "JSON: the workload point settings",

@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 
 from qualflow.aiperf.command import AiperfPoint, load_points
+from qualflow.gpus import acquire, holders
 from qualflow.lifetime import die_with_parent
 from qualflow.phases import aiperf_tag
 from qualflow.server.timing import read_timing_log
@@ -148,6 +149,7 @@ class Session:
         self.record, self.allow_unpinned_client = record, allow_unpinned_client
         self.sent_ids: set[str] = set()
         self.stage_name = "setup"
+        self.lease = None
 
     def _stage(self, name: str):
         self.stage_name = name
@@ -156,6 +158,28 @@ class Session:
     def _done(self, t0: int) -> None:
         t1 = time.time_ns()
         self.record["stages"][self.stage_name] = {"start_ns": t0, "end_ns": t1, "wall_s": (t1 - t0) / 1e9}
+
+    def lease_gpu(self, device: str, timeout_s: float) -> None:
+        """On `cuda`/`cuda:N`: a GPU no other job holds, and its share of the cores (inherited by the
+        server and AIPerf); the jobs holding the other GPUs now are recorded."""
+        if not device.startswith("cuda") or os.environ.get("QUALFLOW_GPU_LEASE") == "off":
+            return
+        t0 = self._stage("gpu-lease")
+        self.lease = acquire(device, timeout_s=timeout_s, holder={"job": "session", "out": str(self.out)})
+        self.srv.env.update(self.lease.env())
+        if self.lease.cores and hasattr(os, "sched_setaffinity"):
+            os.sched_setaffinity(0, self.lease.cores)
+        self.record["gpu"] = self.lease.record()
+        self.note_other_gpu_jobs()
+        self._done(t0)
+
+    def note_other_gpu_jobs(self) -> None:
+        if self.lease is None:
+            return
+        seen = self.record.setdefault("other_gpu_jobs", [])
+        for h in holders(self.lease.lock_path.parent):
+            if (h.get("gpu") or {}).get("index") != self.lease.gpu.index and h not in seen:
+                seen.append(h)
 
     def startup(self, timeout_s: float) -> dict:
         t0 = self._stage("startup")
@@ -250,9 +274,10 @@ def run_session(*, bundle: str, out: str | Path, device: str, host: str, port: i
     if port == 0:
         port = free_port(host)
     bundle_dir = Path(bundle)
-    srv = ServerProcess(bundle=str(bundle_dir), device=device, host=host, port=port, model_name=model_name,
-                        timing_log=timing_log, log_path=out / "server.log", max_batch=max_batch,
-                        max_context=max_context, cpu_threads=cpu_threads)
+    # on cuda the session leases one GPU and the server sees only that one
+    srv = ServerProcess(bundle=str(bundle_dir), device="cuda" if device.startswith("cuda") else device, host=host,
+                        port=port, model_name=model_name, timing_log=timing_log, log_path=out / "server.log",
+                        max_batch=max_batch, max_context=max_context, cpu_threads=cpu_threads)
     settings = {"device": device, "max_batch": max_batch, "max_context": max_context, "cpu_threads": cpu_threads,
                 "aiperf_workers": aiperf_workers, "aiperf_record_processors": aiperf_record_processors,
                 "warmup_requests": warmup_requests, "warmup_max_tokens": warmup_max_tokens,
@@ -267,12 +292,14 @@ def run_session(*, bundle: str, out: str | Path, device: str, host: str, port: i
     rc, interrupted = 1, False
     try:
         _install_signal_handlers()
+        session.lease_gpu(device, startup_timeout_s)
         startup = session.startup(startup_timeout_s)
         session.warmup(startup, warmup_requests, warmup_max_tokens)
         session.protocol(run_protocol)
         session.aiperf_points(aiperf_workers, aiperf_record_processors, aiperf_timeout_s)
         session.stage_name = "timing-flush"
         record["timing_records_missing"] = _wait_timing_flushed(timing_log, session.sent_ids)
+        session.note_other_gpu_jobs()
         rc = 0
     except (Exception, SessionInterrupted) as e:  # noqa: BLE001 - every failure is evidence: recorded, not lost
         interrupted = isinstance(e, SessionInterrupted) or _RECEIVED["signal"] is not None
@@ -283,6 +310,8 @@ def run_session(*, bundle: str, out: str | Path, device: str, host: str, port: i
             signal.signal(s, signal.SIG_IGN)
         t0 = time.time_ns()
         record["server_exit_code"] = srv.stop()
+        if session.lease is not None:
+            session.lease.release()
         record["stages"]["shutdown"] = {"start_ns": t0, "end_ns": time.time_ns(),
                                         "wall_s": (time.time_ns() - t0) / 1e9}
         record["session_ended_ns"] = time.time_ns()

@@ -107,6 +107,7 @@ class ServerProcess:
         if cpu_threads:
             cmd += ["--cpu-threads", str(cpu_threads)]
         self.cmd = list(command) if command else cmd + list(extra_args or [])
+        self.env: dict[str, str] = {}   # added to the server's environment (e.g. its GPU)
         self.proc: subprocess.Popen | None = None
         self.spawn_ns: int | None = None
         self.healthy_ns: int | None = None
@@ -119,7 +120,7 @@ class ServerProcess:
         check_port(self.host, self.port)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = open(self.log_path, "ab")
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        env = dict(os.environ, PYTHONUNBUFFERED="1", **self.env)
         self.spawn_ns = time.time_ns()
         self.proc = subprocess.Popen(self.cmd, stdout=self._log, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, env=env, start_new_session=True,

@@ -1,5 +1,6 @@
-"""Exclusive GPUs for serving sessions on one host: each session that runs on `cuda` holds one GPU
-that no other running session holds, and the CPU cores that go with it.
+"""Exclusive GPUs on one host: each job that runs on `cuda` (a serving session, family correctness)
+holds one GPU that no other running job holds, and the CPU cores that go with it. A leaf module: it
+imports nothing from qualflow.
 
 A lease is an exclusive `flock` on `<lock_dir>/gpu<index>.lock`, held on an open file for the whole
 session. The kernel drops it when the process ends however it ends (crash, SIGKILL, Ctrl-C), so a
@@ -20,7 +21,11 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-DEFAULT_LOCK_DIR = "/tmp/qualflow-gpu-locks"
+DEFAULT_LOCK_DIR = "/tmp/qualflow-gpu-locks"   # QUALFLOW_GPU_LOCK_DIR overrides it
+
+
+def lock_dir_default() -> Path:
+    return Path(os.environ.get("QUALFLOW_GPU_LOCK_DIR") or DEFAULT_LOCK_DIR)
 
 
 class GpuLeaseError(RuntimeError):
@@ -35,11 +40,11 @@ class Gpu:
 
 
 def parse_gpus(text: str) -> list[Gpu]:
-    """'index:uuid:name' entries, comma- or newline-separated (nvidia-smi's csv with ', ' works too)."""
+    """'index:uuid:name' entries, comma- or newline-separated (uuid and name may be left out)."""
     out = []
     for entry in text.replace("\n", ",").split(","):
-        parts = [p.strip() for p in entry.split(":", 2)] if ":" in entry else [p.strip() for p in entry.split(";")]
-        if len(parts) >= 1 and parts[0].isdigit():
+        parts = [p.strip() for p in entry.split(":", 2)]
+        if parts[0].isdigit():
             out.append(Gpu(int(parts[0]), parts[1] if len(parts) > 1 else "", parts[2] if len(parts) > 2 else ""))
     return out
 
@@ -112,10 +117,10 @@ def _try_lock(path: Path, holder: dict) -> int | None:
     return fd
 
 
-def holders(lock_dir: str | Path = DEFAULT_LOCK_DIR) -> list[dict]:
+def holders(lock_dir: str | Path | None = None) -> list[dict]:
     """Who holds a GPU now (the holder record of every lock that is taken)."""
     out = []
-    for p in sorted(Path(lock_dir).glob("gpu*.lock")):
+    for p in sorted(Path(lock_dir or lock_dir_default()).glob("gpu*.lock")):
         fd = os.open(p, os.O_RDONLY)
         try:
             try:
@@ -133,7 +138,7 @@ def holders(lock_dir: str | Path = DEFAULT_LOCK_DIR) -> list[dict]:
     return out
 
 
-def acquire(device: str, *, gpus: list[Gpu] | None = None, lock_dir: str | Path = DEFAULT_LOCK_DIR,
+def acquire(device: str, *, gpus: list[Gpu] | None = None, lock_dir: str | Path | None = None,
             timeout_s: float = 3600.0, holder: dict | None = None, poll_s: float = 0.5) -> GpuLease:
     """Lease a GPU for `device` ('cuda': any free one; 'cuda:N': GPU N), waiting up to timeout_s."""
     gpus = visible_gpus() if gpus is None else gpus
@@ -148,7 +153,7 @@ def acquire(device: str, *, gpus: list[Gpu] | None = None, lock_dir: str | Path 
             raise GpuLeaseError(f"device {device!r}: no GPU {device[5:]} here (visible: {[g.index for g in gpus]})")
     else:
         raise GpuLeaseError(f"device {device!r} is not 'cuda' or 'cuda:N'")
-    lock_dir = Path(lock_dir)
+    lock_dir = Path(lock_dir or lock_dir_default())
     lock_dir.mkdir(parents=True, exist_ok=True)
     cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
     info = {"pid": os.getpid(), "started_ns": time.time_ns(), **(holder or {})}
