@@ -1,50 +1,35 @@
-"""A real `qualflow serve` subprocess on a free port, for the server tests."""
+"""A real `qualflow serve` subprocess on a free port (the project's own ServerProcess), and the real app
+under uvicorn in-process, for the server tests."""
 from __future__ import annotations
 
-import os
-import re
-import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import httpx
 
+from qualflow.session.server_process import ServerError, ServerProcess, free_port
 
-class ServerUnderTest:
+
+class ServerUnderTest(ServerProcess):
+    """The project's own server process (qualflow.session.server_process), on a free port of
+    127.0.0.1, with the helpers the server tests use."""
+
     def __init__(self, bundle: str | Path, workdir: Path, *extra: str, model_name: str | None = None):
-        self.log_path = workdir / "server.log"
         self.timing_log = workdir / "timings.jsonl"
-        self.cmd = [sys.executable, "-m", "qualflow.cli", "serve", "--bundle", str(bundle), "--port", "0",
-                    "--timing-log", str(self.timing_log), *extra]
-        if model_name:
-            self.cmd += ["--model-name", model_name]
-        self.proc: subprocess.Popen | None = None
-        self.url = ""
+        super().__init__(bundle=str(bundle), device="cpu", host="127.0.0.1", port=free_port(), model_name=model_name,
+                         timing_log=self.timing_log, log_path=workdir / "server.log", extra_args=list(extra))
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
     def start(self, timeout_s: float = 180) -> "ServerUnderTest":
-        with open(self.log_path, "wb") as out:
-            self.proc = subprocess.Popen(self.cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         env=dict(os.environ, PYTHONUNBUFFERED="1"), start_new_session=True)
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"server exited with {self.proc.returncode}:\n{self.log()}")
-            if not self.url and (m := re.search(r"listening on (http://[\d.]+:\d+)", self.log())):
-                self.url = m.group(1)
-            if self.url:
-                try:
-                    if httpx.get(self.url + "/health", timeout=2).status_code == 200:
-                        return self
-                except httpx.HTTPError:
-                    pass
-            time.sleep(0.2)
-        self.stop()
-        raise RuntimeError(f"server not healthy after {timeout_s}s:\n{self.log()}")
+        super().start()
+        try:
+            self.wait_healthy(timeout_s)
+        except ServerError as e:
+            self.stop()
+            raise RuntimeError(f"server did not become healthy: {e}") from None
+        return self
 
     def client(self, **kw):
         import openai
@@ -66,18 +51,6 @@ class ServerUnderTest:
                 return recs[0]
             time.sleep(0.05)
         raise AssertionError(f"no final timing record for {request_id}: {self.records(request_id)}")
-
-    def stop(self) -> int | None:
-        if self.proc is None:
-            return None
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
-        return self.proc.returncode
 
 
 class InProcessServer:

@@ -91,15 +91,16 @@ def _group_members(pgid: int) -> list[int]:
 
 
 class ServerProcess:
-    def __init__(self, *, bundle: str, device: str, host: str, port: int, model_name: str,
+    def __init__(self, *, bundle: str, device: str, host: str, port: int, model_name: str | None,
                  timing_log: str | Path, log_path: str | Path, max_batch: int | None = None,
                  max_context: int | None = None, cpu_threads: int | None = None,
                  extra_args: list[str] | None = None, command: list[str] | None = None):
         self.host, self.port = host, port
         self.log_path = Path(log_path)
         cmd = [sys.executable, "-m", "qualflow.cli", "serve", "--bundle", str(bundle), "--device", device,
-               "--host", host, "--port", str(port), "--model-name", model_name,
-               "--timing-log", str(timing_log)]
+               "--host", host, "--port", str(port), "--timing-log", str(timing_log)]
+        if model_name:   # else the server serves the bundle's checkpoint id
+            cmd += ["--model-name", model_name]
         if max_batch:
             cmd += ["--max-batch", str(max_batch)]
         if max_context:
