@@ -80,6 +80,7 @@ def test_a_cuda_session_leases_a_free_gpu_and_records_it(tmp_path, monkeypatch, 
     from qualflow.gpus import acquire
     monkeypatch.setenv("QUALFLOW_GPUS", "0:GPU-aaa:Fake H200,1:GPU-bbb:Fake H200")
     monkeypatch.setenv("QUALFLOW_GPU_LOCK_DIR", str(tmp_path / "locks"))
+    cores = os.sched_getaffinity(0)
     other = acquire("cuda:0", holder={"job": "other session"})
     try:
         rc = run_session(bundle=str(bundle_dir), out=tmp_path / "s", device="cuda", host="127.0.0.1", port=0,
@@ -95,3 +96,4 @@ def test_a_cuda_session_leases_a_free_gpu_and_records_it(tmp_path, monkeypatch, 
     assert s["error"]["stage"] == "startup"
     with acquire("cuda:1", timeout_s=1):   # released
         pass
+    assert s["gpu"]["cores"] and os.sched_getaffinity(0) == cores   # pinned for the session only

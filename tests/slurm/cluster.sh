@@ -43,7 +43,7 @@ start() {
   mkdir -p "$DIR"/{state,spool,log,munge}
   local host cpus mem
   host="$(hostname -s)"
-  cpus="$(nproc)"
+  cpus="$(nproc --all)"   # the node's cores, not this process's affinity
   # slurmd -C reports what this node has; leave 1 GiB for the system
   mem="$(slurmd -C 2>/dev/null | sed -n 's/.*RealMemory=\([0-9]*\).*/\1/p')"
   mem="$(( ${mem:-4096} > 2048 ? ${mem:-4096} - 1024 : ${mem:-4096} ))"

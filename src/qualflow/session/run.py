@@ -150,6 +150,7 @@ class Session:
         self.sent_ids: set[str] = set()
         self.stage_name = "setup"
         self.lease = None
+        self.cores_before: set[int] | None = None
 
     def _stage(self, name: str):
         self.stage_name = name
@@ -168,6 +169,7 @@ class Session:
         self.lease = acquire(device, timeout_s=timeout_s, holder={"job": "session", "out": str(self.out)})
         self.srv.env.update(self.lease.env())
         if self.lease.cores and hasattr(os, "sched_setaffinity"):
+            self.cores_before = os.sched_getaffinity(0)
             os.sched_setaffinity(0, self.lease.cores)
         self.record["gpu"] = self.lease.record()
         self.note_other_gpu_jobs()
@@ -312,6 +314,8 @@ def run_session(*, bundle: str, out: str | Path, device: str, host: str, port: i
         record["server_exit_code"] = srv.stop()
         if session.lease is not None:
             session.lease.release()
+            if session.cores_before:   # the caller's cores back (the session may run in-process)
+                os.sched_setaffinity(0, session.cores_before)
         record["stages"]["shutdown"] = {"start_ns": t0, "end_ns": time.time_ns(),
                                         "wall_s": (time.time_ns() - t0) / 1e9}
         record["session_ended_ns"] = time.time_ns()
