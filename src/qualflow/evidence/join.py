@@ -145,7 +145,8 @@ def _pct(s: pd.Series, q: float):
     return None if s.empty else float(np.percentile(s, q))
 
 
-def summarize_point(req: pd.DataFrame, point: dict, run_json: dict, summary_json: dict | None) -> dict:
+def summarize_point(req: pd.DataFrame, point: dict, run_json: dict, summary_json: dict | None,
+                    goodput: dict | None = None) -> dict:
     pid = point["point_id"]
     mine = req[(req["point_id"] == pid) & (req["phase"] == "profiling")]
     matched = mine[mine["match_status"] == "matched"]
@@ -176,7 +177,7 @@ def summarize_point(req: pd.DataFrame, point: dict, run_json: dict, summary_json
         "dataset_sha256": run_json.get("dataset_sha256"),
         "input_file_sha256": run_json.get("input_file_sha256"),
         "error_rate": float(err.sum()) / max(int(point["request_count"]), 1),
-        "goodput_fraction": slo_mod.goodput_fraction(mine, point["request_count"], point.get("goodput") or {}),
+        "goodput_fraction": slo_mod.goodput_fraction(mine, point["request_count"], goodput or {}),
     }
     if summary_json:
         def avg(tag):
@@ -273,7 +274,8 @@ def build_evidence(*, session_dir, correctness, bundle_dir, pin, model, profile,
             rid = repeat_run_id(run_id, k)
             pdir = session_dir / "points" / point_key(p["point_id"], k)
             run_json = _load_json(pdir / "run.json")
-            srow = summarize_point(req[req["run_id"] == rid], p, run_json, exports.read_summary(pdir / "aiperf"))
+            srow = summarize_point(req[req["run_id"] == rid], p, run_json, exports.read_summary(pdir / "aiperf"),
+                                   goodput=slo_mod.goodput_bounds(slos.get(p["point_id"])))
             srow.update(repeat=k, repeats=int(p.get("repeats", 1)))
             acc_ok, acc_reasons = accounting_ok(srow)
             args = dict(

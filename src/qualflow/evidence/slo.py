@@ -75,6 +75,11 @@ def bounds(slo: dict | None) -> list[Bound]:
     return out
 
 
+def goodput_bounds(slo: dict | None) -> dict:
+    """The per-request bounds of a point's goodput SLO ({} without one)."""
+    return {k: v for k, v in ((slo or {}).get("goodput") or {}).items() if k in GOODPUT_BOUNDS}
+
+
 def goodput_fraction(profiling: pd.DataFrame, request_count: int, per_request: dict) -> float | None:
     """Fraction of the sent profiling requests that succeeded and met every per-request bound."""
     if not per_request:
