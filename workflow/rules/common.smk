@@ -116,7 +116,7 @@ def points(model):
         base = {k: v for k, v in wc.items() if k not in _NOT_POINT_KEYS}
         goodput = {k: v for k, v in ((wc.get("slo") or {}).get("goodput") or {}).items() if k != "min_fraction"}
         for kind, v in _loads(wc):
-            p = {"point_id": f"{w}_{load_label(kind, v)}", "workload": w, **base, "goodput": goodput,
+            p = {"point_id": f"{w}_{load_label(kind, v)}", "workload": w, "isl": None, **base, "goodput": goodput,
                  "concurrency": v if kind == "concurrency" else wc.get("rate_max_concurrency")}
             if kind == "request_rate":
                 p["request_rate"] = v

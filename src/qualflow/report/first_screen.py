@@ -34,7 +34,9 @@ def ordered_points(summary: pd.DataFrame) -> pd.DataFrame:
         return summary
     s = summary[pd.to_numeric(summary.get("repeat", 1), errors="coerce").fillna(1).astype(int) == 1] \
         if "repeat" in summary else summary
-    s = s.assign(_load=load_of(s), _kind=s.get("load_kind", "concurrency"), _wl=s.get("workload", s["point_id"]))
+    kind = s["load_kind"].fillna("concurrency") if "load_kind" in s else pd.Series("concurrency", index=s.index)
+    wl = s["workload"].fillna(s["point_id"]) if "workload" in s else s["point_id"]
+    s = s.assign(_load=load_of(s), _kind=kind, _wl=wl)
     return s.sort_values(["model", "profile", "_wl", "_kind", "_load"], na_position="last")
 
 
@@ -116,6 +118,8 @@ def plots(ev: dict[str, pd.DataFrame], out: Path) -> list[tuple[str, str]]:
         return figs
     pts = ordered_points(summ)
     groups = list(pts.groupby(["model", "profile", "_wl"], sort=False))
+    if not groups:
+        return figs
     # throughput-latency curves
     fig, axes = plt.subplots(len(groups), 2, figsize=(10, 3.3 * len(groups)), squeeze=False)
     for i, ((m, p, wl), g) in enumerate(groups):
