@@ -183,6 +183,8 @@ PROTO_OK = pd.DataFrame([{"name": "n", "passed": True}])
     (dict(accounting_ok=False), "protocol-conformant"),
     (dict(client_pin_reasons=["openai 3.0 is not the pinned openai==3.57.0"]), "protocol-conformant"),
     (dict(), "aiperf-qualified"),
+    (dict(slo=(False, ["SLO ttft_ms.p50 missed"])), "aiperf-qualified"),
+    (dict(slo=(True, [])), "slo-met"),
 ])
 def test_status_ladder(kw, expected):
     args = dict(implemented=True, correctness=CORR_OK, protocol=PROTO_OK, protocol_enabled=True, aiperf_ok=True,
@@ -190,7 +192,7 @@ def test_status_ladder(kw, expected):
     args.update(kw)
     status, reasons = qualification_status(**args)
     assert status == expected
-    assert bool(reasons) == (expected != "aiperf-qualified")
+    assert bool(reasons) == (expected != "slo-met")     # aiperf-qualified says why not slo-met
 
 
 def test_accounting_requires_equal_counts():

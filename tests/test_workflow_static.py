@@ -18,7 +18,7 @@ def wf(tmp_path_factory):
     """A copy of the workflow, so that runs in the checkout (and their lock) do not interfere."""
     import shutil
     d = tmp_path_factory.mktemp("wfstatic")
-    for name in ("workflow", "config"):
+    for name in ("workflow", "config", "workloads"):
         src = REPO / name
         (shutil.copytree if src.is_dir() else shutil.copy)(src, d / name)
     return d

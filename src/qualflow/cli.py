@@ -116,6 +116,7 @@ def add_workflow_stages(sub) -> None:
     s.add_argument("--device")
     s.add_argument("--thresholds-version")
     s.add_argument("--commands", help="JSON of the stage commands, recorded in runs")
+    s.add_argument("--slo", help="JSON {point_id: SLO block} (qualflow.evidence.slo)")
     s.add_argument("--out", required=True)
     s.set_defaults(func=_workflow_stage("qualflow.evidence.join", "main_join"))
 

@@ -12,8 +12,25 @@ PROFILING = "profiling"   # the evidence's phase name for AIPerf's measured requ
 AIPERF_PREFIX = "aiperf:"
 
 
-def aiperf_tag(point_id: str) -> str:
-    return f"{AIPERF_PREFIX}{point_id}"
+REPEAT_MARK = ".r"        # point key of repeat k >= 2: <point_id>.r<k> (load labels never hold a dot)
+
+
+def point_key(point_id: str, repeat: int = 1) -> str:
+    """The name of one AIPerf run of a point: its directory, tag and record key. Repeat 1 is the
+    point id itself (so a point without repeats looks as it always did)."""
+    return point_id if repeat == 1 else f"{point_id}{REPEAT_MARK}{repeat}"
+
+
+def parse_point_key(key: str) -> tuple[str, int]:
+    """(point_id, repeat) of a point key."""
+    head, sep, tail = key.rpartition(REPEAT_MARK)
+    if sep and tail.isdigit() and int(tail) >= 2:
+        return head, int(tail)
+    return key, 1
+
+
+def aiperf_tag(point_id: str, repeat: int = 1) -> str:
+    return f"{AIPERF_PREFIX}{point_key(point_id, repeat)}"
 
 
 def parse_tag(tag: str | None) -> tuple[str | None, str | None]:

@@ -12,6 +12,17 @@ from snakemake.utils import validate
 validate(config, schema="../schemas/config.schema.yaml")
 
 
+def load_label(kind, value):
+    """c<concurrency> or r<rate> (no dot: 0.5 -> r0p5), the suffix of a point id and the key of
+    `slo_by_load`."""
+    return f"c{value}" if kind == "concurrency" else f"r{value:g}".replace(".", "p")
+
+
+def _loads(wc):
+    return [("concurrency", c) for c in wc.get("concurrency") or []] + \
+        [("request_rate", r) for r in wc.get("request_rate") or []]
+
+
 def _check_config():
     for m, mc in config["models"].items():
         for w in mc["workloads"]:
@@ -27,6 +38,16 @@ def _check_config():
                     f"config: models.{m}.revision must be a full commit sha for hub checkpoint "
                     f"{mc['checkpoint']!r} (or set allow_unpinned: true)"
                 )
+    for w, wc in config["workloads"].items():
+        if not (wc.get("concurrency") or wc.get("request_rate")):
+            raise ValueError(f"config: workloads.{w}: concurrency or request_rate must list at least one load")
+        labels = {load_label(k, v) for k, v in _loads(wc)}
+        for lab in wc.get("slo_by_load") or {}:
+            if lab not in labels:
+                raise ValueError(f"config: workloads.{w}.slo_by_load.{lab} names no load of the workload "
+                                 f"(loads: {sorted(labels)})")
+        if wc.get("input_file") and not Path(wc["input_file"]).is_file():
+            raise ValueError(f"config: workloads.{w}.input_file: no such file {wc['input_file']!r}")
 
 
 _check_config()
@@ -83,15 +104,45 @@ def model_cfg(wildcards):
     return config["models"][wildcards.model]
 
 
+# workload keys that are not AIPerf point settings: the load lists become points, SLOs go to the join
+_NOT_POINT_KEYS = ("concurrency", "request_rate", "rate_max_concurrency", "slo", "slo_by_load")
+
+
 def points(model):
-    """Workload points of a model: one per (workload, concurrency)."""
+    """Workload points of a model: one per (workload, concurrency) and per (workload, request rate)."""
     out = []
     for w in config["models"][model]["workloads"]:
         wc = config["workloads"][w]
-        for c in wc["concurrency"]:
-            p = {k: v for k, v in wc.items() if k != "concurrency"}
-            out.append({"point_id": f"{w}_c{c}", "concurrency": c, **p})
+        base = {k: v for k, v in wc.items() if k not in _NOT_POINT_KEYS}
+        goodput = {k: v for k, v in ((wc.get("slo") or {}).get("goodput") or {}).items() if k != "min_fraction"}
+        for kind, v in _loads(wc):
+            p = {"point_id": f"{w}_{load_label(kind, v)}", "workload": w, "isl": None, **base, "goodput": goodput,
+                 "concurrency": v if kind == "concurrency" else wc.get("rate_max_concurrency")}
+            if kind == "request_rate":
+                p["request_rate"] = v
+            out.append(p)
     return out
+
+
+def point_slos(model):
+    """{point_id: the SLO of that point}: the workload's `slo` with `slo_by_load` merged over it."""
+    out = {}
+    for w in config["models"][model]["workloads"]:
+        wc = config["workloads"][w]
+        for kind, v in _loads(wc):
+            slo = dict(wc.get("slo") or {})
+            slo.update((wc.get("slo_by_load") or {}).get(load_label(kind, v)) or {})
+            out[f"{w}_{load_label(kind, v)}"] = slo
+    return out
+
+
+def slo_arg(wildcards):
+    return shlex.quote(json.dumps(point_slos(wildcards.model), sort_keys=True))
+
+
+def prompt_files(wildcards):
+    """Prompt files of a model's workloads: inputs of the session, so an edit reruns it."""
+    return sorted({p["input_file"] for p in points(wildcards.model) if p.get("input_file")})
 
 
 def points_arg(wildcards):

@@ -17,6 +17,7 @@ rule join_evidence:
         correctness=f"{EVIDENCE}/correctness.parquet",
         protocol=f"{EVIDENCE}/protocol.parquet",
         runs=f"{EVIDENCE}/runs.parquet",
+        targets=f"{EVIDENCE}/targets.parquet",
     log:
         log_of("join_evidence"),
     benchmark:
@@ -25,6 +26,7 @@ rule join_evidence:
         sessiondir=lambda w, input: str(Path(input.session).parent),
         outdir=lambda w, output: str(Path(output.runs).parent),
         points=points_arg,
+        slo=slo_arg,
         swkey=SWKEY,
         device=DEVICE,
         thresholds=thresholds_arg,
@@ -35,5 +37,5 @@ rule join_evidence:
         "qualflow join --session {params.sessiondir} --correctness {input.correctness}"
         " --bundle {input.bundle} --pin {input.pin} --model {wildcards.model}"
         " --profile {wildcards.profile} --software-key {params.swkey} --points {params.points}"
-        " --device {params.device} {params.thresholds} --commands {params.commands}"
+        " --slo {params.slo} --device {params.device} {params.thresholds} --commands {params.commands}"
         " --out {params.outdir} > {log} 2>&1"

@@ -27,6 +27,7 @@ rule aiperf_profile:
     input:
         bundle=BUNDLE,
         correctness=CORRECTNESS,
+        prompts=prompt_files,
     output:
         session=f"{SESSION}/session.json",
         startup=f"{SESSION}/startup.json",

@@ -8,14 +8,18 @@ from dataclasses import asdict, dataclass, field
 from qualflow.phases import PHASE_HEADER
 
 PINNED_AIPERF = "0.13.0"
+ARRIVAL_PATTERNS = ("poisson", "constant", "gamma")
+# per-request goodput bounds: our name -> AIPerf metric tag (values in ms, AIPerf's display unit)
+GOODPUT_TAGS = {"ttft_ms": "time_to_first_token", "itl_ms": "inter_token_latency",
+                "request_latency_ms": "request_latency"}
 
 
 @dataclass(frozen=True)
 class AiperfPoint:
     """One workload point: everything that changes the requests AIPerf sends."""
     point_id: str
-    concurrency: int
-    isl: int
+    concurrency: int | None       # closed loop; with request_rate: a cap on requests in flight (None: none)
+    isl: int | None               # synthetic prompts; None with input_file
     osl: int
     isl_stddev: int = 0
     osl_stddev: int = 0
@@ -28,6 +32,13 @@ class AiperfPoint:
     min_tokens: int | None = None         # None: equal to osl (with ignore_eos: exact OSL)
     request_timeout_s: float = 600.0
     extra_inputs: dict = field(default_factory=dict)
+    workload: str | None = None           # the workload the point belongs to
+    request_rate: float | None = None     # open loop, requests/s (AIPerf --request-rate)
+    arrival_pattern: str = "poisson"      # AIPerf --request-rate-mode for request_rate points
+    input_file: str | None = None         # single-turn JSONL prompt file (AIPerf --input-file)
+    sampling: dict = field(default_factory=dict)   # temperature / top_p / top_k, sent via --extra-inputs
+    goodput: dict = field(default_factory=dict)    # per-request bounds (GOODPUT_TAGS keys) for AIPerf --goodput
+    repeats: int = 1                      # AIPerf runs of this point against the same warmed server
 
     @classmethod
     def from_dict(cls, d: dict) -> "AiperfPoint":
@@ -44,8 +55,17 @@ class AiperfPoint:
         extra = {"ignore_eos": bool(self.ignore_eos),
                  "min_tokens": int(self.osl if self.min_tokens is None else self.min_tokens),
                  "store": False}
+        extra.update(self.sampling)
         extra.update(self.extra_inputs)
         return extra
+
+    def goodput_arg(self) -> str | None:
+        """AIPerf --goodput 'tag:ms ...' for the per-request bounds, or None."""
+        unknown = set(self.goodput) - set(GOODPUT_TAGS)
+        if unknown:
+            raise ValueError(f"workload point {self.point_id}: goodput bounds {sorted(unknown)} unknown "
+                             f"(known: {sorted(GOODPUT_TAGS)})")
+        return " ".join(f"{GOODPUT_TAGS[k]}:{v:g}" for k, v in sorted(self.goodput.items())) or None
 
     def entries(self) -> int:
         return self.num_dataset_entries or (self.request_count + self.warmup_request_count)
@@ -56,8 +76,16 @@ def build_command(point: AiperfPoint, *, url: str, model_name: str, tokenizer_di
                   workers_max: int = 1, record_processors: int = 1,
                   aiperf_bin: str = "aiperf") -> list[str]:
     """The exact argv. Every flag that changes the workload is explicit (no AIPerf defaults relied on)."""
-    if point.concurrency < 1 or point.request_count < 1 or point.isl < 1 or point.osl < 1:
+    if (point.concurrency is not None and point.concurrency < 1) or point.request_count < 1 or point.osl < 1 \
+            or (point.isl is not None and point.isl < 1):
         raise ValueError(f"workload point {point.point_id}: concurrency, request_count, isl, osl must be >= 1")
+    if point.concurrency is None and point.request_rate is None:
+        raise ValueError(f"workload point {point.point_id}: needs a concurrency or a request_rate")
+    if (point.isl is None) == (point.input_file is None):
+        raise ValueError(f"workload point {point.point_id}: exactly one of isl (synthetic) or input_file")
+    if point.request_rate is not None and (point.request_rate <= 0 or point.arrival_pattern not in ARRIVAL_PATTERNS):
+        raise ValueError(f"workload point {point.point_id}: request_rate must be > 0 and arrival_pattern one of "
+                         f"{ARRIVAL_PATTERNS}")
     cmd = [
         aiperf_bin, "profile",
         "--model", model_name,
@@ -67,18 +95,27 @@ def build_command(point: AiperfPoint, *, url: str, model_name: str, tokenizer_di
     ]
     if point.streaming:
         cmd.append("--streaming")
+    if point.input_file is not None:
+        cmd += ["--input-file", str(point.input_file), "--custom-dataset-type", "single_turn"]
+    else:
+        cmd += ["--synthetic-input-tokens-mean", str(point.isl),
+                "--synthetic-input-tokens-stddev", str(point.isl_stddev),
+                "--num-dataset-entries", str(point.entries())]
     cmd += [
-        "--synthetic-input-tokens-mean", str(point.isl),
-        "--synthetic-input-tokens-stddev", str(point.isl_stddev),
         "--output-tokens-mean", str(point.osl),
         "--output-tokens-stddev", str(point.osl_stddev),
         "--extra-inputs", json.dumps(point.extra_inputs_payload(), sort_keys=True, separators=(",", ":")),
         "--random-seed", str(point.seed),
-        "--num-dataset-entries", str(point.entries()),
         "--dataset-sampling-strategy", "sequential",
-        "--concurrency", str(point.concurrency),
-        "--request-count", str(point.request_count),
     ]
+    if point.concurrency is not None:
+        cmd += ["--concurrency", str(point.concurrency)]
+    if point.request_rate is not None:
+        cmd += ["--request-rate", f"{point.request_rate:g}", "--request-rate-mode", point.arrival_pattern]
+    cmd += ["--request-count", str(point.request_count)]
+    goodput = point.goodput_arg()
+    if goodput:
+        cmd += ["--goodput", goodput]
     if point.warmup_request_count > 0:
         cmd += ["--warmup-request-count", str(point.warmup_request_count)]
     if phase_header:

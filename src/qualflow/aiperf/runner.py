@@ -12,6 +12,7 @@ from pathlib import Path
 
 from qualflow.aiperf.command import AiperfPoint, build_command, command_to_str
 from qualflow.aiperf.exports import judge_run
+from qualflow.files import sha256_file
 from qualflow.lifetime import die_with_parent
 
 
@@ -59,11 +60,36 @@ def aiperf_env(tmpdir: Path) -> dict:
     return env
 
 
+class Progress:
+    """Progress lines of a long AIPerf run: requests done against expected, elapsed, ETA."""
+
+    def __init__(self, label: str, expected: int, start: float, every_s: float):
+        self.label, self.expected, self.start, self.every_s = label, expected, start, every_s
+        self.last = start
+
+    def line(self, done: int, now: float) -> str:
+        elapsed = now - self.start
+        eta = f"{elapsed / done * (self.expected - done):.0f}s" if 0 < done < self.expected else "-"
+        return (f"progress {self.label}: {done}/{self.expected} requests, elapsed {elapsed:.0f}s, ETA {eta}")
+
+    def tick(self, done_fn, now: float | None = None) -> str | None:
+        now = time.monotonic() if now is None else now
+        if now - self.last < self.every_s:
+            return None
+        self.last = now
+        text = self.line(min(int(done_fn()), self.expected), now)
+        print(text, flush=True)
+        return text
+
+
 def run_point(point: AiperfPoint, *, url: str, model_name: str, tokenizer_dir: str, point_dir: str | Path,
               phase_header: str | None = None, workers_max: int = 1, record_processors: int = 1,
-              timeout_s: float = 3600.0, alive_check=None) -> dict:
+              timeout_s: float = 3600.0, alive_check=None, progress=None, progress_every_s: float = 5.0,
+              label: str | None = None) -> dict:
     """Run AIPerf for `point` into `point_dir/aiperf`; returns the run record (also written to
-    `point_dir/run.json`). `alive_check()` is polled while AIPerf runs and may raise to abort it."""
+    `point_dir/run.json`). `alive_check()` is polled while AIPerf runs and may raise to abort it.
+    `progress()` returns the requests done so far (warm-up included); every `progress_every_s` a
+    line with done/expected, elapsed time and ETA goes to stdout (the session log)."""
     point_dir = Path(point_dir)
     artifact_dir = point_dir / "aiperf"
     if artifact_dir.exists():
@@ -76,7 +102,8 @@ def run_point(point: AiperfPoint, *, url: str, model_name: str, tokenizer_dir: s
     aiperf_path = shutil.which("aiperf")
     if aiperf_path is None:
         raise FileNotFoundError("the `aiperf` executable is not on PATH (pip install aiperf==0.13.0)")
-    record = {"point": point.to_dict(), "argv": cmd, "command": command_to_str(cmd),
+    input_file_sha256 = sha256_file(point.input_file) if point.input_file else None
+    record = {"point": point.to_dict(), "argv": cmd, "input_file_sha256": input_file_sha256, "command": command_to_str(cmd),
               "env": {"HF_HUB_OFFLINE": "<unset>", "TMPDIR": str(tmpdir)},
               "started_ns": time.time_ns()}
     (point_dir / "command.sh").write_text(
@@ -88,13 +115,18 @@ def run_point(point: AiperfPoint, *, url: str, model_name: str, tokenizer_dir: s
                             stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=die_with_parent)
     rc = None
     try:
-        deadline = time.monotonic() + timeout_s
+        start = time.monotonic()
+        deadline = start + timeout_s
+        report = Progress(label or point.point_id, point.request_count + point.warmup_request_count, start,
+                          progress_every_s)
         while rc is None:
             try:
                 rc = proc.wait(timeout=1.0)
             except subprocess.TimeoutExpired:
                 if alive_check is not None:
                     alive_check()
+                if progress is not None:
+                    report.tick(progress)
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"AIPerf point {point.point_id} ran past {timeout_s:.0f}s")
     finally:

@@ -37,12 +37,17 @@ def server_settings(run_row: dict) -> dict | None:
     return s if isinstance(s, dict) and s else None
 
 
+# workload settings that do not change what one run measures: left out of the fingerprint
+NOT_MEASURED = ("repeats",)
+
+
 @dataclass(frozen=True)
 class Fingerprint:
     dataset_sha256: str | None
     workload: str                 # canonical JSON
     server_settings: str | None   # canonical JSON; None = unknown
     status: str | None
+    input_file_sha256: str | None = None   # the prompt file of a real-prompt workload
 
     def comparable_to(self, other: "Fingerprint") -> bool:
         return (self.dataset_sha256 is not None and self.server_settings is not None and self == other)
@@ -51,9 +56,11 @@ class Fingerprint:
 def fingerprint(run_row: dict, summary_row: dict | None = None) -> Fingerprint:
     ds = (summary_row or {}).get("dataset_sha256") or run_row.get("dataset_sha256") or None
     ss = server_settings(run_row)
-    return Fingerprint(dataset_sha256=ds, workload=json.dumps(parse_json(run_row.get("workload")) or {}, sort_keys=True),
+    wl = {k: v for k, v in (parse_json(run_row.get("workload")) or {}).items() if k not in NOT_MEASURED}
+    pf = run_row.get("input_file_sha256")
+    return Fingerprint(dataset_sha256=ds, workload=json.dumps(wl, sort_keys=True),
                        server_settings=None if ss is None else json.dumps(ss, sort_keys=True),
-                       status=run_row.get("status"))
+                       status=run_row.get("status"), input_file_sha256=pf if isinstance(pf, str) and pf else None)
 
 
 def dict_diff(a: dict, b: dict) -> list[str]:
@@ -66,6 +73,9 @@ def comparability_problems(label: str, fb: Fingerprint, fh: Fingerprint, xb: dic
     if not fb.dataset_sha256 or not fh.dataset_sha256 or fb.dataset_sha256 != fh.dataset_sha256:
         problems.append(f"{label}: dataset identity differs (AIPerf inputs.json sha256 base "
                         f"{fb.dataset_sha256 or 'unknown'}, head {fh.dataset_sha256 or 'unknown'})")
+    if fb.input_file_sha256 != fh.input_file_sha256:
+        problems.append(f"{label}: prompt file differs (sha256 base {fb.input_file_sha256 or 'none'}, head "
+                        f"{fh.input_file_sha256 or 'none'})")
     wl_b, wl_h = json.loads(fb.workload), json.loads(fh.workload)
     if wl_b != wl_h:
         diff = dict_diff(wl_b, wl_h)

@@ -13,11 +13,12 @@ import pandas as pd
 from qualflow.aiperf import exports
 from qualflow.aiperf.command import load_points
 from qualflow.evidence.schema import SCHEMA_VERSION, SUMMARY_METRICS, SUMMARY_PERCENTILES, TABLES, conform
-from qualflow.evidence.status import accounting_ok, qualification_status
-from qualflow.evidence.store import archive_run
-from qualflow.phases import PROFILING, PROTOCOL, WARMUP, parse_tag
+from qualflow.evidence import slo as slo_mod
+from qualflow.evidence.status import accounting_ok, qualification_status, slo_ok
+from qualflow.evidence.store import HISTORY
+from qualflow.phases import PROFILING, PROTOCOL, WARMUP, parse_point_key, parse_tag, point_key
 from qualflow.server.timing import TimingRecord, read_timing_log
-from qualflow.session.run import run_id_of
+from qualflow.session.run import repeat_run_id, run_id_of
 
 NS_MS = 1e6
 
@@ -76,8 +77,9 @@ def match(client_rows: list[dict], server_records: list[TimingRecord]) -> list[d
         rows.append(row)
     for rid, left in unpaired.items():
         for s in left:
-            phase, point, source = _phase_of_tag(s.tag)
-            rows.append({"request_id": rid, "phase": phase, "point_id": point, "source": source,
+            phase, key, source = _phase_of_tag(s.tag)
+            point, repeat = parse_point_key(key) if key else (None, 1)
+            rows.append({"request_id": rid, "phase": phase, "point_id": point, "source": source, "_repeat": repeat,
                          "is_warmup": phase == WARMUP, "match_status": "server-only",
                          "duplicate_request_id": rid in dup, **_server_cols(s)})
     return rows
@@ -94,7 +96,7 @@ def _derive(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
-def aiperf_client_rows(point_id: str, artifact_dir: Path, rel_dir: str) -> list[dict]:
+def aiperf_client_rows(point_id: str, artifact_dir: Path, rel_dir: str, repeat: int = 1) -> list[dict]:
     inputs = exports.read_inputs(artifact_dir)
     outputs = exports.read_outputs(artifact_dir)
     rows = []
@@ -105,7 +107,7 @@ def aiperf_client_rows(point_id: str, artifact_dir: Path, rel_dir: str) -> list[
         out = outputs.get(r["request_id"])
         rows.append({
             "request_id": r["request_id"], "point_id": point_id, "phase": WARMUP if warm else PROFILING,
-            "source": "aiperf", "is_warmup": warm,
+            "source": "aiperf", "is_warmup": warm, "_repeat": repeat,
             "client_request_start_ns": r["request_start_ns"], "client_request_end_ns": r["request_end_ns"],
             "client_request_latency_ms": r["request_latency"], "client_ttft_ms": r["time_to_first_token"],
             "client_ttst_ms": r["time_to_second_token"], "client_itl_ms": r["inter_token_latency"],
@@ -143,7 +145,8 @@ def _pct(s: pd.Series, q: float):
     return None if s.empty else float(np.percentile(s, q))
 
 
-def summarize_point(req: pd.DataFrame, point: dict, run_json: dict, summary_json: dict | None) -> dict:
+def summarize_point(req: pd.DataFrame, point: dict, run_json: dict, summary_json: dict | None,
+                    goodput: dict | None = None) -> dict:
     pid = point["point_id"]
     mine = req[(req["point_id"] == pid) & (req["phase"] == "profiling")]
     matched = mine[mine["match_status"] == "matched"]
@@ -151,8 +154,12 @@ def summarize_point(req: pd.DataFrame, point: dict, run_json: dict, summary_json
     exact_osl = point.get("ignore_eos", True) and not point.get("osl_stddev", 0)
     srv_osl = pd.to_numeric(matched["server_output_tokens"], errors="coerce")
     n_osl_wrong = int((srv_osl != point["osl"]).sum()) if exact_osl else 0
+    rate = point.get("request_rate")
     row = {
-        "point_id": pid, "concurrency": point["concurrency"], "isl": point["isl"], "osl": point["osl"],
+        "point_id": pid, "workload": point.get("workload"), "concurrency": point.get("concurrency"),
+        "load_kind": "concurrency" if rate is None else "request_rate", "request_rate": rate,
+        "arrival_pattern": point.get("arrival_pattern", "poisson") if rate is not None else None,
+        "isl": point.get("isl"), "osl": point["osl"],
         "request_count": point["request_count"],
         "n_client": int((mine["match_status"] != "server-only").sum()),
         "n_server": int((mine["match_status"] != "client-only").sum()),
@@ -168,6 +175,9 @@ def summarize_point(req: pd.DataFrame, point: dict, run_json: dict, summary_json
         "aiperf_ok": bool(run_json.get("verdict", {}).get("ok", False)),
         "aiperf_reasons": "; ".join(run_json.get("verdict", {}).get("reasons", [])) or None,
         "dataset_sha256": run_json.get("dataset_sha256"),
+        "input_file_sha256": run_json.get("input_file_sha256"),
+        "error_rate": float(err.sum()) / max(int(point["request_count"]), 1),
+        "goodput_fraction": slo_mod.goodput_fraction(mine, point["request_count"], goodput or {}),
     }
     if summary_json:
         def avg(tag):
@@ -176,6 +186,9 @@ def summarize_point(req: pd.DataFrame, point: dict, run_json: dict, summary_json
         row["benchmark_duration_s"] = avg("benchmark_duration")
         row["request_throughput_rps"] = avg("request_throughput")
         row["output_token_throughput_tps"] = avg("output_token_throughput")
+        good = avg("good_request_count")
+        row["aiperf_goodput_fraction"] = None if good is None or not point.get("goodput") else \
+            float(good) / max(int(point["request_count"]), 1)
     for m in SUMMARY_METRICS:
         vals = pd.to_numeric(matched[m], errors="coerce") if m in matched else pd.Series(dtype=float)
         row[f"{m}_mean"] = None if vals.dropna().empty else float(vals.mean())
@@ -204,7 +217,7 @@ def _load_json(p: Path) -> dict:
 
 def build_evidence(*, session_dir, correctness, bundle_dir, pin, model, profile, software_key, out,
                    points: list[dict], expected_thresholds_version: str | None = None,
-                   commands: dict | None = None, device: str | None = None) -> dict:
+                   commands: dict | None = None, device: str | None = None, slos: dict | None = None) -> dict:
     session_dir, out = Path(session_dir), Path(out)
     out.mkdir(parents=True, exist_ok=True)
     session = _load_json(session_dir / "session.json")
@@ -219,17 +232,21 @@ def build_evidence(*, session_dir, correctness, bundle_dir, pin, model, profile,
 
     client = session_client_rows(session_dir)
     for p in points:
-        adir = session_dir / "points" / p["point_id"] / "aiperf"
-        client += aiperf_client_rows(p["point_id"], adir, str(adir))
+        for k in range(1, int(p.get("repeats", 1)) + 1):
+            adir = session_dir / "points" / point_key(p["point_id"], k) / "aiperf"
+            client += aiperf_client_rows(p["point_id"], adir, str(adir), repeat=k)
     server = read_timing_log(session_dir / "server_timing.jsonl")
     req = pd.DataFrame(match(client, server))
     for c in TABLES["requests"]:
         if c not in req:
             req[c] = None
     req = _derive(req)
+    repeat = pd.to_numeric(req["_repeat"], errors="coerce").fillna(1).astype(int) if "_repeat" in req \
+        else pd.Series(1, index=req.index)
     for k, v in key.items():
         req[k] = v
-    req = conform(req, "requests")
+    req["run_id"] = [repeat_run_id(run_id, int(x)) for x in repeat]
+    req = conform(req.drop(columns=["_repeat"], errors="ignore"), "requests")
 
     corr = pd.read_parquet(correctness) if correctness and Path(correctness).exists() else pd.DataFrame()
     for k, v in key.items():
@@ -247,62 +264,105 @@ def build_evidence(*, session_dir, correctness, bundle_dir, pin, model, profile,
         ([failure] if failure and not startup.get("healthy_ns") else [])
     settings = session.get("settings") or {}
     protocol_enabled = settings.get("protocol_checks", True)
-    summaries, runs = [], []
+    summaries, runs, targets = [], [], []
     manifest_small = {k: v for k, v in manifest.items() if k not in ("files",)}
     ckpt = pin_d.get("checkpoint") if isinstance(pin_d.get("checkpoint"), dict) else {"id": pin_d.get("checkpoint")}
+    slos = slos or {}
     for p in points:
-        pdir = session_dir / "points" / p["point_id"]
-        run_json = _load_json(pdir / "run.json")
-        sj = exports.read_summary(pdir / "aiperf")
-        srow = summarize_point(req, p, run_json, sj)
-        acc_ok, acc_reasons = accounting_ok(srow)
-        status, reasons = qualification_status(
-            implemented=implemented, implemented_reasons=implemented_reasons, correctness=corr,
-            protocol=proto, protocol_enabled=protocol_enabled, aiperf_ok=srow["aiperf_ok"] and not failure,
-            aiperf_reasons=run_json.get("verdict", {}).get("reasons", ["AIPerf did not run"]),
-            accounting_ok=acc_ok, accounting_reasons=acc_reasons,
-            expected_thresholds_version=expected_thresholds_version,
-            client_pin_reasons=session.get("client_pin_reasons") or [])
-        if failure and failure not in reasons:
-            reasons.append(failure)
-        srow["status"] = status
-        summaries.append({**key, **srow})
-        runs.append({
-            **key, "point_id": p["point_id"], "status": status, "status_reasons": "; ".join(reasons) or None,
-            "qualflow_version": prov.get("qualflow_version"), "git_sha": prov.get("git_sha"),
-            "git_dirty": prov.get("git_dirty"), "packages": json.dumps(prov.get("packages"), sort_keys=True),
-            "python": prov.get("python"), "os": prov.get("os"),
-            "hardware": json.dumps(prov.get("hardware"), sort_keys=True),
-            "checkpoint": ckpt.get("id"),
-            "checkpoint_revision": ckpt.get("revision") or f"content-sha256:{ckpt.get('content_sha256')}",
-            "pin": json.dumps(pin_d, sort_keys=True, default=str)[:100000],
-            "bundle_hash": manifest.get("bundle_hash"),
-            "bundle_manifest": json.dumps(manifest_small, sort_keys=True, default=str)[:100000],
-            "device": device or session.get("device"),
-            "precision": manifest.get("precision") or manifest.get("dtype") or manifest.get("profile"),
-            "context_limit": manifest.get("context_limit"),
-            "generation_config": json.dumps(manifest.get("generation_config"), sort_keys=True, default=str),
-            "dataset_sha256": run_json.get("dataset_sha256"), "seed": p.get("seed"),
-            "endpoint": (session.get("url") or "") + "/v1/responses", "streaming": p.get("streaming", True),
-            "server_settings": json.dumps(session.get("settings") or {}, sort_keys=True),
-            "gpu": json.dumps({**session["gpu"], "other_jobs": session.get("other_gpu_jobs", [])}, sort_keys=True)
-            if session.get("gpu") else None,
-            "workload": json.dumps(p, sort_keys=True),
-            "startup": json.dumps({k: startup.get(k) for k in ("load_s", "server_startup_s", "startup_s",
-                                                               "warmup_s", "warmup_requests")}),
-            "stage_times": json.dumps({k: v.get("wall_s") for k, v in session.get("stages", {}).items()}),
-            "commands": json.dumps({"server": session.get("server_command"), "aiperf": run_json.get("command"),
-                                    **(commands or {})}, default=str),
-            "started_utc": _iso(started), "ended_utc": _iso(session.get("session_ended_ns")),
-        })
+        reps = []     # per repeat: (run id, summary row, run.json, status args)
+        for k in range(1, int(p.get("repeats", 1)) + 1):
+            rid = repeat_run_id(run_id, k)
+            pdir = session_dir / "points" / point_key(p["point_id"], k)
+            run_json = _load_json(pdir / "run.json")
+            srow = summarize_point(req[req["run_id"] == rid], p, run_json, exports.read_summary(pdir / "aiperf"),
+                                   goodput=slo_mod.goodput_bounds(slos.get(p["point_id"])))
+            srow.update(repeat=k, repeats=int(p.get("repeats", 1)))
+            acc_ok, acc_reasons = accounting_ok(srow)
+            args = dict(
+                implemented=implemented, implemented_reasons=implemented_reasons, correctness=corr,
+                protocol=proto, protocol_enabled=protocol_enabled, aiperf_ok=srow["aiperf_ok"] and not failure,
+                aiperf_reasons=run_json.get("verdict", {}).get("reasons", ["AIPerf did not run"]),
+                accounting_ok=acc_ok, accounting_reasons=acc_reasons,
+                expected_thresholds_version=expected_thresholds_version,
+                client_pin_reasons=session.get("client_pin_reasons") or [])
+            reps.append((rid, srow, run_json, args))
+        # the SLOs over every repeat of the point; judged only when every repeat is qualified
+        below = []
+        for rid, _, _, args in reps:
+            st, why = qualification_status(**args, slo=(True, []))
+            if st != "slo-met":
+                below.append(f"run {rid} is {st} ({'; '.join(why)})")
+        figs, misses, configured = slo_mod.evaluate([r[1] for r in reps], slos.get(p["point_id"]))
+        rung = slo_ok(configured, misses, below)
+        rids = [r[0] for r in reps]
+        for f in figs:
+            targets.append({**key, "point_id": p["point_id"], "workload": p.get("workload"),
+                            "load_kind": reps[0][1]["load_kind"],
+                            "load": p.get("request_rate") if p.get("request_rate") is not None else p.get("concurrency"),
+                            **f.row(), "repeat_run_ids": json.dumps(rids)})
+        for rid, srow, run_json, args in reps:
+            status, reasons = qualification_status(**args, slo=rung)
+            if failure and failure not in reasons:
+                reasons.append(failure)
+            srow["status"] = status
+            rkey = {**key, "run_id": rid}
+            summaries.append({**rkey, **srow})
+            runs.append({
+                **rkey, "point_id": p["point_id"], "status": status, "status_reasons": "; ".join(reasons) or None,
+                "qualflow_version": prov.get("qualflow_version"), "git_sha": prov.get("git_sha"),
+                "git_dirty": prov.get("git_dirty"), "packages": json.dumps(prov.get("packages"), sort_keys=True),
+                "python": prov.get("python"), "os": prov.get("os"),
+                "hardware": json.dumps(prov.get("hardware"), sort_keys=True),
+                "checkpoint": ckpt.get("id"),
+                "checkpoint_revision": ckpt.get("revision") or f"content-sha256:{ckpt.get('content_sha256')}",
+                "pin": json.dumps(pin_d, sort_keys=True, default=str)[:100000],
+                "bundle_hash": manifest.get("bundle_hash"),
+                "bundle_manifest": json.dumps(manifest_small, sort_keys=True, default=str)[:100000],
+                "device": device or session.get("device"),
+                "precision": manifest.get("precision") or manifest.get("dtype") or manifest.get("profile"),
+                "context_limit": manifest.get("context_limit"),
+                "generation_config": json.dumps(manifest.get("generation_config"), sort_keys=True, default=str),
+                "dataset_sha256": run_json.get("dataset_sha256"), "seed": p.get("seed"),
+                "input_file_sha256": run_json.get("input_file_sha256"),
+                "endpoint": (session.get("url") or "") + "/v1/responses", "streaming": p.get("streaming", True),
+                "server_settings": json.dumps(session.get("settings") or {}, sort_keys=True),
+                "gpu": json.dumps({**session["gpu"], "other_jobs": session.get("other_gpu_jobs", [])}, sort_keys=True)
+                if session.get("gpu") else None,
+                "workload": json.dumps(p, sort_keys=True),
+                "startup": json.dumps({k: startup.get(k) for k in ("load_s", "server_startup_s", "startup_s",
+                                                                   "warmup_s", "warmup_requests")}),
+                "stage_times": json.dumps({k: v.get("wall_s") for k, v in session.get("stages", {}).items()}),
+                "commands": json.dumps({"server": session.get("server_command"), "aiperf": run_json.get("command"),
+                                        **(commands or {})}, default=str),
+                "started_utc": _iso(started), "ended_utc": _iso(session.get("session_ended_ns")),
+            })
     summ = conform(pd.DataFrame(summaries), "summary") if summaries else conform(pd.DataFrame(), "summary")
     runs_df = conform(pd.DataFrame(runs), "runs") if runs else conform(pd.DataFrame(), "runs")
-    tables = {"requests": req, "summary": summ, "correctness": corr, "protocol": proto, "runs": runs_df}
+    targ = conform(pd.DataFrame(targets), "targets") if targets else conform(pd.DataFrame(), "targets")
+    run_ids = list(dict.fromkeys([run_id, *runs_df["run_id"]]))
+    per_run = {rid: _run_tables(rid, run_id, req, summ, corr, proto, runs_df, targ) for rid in run_ids}
+    tables = {t: pd.concat([per_run[r][t] for r in run_ids], ignore_index=True) for t in TABLES}
     for name, df in tables.items():
         write_table(df, out / f"{name}.parquet")
-    archive_run(out, run_id)   # every run also kept under out/history/<run_id>/ (never overwritten)
-    return {"run_id": run_id, "statuses": {r["point_id"]: r["status"] for r in runs},
+    for rid, tabs in per_run.items():   # every run also kept under out/history/<run_id>/ (never overwritten)
+        dest = out / HISTORY / rid
+        dest.mkdir(parents=True, exist_ok=True)
+        for name, df in tabs.items():
+            write_table(df, dest / f"{name}.parquet")
+    return {"run_id": run_id, "run_ids": run_ids,
+            "statuses": {r["point_id"]: r["status"] for r in runs if r["run_id"] == run_id},
             "counts": {n: len(d) for n, d in tables.items()}}
+
+
+def _run_tables(rid, session_run_id, req, summ, corr, proto, runs, targ) -> dict[str, pd.DataFrame]:
+    """The tables of one run id: its own requests, summary and runs rows; the session's correctness
+    and protocol results (a repeat run carries them under its own id, so it stands alone); the
+    across-repeat targets only with the session's run id."""
+    def own(df):
+        return df[df["run_id"] == rid].reset_index(drop=True)
+    return {"requests": own(req), "summary": own(summ), "runs": own(runs),
+            "correctness": corr.assign(run_id=rid), "protocol": proto.assign(run_id=rid),
+            "targets": own(targ) if rid == session_run_id else targ.iloc[0:0]}
 
 
 def write_table(df: pd.DataFrame, path: Path) -> None:
@@ -324,6 +384,6 @@ def main_join(a) -> int:
     res = build_evidence(session_dir=a.session, correctness=a.correctness, bundle_dir=a.bundle, pin=a.pin,
                          model=a.model, profile=a.profile, software_key=a.software_key, out=a.out,
                          points=points, expected_thresholds_version=a.thresholds_version,
-                         commands=commands, device=a.device)
+                         commands=commands, device=a.device, slos=json.loads(a.slo) if a.slo else None)
     print(json.dumps(res, indent=2))
     return 0

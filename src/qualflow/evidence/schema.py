@@ -4,12 +4,13 @@ from __future__ import annotations
 
 SCHEMA_VERSION = "1.0"
 
-STATUS_LADDER = ("planned", "implemented", "family-validated", "protocol-conformant", "aiperf-qualified")
+STATUS_LADDER = ("planned", "implemented", "family-validated", "protocol-conformant", "aiperf-qualified", "slo-met")
 # what each rung means: evidence/status.py (and the README's "Qualification status")
 
 _KEY = {
     "schema_version": "evidence schema version (this file's SCHEMA_VERSION)",
-    "run_id": "<model>.<profile>.<session start UTC>; unique per serving session",
+    "run_id": "<model>.<profile>.<session start UTC>; unique per serving session; repeat k >= 2 of a "
+              "point is its own run: <...>.r<k>",
     "software_key": "qualflow version + git sha the evidence was produced with",
     "model": "model name from the config",
     "profile": "build profile (e.g. fp16)",
@@ -18,7 +19,8 @@ _KEY = {
 REQUESTS = {
     **_KEY,
     "request_id": "X-Request-ID (AIPerf's x_request_id / our warm-up and protocol ids)",
-    "point_id": "workload point (<workload>_c<concurrency>); null for session warm-up and protocol",
+    "point_id": "workload point (<workload>_c<concurrency> or <workload>_r<rate>); null for session warm-up "
+                "and protocol",
     "phase": "warmup | protocol | profiling",
     "source": "session-warmup | protocol-check | aiperf",
     "is_warmup": "true for session warm-up and AIPerf warm-up requests; excluded from summaries",
@@ -75,7 +77,13 @@ SUMMARY_STATS = ("mean", *(f"p{q}" for q in SUMMARY_PERCENTILES))
 SUMMARY = {
     **_KEY,
     "point_id": "workload point",
-    "concurrency": "AIPerf --concurrency",
+    "workload": "the workload the point belongs to",
+    "load_kind": "concurrency (closed loop) | request_rate (open loop)",
+    "concurrency": "AIPerf --concurrency (at a request_rate point: the cap on requests in flight, if any)",
+    "request_rate": "AIPerf --request-rate, requests/s (open loop; null at concurrency points)",
+    "arrival_pattern": "AIPerf --request-rate-mode at request_rate points (poisson | constant | gamma)",
+    "repeat": "which repeat of the point this run is (1..repeats)",
+    "repeats": "repeats configured for the point (each its own run id)",
     "isl": "requested input tokens (mean)", "osl": "requested output tokens (mean)",
     "request_count": "configured profiling requests",
     "n_client": "AIPerf profiling records", "n_server": "server records tagged for this point's profiling",
@@ -88,11 +96,16 @@ SUMMARY = {
     "n_warmup_excluded": "AIPerf warm-up requests (flagged, excluded from every figure here)",
     "benchmark_duration_s": "AIPerf benchmark_duration",
     "request_throughput_rps": "AIPerf request_throughput", "output_token_throughput_tps": "AIPerf output_token_throughput",
+    "error_rate": "n_errors / request_count",
+    "goodput_fraction": "fraction of the sent profiling requests that succeeded and met every per-request goodput "
+                        "bound of the SLO (null without a goodput SLO)",
+    "aiperf_goodput_fraction": "AIPerf good_request_count / request_count (--goodput; null without a goodput SLO)",
     **{f"{m}_{s}": f"{s} of {m} over matched profiling requests"
        for m in SUMMARY_METRICS for s in SUMMARY_STATS},
     "aiperf_ok": "AIPerf run judged successful from its exports",
     "aiperf_reasons": "why not, if not",
     "dataset_sha256": "sha256 of AIPerf inputs.json (dataset identity)",
+    "input_file_sha256": "sha256 of the workload's prompt file (--input-file), null for synthetic prompts",
     "status": "qualification status reached for this point",
 }
 
@@ -119,6 +132,7 @@ RUNS = {
     "device": "device", "precision": "effective precision", "context_limit": "context limit (tokens)",
     "generation_config": "JSON: generation config from the bundle",
     "dataset_sha256": "AIPerf inputs.json sha256", "seed": "AIPerf --random-seed",
+    "input_file_sha256": "sha256 of the workload's prompt file (dataset identity with dataset_sha256)",
     "endpoint": "endpoint url + path", "streaming": "stream mode",
     "gpu": "JSON: the GPU the session leased (index, uuid, name, cores) and the other jobs holding GPUs "
            "during it; null on CPU",
@@ -131,8 +145,30 @@ RUNS = {
     "started_utc": "session start", "ended_utc": "session end",
 }
 
+TARGETS = {
+    **_KEY,
+    "point_id": "workload point",
+    "workload": "the workload the point belongs to",
+    "load_kind": "concurrency | request_rate",
+    "load": "the point's concurrency or request rate",
+    "figure": "summary column measured (e.g. client_ttft_ms_p50, output_token_throughput_tps)",
+    "mean": "mean of the figure over the point's repeats",
+    "ci_low": "lower end of the Student-t CI of the mean over repeats (null with one repeat)",
+    "ci_high": "upper end of that CI",
+    "ci_level": "confidence level of the CI (0.95)",
+    "n_repeats": "repeats the figure was measured in",
+    "values": "JSON: the figure in each repeat, in order",
+    "repeat_run_ids": "JSON: the run id of each repeat, in order",
+    "slo": "the SLO bounding the figure (e.g. ttft_ms.p50), null for a headline figure without one",
+    "op": "<= or >=",
+    "bound": "the SLO's bound",
+    "met": "the mean meets the bound",
+    "marginal": "met, but the CI reaches beyond the bound",
+    "reason": "the miss: metric, bound, measured value (and CI with repeats)",
+}
+
 TABLES = {"requests": REQUESTS, "summary": SUMMARY, "correctness": CORRECTNESS, "protocol": PROTOCOL,
-          "runs": RUNS}
+          "runs": RUNS, "targets": TARGETS}
 TABLE_NAMES = tuple(TABLES)   # the one list of evidence table names (one parquet file each)
 
 

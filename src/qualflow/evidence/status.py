@@ -12,6 +12,9 @@ reached. This is the one place that decides a status.
   accounted for on both sides exactly once (no client-only, server-only or duplicated request ids),
   no request failed, and the client tools are the pinned versions (with `allow_unpinned_client` a
   mismatch is allowed but caps the status here, with the reason).
+- `slo-met`: every repeat of the point is `aiperf-qualified` and every SLO of the point holds, judged
+  on the mean over repeats (qualflow.evidence.slo); each miss is a reason naming the metric, the
+  bound and the measured value, with its CI when repeats exist. A point without SLOs stops below.
 """
 from __future__ import annotations
 
@@ -80,14 +83,28 @@ def protocol_ok(protocol: pd.DataFrame | None, enabled: bool) -> tuple[bool, lis
     return True, []
 
 
+NO_SLO = "no SLOs configured for this workload point (workloads.<name>.slo)"
+
+
+def slo_ok(configured: bool, misses: list[str], repeats_below: list[str] | None = None) -> tuple[bool, list[str]]:
+    """The `slo-met` rung: SLOs configured, every repeat qualified (else they are not judged), no miss."""
+    if not configured:
+        return False, [NO_SLO]
+    if repeats_below:
+        return False, [f"SLOs not judged: {r}" for r in repeats_below]
+    return not misses, list(misses)
+
+
 def qualification_status(*, implemented: bool, correctness: pd.DataFrame, protocol: pd.DataFrame | None,
                          protocol_enabled: bool, aiperf_ok: bool, aiperf_reasons: list[str], accounting_ok: bool,
                          accounting_reasons: list[str], expected_thresholds_version: str | None = None,
                          implemented_reasons: list[str] | None = None,
-                         client_pin_reasons: list[str] | None = None) -> tuple[str, list[str]]:
+                         client_pin_reasons: list[str] | None = None,
+                         slo: tuple[bool, list[str]] | None = None) -> tuple[str, list[str]]:
     """The highest status whose conditions (and all below it) hold, with the reasons the next one
     was not reached. `client_pin_reasons`: allowed mismatches of the client tools' pinned versions;
-    each caps the status below `aiperf-qualified`."""
+    each caps the status below `aiperf-qualified`. `slo`: the `slo-met` rung (`slo_ok`); None: no
+    SLOs configured."""
     rungs = [
         Rung(implemented, list(implemented_reasons or []) or ["bundle not built or Task/server did not load"]),
         Rung(*correctness_ok(correctness, expected_thresholds_version)),
@@ -96,6 +113,7 @@ def qualification_status(*, implemented: bool, correctness: pd.DataFrame, protoc
              ([] if aiperf_ok else list(aiperf_reasons) or ["the AIPerf run was not judged successful"])
              + ([] if accounting_ok else list(accounting_reasons) or ["accounting failed"])
              + list(client_pin_reasons or [])),
+        Rung(*(slo or slo_ok(False, []))),
     ]
     assert len(rungs) == len(STATUS_LADDER) - 1
     for reached, rung in zip(STATUS_LADDER, rungs):

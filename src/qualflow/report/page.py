@@ -9,6 +9,7 @@ import pandas as pd
 
 from qualflow.evidence.schema import STATUS_LADDER
 from qualflow.evidence.schema import TABLE_NAMES
+from qualflow.report import first_screen
 from qualflow.report.evidence_tables import evidence_sections, ladder_html
 from qualflow.report.markup import img_tag, table_html
 
@@ -113,6 +114,7 @@ def write_report(evidence_dirs: list[str | Path], out: str | Path) -> dict:
     ev = load_evidence(evidence_dirs)
     st = status_table(ev)
     st.to_csv(out / "status.tsv", sep="\t", index=False)
+    first_figs = first_screen.plots(ev, out)
     figs = _plots(ev, out)
     summ = ev["summary"]
     timing_cols = ["model", "profile", "point_id", "n_matched",
@@ -132,15 +134,26 @@ def write_report(evidence_dirs: list[str | Path], out: str | Path) -> dict:
     req = ev["requests"]
     acct = (req.groupby(["run_id", "phase", "match_status"]).size().reset_index(name="requests")
             if not req.empty else req)
+    def figure(name, caption):
+        return (f"<figure>{img_tag(out / name, caption)}<figcaption>{html.escape(caption)} "
+                f"(<a href='{name}'>{name}</a>)</figcaption></figure>")
+    slo = first_screen.slo_table(ev)
     parts = [
         "<!doctype html><html><head><meta charset='utf-8'><title>qualflow report</title><style>"
         "body{font-family:sans-serif;max-width:1200px;margin:2em auto;font-size:14px}"
         "table.t{border-collapse:collapse;font-size:12px}table.t td,table.t th{border:1px solid #ccc;padding:2px 6px}"
-        "img{max-width:100%;border:1px solid #eee}.s-aiperf-qualified{color:green}</style></head><body>",
+        "img{max-width:100%;border:1px solid #eee}.s-aiperf-qualified{color:green}"
+        f"{first_screen.CSS}details>summary{{cursor:pointer;font-weight:bold}}</style></head><body>",
         "<h1>qualflow qualification report</h1>",
         f"<p>Status ladder: {' &rarr; '.join(STATUS_LADDER)}. Evidence: "
         + ", ".join(html.escape(str(d)) for d in evidence_dirs) + "</p>",
-        "<h2>Status</h2>", table_html(st, "{:.2f}"), ladder_html(st),
+        "<h2>Verdicts</h2>", first_screen.verdicts_html(ev), first_screen.max_load_html(ev),
+        *(figure(n, c) for n, c in first_figs),
+        "<details><summary>SLOs: every bound, measured mean and CI over repeats</summary>",
+        table_html(slo, "{:.4g}") if not slo.empty else "<p><i>no SLOs configured</i></p>", "</details>",
+        "<h2>Full tables and further figures</h2>",
+        "<details><summary>Status of every run</summary>",
+        "<h2>Status</h2>", table_html(st, "{:.2f}"), ladder_html(st), "</details><details><summary>Correctness, protocol, request accounting, client vs server timing, start-up</summary>",
         "<h2>Family correctness (pass counts)</h2>", table_html(corr_counts, "{:.2f}"),
         "<h2>Protocol checks</h2>",
         f"<p>{int(proto['passed'].sum()) if len(proto) else 0} of {len(proto)} passed.</p>", table_html(proto, "{:.2f}"),
@@ -151,16 +164,15 @@ def write_report(evidence_dirs: list[str | Path], out: str | Path) -> dict:
         "client); <code>public_task_call_wall</code> is the server's Task call; never merged.</p>",
         table_html(timing, "{:.2f}"),
         "<h2>Load, startup, warm-up and stage times (s)</h2><p>Never part of steady-state figures.</p>",
-        table_html(startup, "{:.2f}"),
-        evidence_sections(ev),
-        "<h2>Figures</h2>",
+        table_html(startup, "{:.2f}"), "</details>",
+        "<details><summary>Evidence tables</summary>", evidence_sections(ev), "</details>",
+        "<details open><summary>Distributions</summary><h2>Figures</h2>",
+        *(figure(n, c) for n, c in figs), "</details>",
     ]
-    for name, caption in figs:
-        parts.append(f"<figure>{img_tag(out / name, caption)}<figcaption>{html.escape(caption)} "
-                     f"(<a href='{name}'>{name}</a>)</figcaption></figure>")
     parts.append("</body></html>")
     (out / "report.html").write_text("\n".join(parts))
-    return {"status": st[["run_id", "point_id", "status"]].to_dict("records"), "figures": [f for f, _ in figs]}
+    return {"status": st[["run_id", "point_id", "status"]].to_dict("records"),
+            "figures": [f for f, _ in first_figs + figs]}
 
 
 def main_report(a) -> int:

@@ -32,7 +32,7 @@ from pathlib import Path
 from qualflow.aiperf.command import AiperfPoint, load_points
 from qualflow.gpus import acquire, holders
 from qualflow.lifetime import die_with_parent
-from qualflow.phases import aiperf_tag
+from qualflow.phases import aiperf_tag, point_key
 from qualflow.server.timing import read_timing_log
 
 from .server_process import ServerError, ServerProcess, free_port, http_get_json
@@ -82,6 +82,11 @@ def _restore_signal_handlers() -> None:
 def run_id_of(model: str, profile: str, started_ns: int) -> str:
     """The evidence run id of a session: the one definition (the join reads it from session.json)."""
     return f"{model}.{profile}.{dt.datetime.fromtimestamp(started_ns / 1e9, dt.timezone.utc):%Y%m%dT%H%M%SZ}"
+
+
+def repeat_run_id(run_id: str, repeat: int) -> str:
+    """The evidence run id of repeat `repeat` of a point: repeat 1 is the session's run id."""
+    return run_id if repeat == 1 else f"{run_id}.r{repeat}"
 
 
 def _wait_timing_flushed(path: Path, expected_ids: set[str], timeout_s: float = 10.0) -> int:
@@ -228,27 +233,54 @@ class Session:
         print(f"session: protocol {sum(r['passed'] for r in rows)}/{len(rows)} passed", flush=True)
 
     def aiperf_points(self, workers: int, record_processors: int, timeout_s: float) -> None:
+        """Every point, each `repeats` times, back to back against the same warmed server; repeat k
+        of a point is the AIPerf run `point_key(point_id, k)` (its own directory, tag and run id)."""
         from qualflow.aiperf.exports import read_records
         from qualflow.aiperf.runner import run_point
 
         from .client_pins import check_aiperf
         watch = _engine_watch(self.srv)
-        for p in self.points:
-            t0 = self._stage(aiperf_tag(p.point_id))
+        runs = [(p, k) for p in self.points for k in range(1, p.repeats + 1)]
+        for n, (p, k) in enumerate(runs, 1):
+            key = point_key(p.point_id, k)
+            t0 = self._stage(aiperf_tag(p.point_id, k))
             reasons = check_aiperf(self.allow_unpinned_client)
             self.record["client_pin_reasons"] += [r for r in reasons if r not in self.record["client_pin_reasons"]]
-            print(f"session: AIPerf point {p.point_id}", flush=True)
+            label = f"{p.point_id} repeat {k}/{p.repeats}" if p.repeats > 1 else p.point_id
+            print(f"session: AIPerf run {n}/{len(runs)}: point {label}", flush=True)
+            counter = TagCounter(self.out / "server_timing.jsonl", aiperf_tag(p.point_id, k))
             rec = run_point(p, url=self.srv.url, model_name=self.model_name, tokenizer_dir=str(self.bundle),
-                            point_dir=self.out / "points" / p.point_id, phase_header=aiperf_tag(p.point_id),
+                            point_dir=self.out / "points" / key, phase_header=aiperf_tag(p.point_id, k),
                             workers_max=workers, record_processors=record_processors, timeout_s=timeout_s,
-                            alive_check=watch)
+                            alive_check=watch, progress=counter, label=label)
             self._done(t0)
             watch()
-            self.sent_ids |= {r["request_id"] for r in read_records(self.out / "points" / p.point_id / "aiperf")
+            self.sent_ids |= {r["request_id"] for r in read_records(self.out / "points" / key / "aiperf")
                               if r["request_id"]}
-            self.record["points"][p.point_id] = {"command": rec["command"], "exit_code": rec["exit_code"],
-                                                 "ok": rec["verdict"]["ok"], "reasons": rec["verdict"]["reasons"]}
-            print(f"session: point {p.point_id} ok={rec['verdict']['ok']} {rec['verdict']['reasons']}", flush=True)
+            self.record["points"][key] = {"command": rec["command"], "exit_code": rec["exit_code"],
+                                          "ok": rec["verdict"]["ok"], "reasons": rec["verdict"]["reasons"]}
+            print(f"session: point {label} ok={rec['verdict']['ok']} {rec['verdict']['reasons']}", flush=True)
+
+
+class TagCounter:
+    """Server timing records carrying one tag so far (the requests of an AIPerf run that are done),
+    read incrementally from the timing log."""
+
+    def __init__(self, path: Path, tag: str):
+        self.path, self.needle, self.pos, self.n = Path(path), json.dumps(tag), 0, 0
+
+    def __call__(self) -> int:
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.pos)
+                chunk = f.read()
+        except OSError:
+            return self.n
+        complete = chunk[:chunk.rfind(b"\n") + 1]
+        self.pos += len(complete)
+        self.n += sum(1 for ln in complete.decode(errors="replace").splitlines()
+                      if f'"tag": {self.needle}' in ln or f'"tag":{self.needle}' in ln)
+        return self.n
 
 
 class WarmupFailed(RuntimeError):
