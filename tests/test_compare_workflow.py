@@ -23,7 +23,7 @@ def _smk(*args, cwd):
 
 
 def test_compare_rule(tmp_path):
-    for name in ("workflow", "config"):
+    for name in ("workflow", "config", "workloads"):
         (shutil.copytree if (REPO / name).is_dir() else shutil.copy)(REPO / name, tmp_path / name)
     write_run(tmp_path / "results" / "evidence", "v1", "m.fp16.A", seed=1)
     write_run(tmp_path / "results" / "evidence", "v2", "m.fp16.B", seed=2, median=150.0)

@@ -76,7 +76,7 @@ def test_readme_command_names_its_target(command):
 @pytest.fixture(scope="module")
 def wf(tmp_path_factory):
     d = tmp_path_factory.mktemp("wfreadme")
-    for name in ("workflow", "config"):
+    for name in ("workflow", "config", "workloads"):
         shutil.copytree(REPO / name, d / name)
     return d
 

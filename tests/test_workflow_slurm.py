@@ -56,7 +56,7 @@ def _squeue() -> list[str]:
 
 
 def _copy(dst: Path) -> Path:
-    for name in ("workflow", "config"):
+    for name in ("workflow", "config", "workloads"):
         shutil.copytree(REPO / name, dst / name)
     (dst / "tiny.yaml").write_text(yaml.safe_dump(TINY))
     return dst
