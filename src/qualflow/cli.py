@@ -47,7 +47,12 @@ def add_workflow_stages(sub) -> None:
     """Subcommands of the qualify DAG: the serving session and its client-side stages, AIPerf, the
     evidence join and the report."""
     s = sub.add_parser("session", help="serving session: start server, warm-up, protocol, AIPerf points, stop")
-    s.add_argument("--bundle", required=True)
+    s.add_argument("--bundle", help="our server on this bundle (or --endpoint)")
+    s.add_argument("--endpoint", help="JSON {url, model, api_key_env?, tokenizer?, launch?}: qualify that endpoint")
+    s.add_argument("--checkpoint", help="pinned checkpoint dir of an endpoint (tokenizer, {checkpoint} in launch)")
+    s.add_argument("--pin", help="pin.json of the checkpoint an endpoint claims to serve (instead of --checkpoint)")
+    s.add_argument("--no-request-extensions", action="store_true",
+                   help="send standard Responses fields only (no ignore_eos / min_tokens)")
     s.add_argument("--out", required=True, help="session directory")
     s.add_argument("--points", required=True, help="JSON list of workload points (or a file holding it)")
     s.add_argument("--device", default="cpu")
@@ -72,6 +77,17 @@ def add_workflow_stages(sub) -> None:
                    help="name the evidence run id (MODEL.PROFILE.<start time>), recorded in session.json")
     s.add_argument("--archive-dir", help="also keep the session's raw artifacts under ARCHIVE_DIR/<run id>/")
     s.set_defaults(func=_workflow_stage("qualflow.session.run", "main_session"))
+
+    s = sub.add_parser("endpoint-correctness",
+                       help="endpoint correctness: an endpoint's greedy output against the family reference")
+    s.add_argument("--endpoint", required=True, help="JSON {url, model, api_key_env?, tokenizer?, launch?}")
+    s.add_argument("--checkpoint", help="the pinned checkpoint dir the endpoint claims to serve")
+    s.add_argument("--pin", help="pin.json of that checkpoint (its files are re-hashed first)")
+    s.add_argument("--out", required=True)
+    s.add_argument("--startup-timeout", type=float, default=600.0)
+    s.add_argument("--record-failures", action="store_true",
+                   help="write failed cases (or a run that could not complete) to --out and exit 0")
+    s.set_defaults(func=_workflow_stage("qualflow.session.endpoint", "main_endpoint_correctness"))
 
     s = sub.add_parser("warmup", help="send fixed warm-up requests to a running server, record them")
     s.add_argument("--url", required=True)
@@ -107,8 +123,8 @@ def add_workflow_stages(sub) -> None:
     s = sub.add_parser("join", help="join AIPerf and server records into the evidence tables")
     s.add_argument("--session", required=True)
     s.add_argument("--correctness", required=True)
-    s.add_argument("--bundle", required=True)
-    s.add_argument("--pin", required=True)
+    s.add_argument("--bundle", help="the bundle our server ran (absent for an endpoint)")
+    s.add_argument("--pin", help="pin.json (absent for an endpoint that names no checkpoint)")
     s.add_argument("--model", required=True)
     s.add_argument("--profile", required=True)
     s.add_argument("--software-key", required=True)

@@ -9,6 +9,13 @@ from pathlib import Path
 from snakemake.utils import validate
 
 
+for _m, _mc in (config.get("models") or {}).items():  # the schema's anyOf, said by key
+    if isinstance(_mc, dict) and "checkpoint" not in _mc and "endpoint" not in _mc:
+        raise ValueError(
+            f"config: models.{_m} names neither 'checkpoint' (our server on that checkpoint) nor "
+            "'endpoint' ({url, model, api_key_env?, tokenizer?, launch?}: an external Responses endpoint)"
+        )
+
 validate(config, schema="../schemas/config.schema.yaml")
 
 
@@ -31,7 +38,15 @@ def _check_config():
                     f"config: models.{m}.workloads names {w!r}, which is not under 'workloads' "
                     f"(known: {sorted(config['workloads'])})"
                 )
-        hub = mc["checkpoint"] != "embedded" and not Path(mc["checkpoint"]).exists()
+        if "endpoint" in mc and mc.get("profiles", [ENDPOINT_PROFILE]) != [ENDPOINT_PROFILE]:
+            raise ValueError(
+                f"config: models.{m}.profiles: an endpoint has no build profile; leave it out "
+                f"(its evidence is filed under profile {ENDPOINT_PROFILE!r})"
+            )
+        if "endpoint" in mc:
+            mc["profiles"] = [ENDPOINT_PROFILE]
+        ck = mc.get("checkpoint")
+        hub = ck is not None and ck != "embedded" and not Path(ck).exists()
         if hub and not mc["revision"]:
             if not mc["allow_unpinned"]:
                 raise ValueError(
@@ -50,6 +65,7 @@ def _check_config():
             raise ValueError(f"config: workloads.{w}.input_file: no such file {wc['input_file']!r}")
 
 
+ENDPOINT_PROFILE = "endpoint"  # the profile wildcard of an endpoint model (it has no bundle)
 _check_config()
 
 # The workflow reaches qualflow only through its CLI, here too.
@@ -120,6 +136,8 @@ def points(model):
                  "concurrency": v if kind == "concurrency" else wc.get("rate_max_concurrency")}
             if kind == "request_rate":
                 p["request_rate"] = v
+            if not request_extensions(model):
+                p["request_extensions"] = False
             out.append(p)
     return out
 
@@ -153,15 +171,77 @@ def served_name(wildcards):
     return model_cfg(wildcards)["model_name"] or wildcards.model
 
 
+def is_endpoint(model):
+    return "endpoint" in config["models"][model]
+
+
+def request_extensions(model):
+    v = config["models"][model]["request_extensions"]
+    return (not is_endpoint(model)) if v is None else bool(v)
+
+
+def endpoint_arg(wildcards):
+    return shlex.quote(json.dumps(model_cfg(wildcards)["endpoint"], sort_keys=True))
+
+
+def pin_of(wildcards):
+    """The pin of a model's checkpoint; none for an endpoint that names no checkpoint."""
+    return PIN.format(model=wildcards.model) if model_cfg(wildcards).get("checkpoint") else []
+
+
 def checkpoint_input(wildcards):
-    if model_cfg(wildcards)["checkpoint"] == "embedded":
+    if model_cfg(wildcards).get("checkpoint") == "embedded":
         return CHECKPOINT.format(model=wildcards.model)
     return []
 
 
 def checkpoint_arg(wildcards):
-    ck = model_cfg(wildcards)["checkpoint"]
+    ck = model_cfg(wildcards).get("checkpoint")
     return CHECKPOINT.format(model=wildcards.model) if ck == "embedded" else ck
+
+
+def correctness_inputs(wildcards):
+    """Family correctness: the bundle (our server), or the pin the endpoint claims to serve."""
+    if is_endpoint(wildcards.model):
+        return {"pin": pin_of(wildcards)}
+    return {"bundle": BUNDLE.format(model=wildcards.model, profile=wildcards.profile)}
+
+
+def correctness_command(wildcards, input, output):
+    """The `qualflow` stage and arguments of family correctness for this model."""
+    if is_endpoint(wildcards.model):
+        pin = f" --pin {input.pin}" if input.get("pin") else ""
+        return (f"endpoint-correctness --endpoint {endpoint_arg(wildcards)}{pin} --out {output}"
+                f" --startup-timeout {config['server']['startup_timeout_s']} --record-failures")
+    return f"correctness --bundle {input.bundle} --device {DEVICE} --out {output} --record-failures"
+
+
+def session_inputs(wildcards):
+    w = {"model": wildcards.model, "profile": wildcards.profile}
+    if is_endpoint(wildcards.model):
+        return {"correctness": CORRECTNESS.format(**w), **({"pin": PIN.format(**w)} if pin_of(wildcards) else {})}
+    return {"bundle": BUNDLE.format(**w), "correctness": CORRECTNESS.format(**w)}
+
+
+def session_target(wildcards, input):
+    """What the serving session serves: our server on the bundle, or the endpoint."""
+    ext = "" if request_extensions(wildcards.model) else " --no-request-extensions"
+    if is_endpoint(wildcards.model):
+        pin = f" --pin {input.pin}" if input.get("pin") else ""
+        return f"--endpoint {endpoint_arg(wildcards)}{pin}{ext}"
+    return f"--bundle {input.bundle}{ext}"
+
+
+def join_inputs(wildcards):
+    w = {"model": wildcards.model, "profile": wildcards.profile}
+    extra = {} if is_endpoint(wildcards.model) else {"bundle": BUNDLE.format(**w)}
+    if pin_of(wildcards):
+        extra["pin"] = PIN.format(**w)
+    return extra
+
+
+def join_artifacts(wildcards, input):
+    return " ".join(f"--{k} {input.get(k)}" for k in ("bundle", "pin") if input.get(k))
 
 
 def pin_extra(wildcards):
@@ -197,6 +277,10 @@ def stage_commands(wildcards):
     """The stage commands as this DAG runs them (recorded in the `runs` table)."""
     w = {"model": wildcards.model, "profile": wildcards.profile}
     pin, bundle = PIN.format(**w), BUNDLE.format(**w)
+    if is_endpoint(wildcards.model):
+        return shlex.quote(json.dumps({"endpoint_correctness": f"qualflow endpoint-correctness --endpoint "
+                                       f"{json.dumps(model_cfg(wildcards)['endpoint'], sort_keys=True)} "
+                                       f"--pin {pin} --out {CORRECTNESS.format(**w)}"}))
     return shlex.quote(
         json.dumps(
             {

@@ -3,10 +3,11 @@
 
 rule family_correctness:
     """Native Task vs the family's reference implementation on fixed prompts, against the family's
-    own versioned thresholds. A failed criterion (or a run that cannot complete) is recorded in the
+    own versioned thresholds; for an endpoint model, endpoint correctness (its greedy output through
+    the API against the reference on the pinned checkpoint). A failed criterion (or a run that cannot complete) is recorded in the
     output, not a failed job: the status says so and `qualify` fails."""
     input:
-        bundle=BUNDLE,
+        unpack(correctness_inputs),
     output:
         CORRECTNESS,
     log:
@@ -14,11 +15,11 @@ rule family_correctness:
     benchmark:
         benchmark_of("family_correctness")
     params:
+        cmd=correctness_command,
         device=DEVICE,
         software=SOFTWARE_MODEL,
     threads: job_threads("correctness")
     resources:
         gpu=gpus,
     shell:
-        "qualflow correctness --bundle {input.bundle} --device {params.device} --out {output} --record-failures"
-        " > {log} 2>&1"
+        "qualflow {params.cmd} > {log} 2>&1"

@@ -5,12 +5,11 @@ rule join_evidence:
     """Join AIPerf's per-request records with the server's Task timing records by request id into
     the versioned evidence tables (requests, summary, correctness, protocol, runs)."""
     input:
+        unpack(join_inputs),
         session=f"{SESSION}/session.json",
         timing=f"{SESSION}/server_timing.jsonl",
         points=f"{SESSION}/points",
         correctness=CORRECTNESS,
-        bundle=BUNDLE,
-        pin=PIN,
     output:
         requests=f"{EVIDENCE}/requests.parquet",
         summary=f"{EVIDENCE}/summary.parquet",
@@ -27,6 +26,7 @@ rule join_evidence:
         outdir=lambda w, output: str(Path(output.runs).parent),
         points=points_arg,
         slo=slo_arg,
+        artifacts=join_artifacts,
         swkey=SWKEY,
         device=DEVICE,
         thresholds=thresholds_arg,
@@ -35,7 +35,7 @@ rule join_evidence:
     localrule: True
     shell:
         "qualflow join --session {params.sessiondir} --correctness {input.correctness}"
-        " --bundle {input.bundle} --pin {input.pin} --model {wildcards.model}"
+        " {params.artifacts} --model {wildcards.model}"
         " --profile {wildcards.profile} --software-key {params.swkey} --points {params.points}"
         " --slo {params.slo} --device {params.device} {params.thresholds} --commands {params.commands}"
         " --out {params.outdir} > {log} 2>&1"

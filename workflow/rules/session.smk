@@ -25,8 +25,7 @@
 rule aiperf_profile:
     """Serving session for one model/profile: serve -> warmup -> protocol_checks -> AIPerf points."""
     input:
-        bundle=BUNDLE,
-        correctness=CORRECTNESS,
+        unpack(session_inputs),
         prompts=prompt_files,
     output:
         session=f"{SESSION}/session.json",
@@ -59,12 +58,13 @@ rule aiperf_profile:
         aiperf_timeout=config["aiperf"]["timeout_s"],
         unpinned_client="--allow-unpinned-client" if config["allow_unpinned_client"] else "",
         archive=lambda w: SESSION_HISTORY.format(model=w.model, profile=w.profile),
+        target=session_target,
         software=SOFTWARE_SESSION,
     threads: job_threads("session")
     resources:
         gpu=gpus,
     shell:
-        "exec qualflow session --bundle {input.bundle} --out {params.outdir} --points {params.points}"
+        "exec qualflow session {params.target} --out {params.outdir} --points {params.points}"
         " --model-name {params.model_name} --device {params.device} --host {params.host}"
         " --port {params.port} --max-batch {params.max_batch} --max-context {params.max_context}"
         " --cpu-threads {params.cpu_threads}"

@@ -39,6 +39,9 @@ class AiperfPoint:
     sampling: dict = field(default_factory=dict)   # temperature / top_p / top_k, sent via --extra-inputs
     goodput: dict = field(default_factory=dict)    # per-request bounds (GOODPUT_TAGS keys) for AIPerf --goodput
     repeats: int = 1                      # AIPerf runs of this point against the same warmed server
+    # qualflow's request extensions (ignore_eos, min_tokens); false: standard Responses fields only,
+    # for an endpoint that rejects (or would silently ignore) fields outside the spec
+    request_extensions: bool = True
 
     @classmethod
     def from_dict(cls, d: dict) -> "AiperfPoint":
@@ -52,9 +55,10 @@ class AiperfPoint:
         return asdict(self)
 
     def extra_inputs_payload(self) -> dict:
-        extra = {"ignore_eos": bool(self.ignore_eos),
-                 "min_tokens": int(self.osl if self.min_tokens is None else self.min_tokens),
-                 "store": False}
+        extra = {"store": False}
+        if self.request_extensions:
+            extra.update(ignore_eos=bool(self.ignore_eos),
+                         min_tokens=int(self.osl if self.min_tokens is None else self.min_tokens))
         extra.update(self.sampling)
         extra.update(self.extra_inputs)
         return extra
@@ -74,7 +78,8 @@ class AiperfPoint:
 def build_command(point: AiperfPoint, *, url: str, model_name: str, tokenizer_dir: str,
                   artifact_dir: str, phase_header: str | None = None,
                   workers_max: int = 1, record_processors: int = 1,
-                  aiperf_bin: str = "aiperf") -> list[str]:
+                  aiperf_bin: str = "aiperf", export_level: str = "records",
+                  api_key: str | None = None) -> list[str]:
     """The exact argv. Every flag that changes the workload is explicit (no AIPerf defaults relied on)."""
     if (point.concurrency is not None and point.concurrency < 1) or point.request_count < 1 or point.osl < 1 \
             or (point.isl is not None and point.isl < 1):
@@ -125,11 +130,13 @@ def build_command(point: AiperfPoint, *, url: str, model_name: str, tokenizer_di
         "--record-processors", str(record_processors),
         "--no-server-metrics", "--no-gpu-telemetry",
         "--ui-type", "none",
-        "--export-level", "records",
+        "--export-level", export_level,
         "--export-outputs-json",
         "--request-timeout-seconds", f"{point.request_timeout_s:g}",
         "--artifact-dir", str(artifact_dir),
     ]
+    if api_key:
+        cmd += ["--api-key", api_key]
     return cmd
 
 

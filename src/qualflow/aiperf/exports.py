@@ -99,6 +99,16 @@ def read_inputs(artifact_dir: str | Path) -> dict[tuple[str, int], dict]:
     return out
 
 
+def payloads_sha256(artifact_dir: str | Path) -> str | None:
+    """sha256 of every payload of inputs.json with the `model` field left out: the same requests sent
+    to two stacks that name the model differently (a cross-stack comparison's dataset identity)."""
+    inputs = read_inputs(artifact_dir)
+    if not inputs:
+        return None
+    rows = [[k[0], k[1], {f: v for f, v in p.items() if f != "model"}] for k, p in sorted(inputs.items())]
+    return hashlib.sha256(json.dumps(rows, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
 def read_outputs(artifact_dir: str | Path) -> dict[str, str]:
     """x_request_id -> response text (outputs.json, written with --export-outputs-json)."""
     path = Path(artifact_dir) / OUTPUTS

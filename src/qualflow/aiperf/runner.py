@@ -85,7 +85,7 @@ class Progress:
 def run_point(point: AiperfPoint, *, url: str, model_name: str, tokenizer_dir: str, point_dir: str | Path,
               phase_header: str | None = None, workers_max: int = 1, record_processors: int = 1,
               timeout_s: float = 3600.0, alive_check=None, progress=None, progress_every_s: float = 5.0,
-              label: str | None = None) -> dict:
+              label: str | None = None, export_level: str = "records", api_key: str | None = None) -> dict:
     """Run AIPerf for `point` into `point_dir/aiperf`; returns the run record (also written to
     `point_dir/run.json`). `alive_check()` is polled while AIPerf runs and may raise to abort it.
     `progress()` returns the requests done so far (warm-up included); every `progress_every_s` a
@@ -98,12 +98,15 @@ def run_point(point: AiperfPoint, *, url: str, model_name: str, tokenizer_dir: s
     tmpdir = private_tmpdir()
     cmd = build_command(point, url=url, model_name=model_name, tokenizer_dir=tokenizer_dir,
                         artifact_dir=str(artifact_dir), phase_header=phase_header,
-                        workers_max=workers_max, record_processors=record_processors)
+                        workers_max=workers_max, record_processors=record_processors,
+                        export_level=export_level, api_key=api_key)
     aiperf_path = shutil.which("aiperf")
     if aiperf_path is None:
         raise FileNotFoundError("the `aiperf` executable is not on PATH (pip install aiperf==0.13.0)")
     input_file_sha256 = sha256_file(point.input_file) if point.input_file else None
-    record = {"point": point.to_dict(), "argv": cmd, "input_file_sha256": input_file_sha256, "command": command_to_str(cmd),
+    shown = [("<api key from the environment>" if api_key and a == api_key else a) for a in cmd]
+    record = {"point": point.to_dict(), "argv": shown, "input_file_sha256": input_file_sha256,
+              "command": command_to_str(shown),
               "env": {"HF_HUB_OFFLINE": "<unset>", "TMPDIR": str(tmpdir)},
               "started_ns": time.time_ns()}
     (point_dir / "command.sh").write_text(

@@ -22,6 +22,8 @@ import pandas as pd
 from qualflow.evidence import store
 from qualflow.evidence.compare_noise import (Pools, comparability_problems, fingerprint, merged_spread, parse_json,
                                              server_settings)
+from qualflow.evidence.compare_stacks import (CROSS_VERSION, client_only_runs, comparison_kind, point_key,
+                                              profiling_rows, protocol_matrix)
 from qualflow.evidence.compare_stats import (INCONCLUSIVE, METRICS, STATS, CompareOptions, bootstrap_delta,  # noqa: F401
                                              compare_samples, is_tested, judge, judge_family, mann_whitney_p,
                                              metric_rows, min_n, noise_floor, resamples_for)
@@ -70,15 +72,19 @@ class Comparison:
     samples: dict = field(default_factory=dict)         # (model, profile, point) -> {side: {metric: array}}
     options: CompareOptions = field(default_factory=CompareOptions)
     notes: list[str] = field(default_factory=list)      # what could not be checked (e.g. unknown server settings)
+    kind: str = CROSS_VERSION                            # cross-version | cross-stack (compare_stacks)
+    kind_detail: str = ""
+    protocol: pd.DataFrame = field(default_factory=pd.DataFrame)   # protocol checks side by side, per pair
 
 
 # ---------------------------------------------------------------- evidence -> samples
 
-def _matched_profiling(req: pd.DataFrame) -> pd.DataFrame:
+def _matched_profiling(req: pd.DataFrame, client_only: set[str] = frozenset()) -> pd.DataFrame:
+    """Matched profiling rows (warm-up excluded); for runs in `client_only` (no server timing), their
+    client-only rows without an error."""
     if req.empty:
         return req
-    r = req[(req["phase"] == "profiling") & (req["match_status"] == "matched")
-            & ~req["is_warmup"].fillna(False).astype(bool)].copy()
+    r = profiling_rows(req, set(client_only))
     lat = pd.to_numeric(r["client_request_latency_ms"], errors="coerce")
     # the server's count: the client-tokenized OSL re-tokenizes the text and need not match
     out = pd.to_numeric(r["server_output_tokens"], errors="coerce") if "server_output_tokens" in r \
@@ -95,7 +101,7 @@ def point_samples(req: pd.DataFrame, run_id: str, point_id: str) -> dict[str, np
 
 
 def _samples_of(ev: dict, run_id: str, point_id: str) -> dict[str, np.ndarray]:
-    return point_samples(_matched_profiling(ev["requests"]), run_id, point_id)
+    return point_samples(_matched_profiling(ev["requests"], client_only_runs(ev["runs"])), run_id, point_id)
 
 
 def _flat(prefix: str, v) -> dict:
@@ -151,12 +157,12 @@ def _summary_row(ev, run_id, point_id) -> dict:
     return s.iloc[0].to_dict() if len(s) else {}
 
 
-def _points_of(refs, ev) -> dict:
+def _points_of(refs, ev, key=lambda r, point_id: (r.model, r.profile, point_id)) -> dict:
     out = {}
     runs = ev["runs"]
     for r in refs:
         for x in runs[runs["run_id"] == r.run_id].to_dict("records"):
-            out[(r.model, r.profile, x["point_id"])] = (r, x)
+            out[key(r, x["point_id"])] = (r, x)
     return out
 
 
@@ -207,8 +213,13 @@ def compare_evidence(base_refs: list[store.RunRef], head_refs: list[store.RunRef
                      opts: CompareOptions | None = None, root=None) -> Comparison:
     opts = opts or CompareOptions()
     ev_b, ev_h = store.load(base_refs), store.load(head_refs)
-    req_b, req_h = _matched_profiling(ev_b["requests"]), _matched_profiling(ev_h["requests"])
-    pb, ph = _points_of(base_refs, ev_b), _points_of(head_refs, ev_h)
+    req_b = _matched_profiling(ev_b["requests"], client_only_runs(ev_b["runs"]))
+    req_h = _matched_profiling(ev_h["requests"], client_only_runs(ev_h["runs"]))
+    kind = comparison_kind(base_refs, head_refs, ev_b["runs"], ev_h["runs"])
+
+    def key(r, point_id):
+        return point_key(r, point_id, kind, base_refs, head_refs)
+    pb, ph = _points_of(base_refs, ev_b, key), _points_of(head_refs, ev_h, key)
     common = sorted(set(pb) & set(ph))
     only = [{"model": k[0], "profile": k[1], "point_id": k[2], "only_in": "base", "run_id": pb[k][0].run_id}
             for k in sorted(set(pb) - set(ph))]
@@ -224,7 +235,7 @@ def compare_evidence(base_refs: list[store.RunRef], head_refs: list[store.RunRef
         (rb, xb), (rh, xh) = pb[key], ph[key]
         sb, sh = _summary_row(ev_b, rb.run_id, key[2]), _summary_row(ev_h, rh.run_id, key[2])
         fb, fh = fingerprint(xb, sb), fingerprint(xh, sh)
-        p, n = comparability_problems("/".join(key), fb, fh, xb, xh)
+        p, n = comparability_problems("/".join(key), fb, fh, xb, xh, settings_may_differ=kind.cross_stack)
         problems += p
         notes += n
         pool_b, pool_h = pools.pool(rb, key[2], fb), pools.pool(rh, key[2], fh)
@@ -258,10 +269,13 @@ def compare_evidence(base_refs: list[store.RunRef], head_refs: list[store.RunRef
         metric_df["_o"] = [order[(r["model"], r["profile"], r["point_id"])] for r in metric_df.to_dict("records")]
         metric_df = metric_df.sort_values("_o", kind="stable").drop(columns="_o").reset_index(drop=True)
 
-    prov_rows = []
+    prov_rows, matrices = [], []
     for mp in sorted({(k[0], k[1]) for k in common}):
         rb = next(pb[k][0] for k in common if k[:2] == mp)
         rh = next(ph[k][0] for k in common if k[:2] == mp)
+        mx = protocol_matrix(ev_b["protocol"], rb.run_id, ev_h["protocol"], rh.run_id)
+        mx.insert(0, "pair", f"{mp[0]}/{mp[1]}")
+        matrices.append(mx)
         vb = _provenance_row(ev_b["runs"], ev_b["correctness"], rb.run_id)
         vh = _provenance_row(ev_h["runs"], ev_h["correctness"], rh.run_id)
         for f in sorted(set(vb) | set(vh)):
@@ -275,4 +289,6 @@ def compare_evidence(base_refs: list[store.RunRef], head_refs: list[store.RunRef
     return Comparison(base=base, head=head, metrics=metric_df, points=pd.DataFrame(point_rows),
                       provenance=pd.DataFrame(prov_rows, columns=["model", "profile", "field", "base", "head", "differs"]),
                       only_in=pd.DataFrame(only, columns=["model", "profile", "point_id", "only_in", "run_id"]),
-                      problems=problems, samples=samples, options=opts, notes=notes)
+                      problems=problems, samples=samples, options=opts, notes=notes, kind=kind.kind,
+                      kind_detail=kind.detail, protocol=pd.concat(matrices, ignore_index=True) if matrices
+                      else pd.DataFrame())

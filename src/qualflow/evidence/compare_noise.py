@@ -14,7 +14,7 @@ the compared run|."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -48,6 +48,8 @@ class Fingerprint:
     server_settings: str | None   # canonical JSON; None = unknown
     status: str | None
     input_file_sha256: str | None = None   # the prompt file of a real-prompt workload
+    # the payloads without `model`: compared across stacks only, never part of run equality
+    payloads_sha256: str | None = field(default=None, compare=False)
 
     def comparable_to(self, other: "Fingerprint") -> bool:
         return (self.dataset_sha256 is not None and self.server_settings is not None and self == other)
@@ -60,17 +62,24 @@ def fingerprint(run_row: dict, summary_row: dict | None = None) -> Fingerprint:
     pf = run_row.get("input_file_sha256")
     return Fingerprint(dataset_sha256=ds, workload=json.dumps(wl, sort_keys=True),
                        server_settings=None if ss is None else json.dumps(ss, sort_keys=True),
-                       status=run_row.get("status"), input_file_sha256=pf if isinstance(pf, str) and pf else None)
+                       status=run_row.get("status"), input_file_sha256=pf if isinstance(pf, str) and pf else None,
+                       payloads_sha256=(summary_row or {}).get("payloads_sha256") or None)
 
 
 def dict_diff(a: dict, b: dict) -> list[str]:
     return sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
 
 
-def comparability_problems(label: str, fb: Fingerprint, fh: Fingerprint, xb: dict, xh: dict) -> tuple[list[str], list[str]]:
-    """(problems that refuse the compare unless forced, notes shown on the page) for one point."""
+def comparability_problems(label: str, fb: Fingerprint, fh: Fingerprint, xb: dict, xh: dict,
+                           settings_may_differ: bool = False) -> tuple[list[str], list[str]]:
+    """(problems that refuse the compare unless forced, notes shown on the page) for one point.
+    `settings_may_differ` (a cross-stack comparison): differing server settings are a note."""
     problems, notes = [], []
-    if not fb.dataset_sha256 or not fh.dataset_sha256 or fb.dataset_sha256 != fh.dataset_sha256:
+    if settings_may_differ:   # across stacks the model name in each payload differs; the rest must not
+        if not fb.payloads_sha256 or fb.payloads_sha256 != fh.payloads_sha256:
+            problems.append(f"{label}: the requests differ (inputs.json payloads without `model`, sha256 base "
+                            f"{fb.payloads_sha256 or 'unknown'}, head {fh.payloads_sha256 or 'unknown'})")
+    elif not fb.dataset_sha256 or not fh.dataset_sha256 or fb.dataset_sha256 != fh.dataset_sha256:
         problems.append(f"{label}: dataset identity differs (AIPerf inputs.json sha256 base "
                         f"{fb.dataset_sha256 or 'unknown'}, head {fh.dataset_sha256 or 'unknown'})")
     if fb.input_file_sha256 != fh.input_file_sha256:
@@ -89,8 +98,10 @@ def comparability_problems(label: str, fb: Fingerprint, fh: Fingerprint, xb: dic
                      "checked, and such runs never count towards the measured noise floor")
     elif sb != sh:
         diff = dict_diff(sb, sh)
-        problems.append(f"{label}: server settings differ in {', '.join(diff)} (base "
-                        f"{ {k: sb.get(k) for k in diff} }, head { {k: sh.get(k) for k in diff} })")
+        msg = (f"{label}: server settings differ in {', '.join(diff)} (base "
+               f"{ {k: sb.get(k) for k in diff} }, head { {k: sh.get(k) for k in diff} })")
+        (notes if settings_may_differ else problems).append(msg + (" - by design: different stacks"
+                                                                    if settings_may_differ else ""))
     return problems, notes
 
 

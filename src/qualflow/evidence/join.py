@@ -12,6 +12,7 @@ import pandas as pd
 
 from qualflow.aiperf import exports
 from qualflow.aiperf.command import load_points
+from qualflow.aiperf.terminal import Terminal, read_terminals
 from qualflow.evidence.schema import SCHEMA_VERSION, SUMMARY_METRICS, SUMMARY_PERCENTILES, TABLES, conform
 from qualflow.evidence import slo as slo_mod
 from qualflow.evidence.status import accounting_ok, qualification_status, slo_ok
@@ -21,6 +22,9 @@ from qualflow.server.timing import TimingRecord, read_timing_log
 from qualflow.session.run import repeat_run_id, run_id_of
 
 NS_MS = 1e6
+SERVER_TIMING_UNAVAILABLE = ("server timing not available (external endpoint): accounted on the client side only "
+                             "(every AIPerf record once, no errors, each stream's terminal event checked); "
+                             "requests rows are client-only by design")
 
 
 def _ms(v):
@@ -96,9 +100,19 @@ def _derive(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
+def _terminal_cols(terminals: dict | None, request_id: str, client_error: str | None) -> dict:
+    """With a raw export, each request's terminal event; a bad one is the request's client error."""
+    if terminals is None:
+        return {"client_error": client_error}
+    t = terminals.get(request_id) or Terminal(None, "no raw export record: terminal event unknown")
+    err = client_error or (json.dumps({"type": "TerminalEventError", "message": t.error}) if t.error else None)
+    return {"client_error": err, "client_terminal_event": t.event}
+
+
 def aiperf_client_rows(point_id: str, artifact_dir: Path, rel_dir: str, repeat: int = 1) -> list[dict]:
     inputs = exports.read_inputs(artifact_dir)
     outputs = exports.read_outputs(artifact_dir)
+    terminals = read_terminals(artifact_dir)
     rows = []
     for r in exports.read_records(artifact_dir):
         warm = r["benchmark_phase"] == "warmup"
@@ -113,7 +127,7 @@ def aiperf_client_rows(point_id: str, artifact_dir: Path, rel_dir: str, repeat: 
             "client_ttst_ms": r["time_to_second_token"], "client_itl_ms": r["inter_token_latency"],
             "client_decode_ms": r["decode_duration"], "client_isl": r["input_sequence_length"],
             "client_osl": r["output_sequence_length"], "client_osl_mismatch_pct": r["osl_mismatch_diff_pct"],
-            "client_error": r["client_error"],
+            **_terminal_cols(terminals, r["request_id"], r["client_error"]),
             "input_sha256": exports.sha256_text(text),
             "input_artifact": f"{rel_dir}/inputs.json#{key[0]}/{key[1]}" if text is not None else None,
             "output_sha256": exports.sha256_text(out), "output_chars": None if out is None else len(out),
@@ -146,7 +160,7 @@ def _pct(s: pd.Series, q: float):
 
 
 def summarize_point(req: pd.DataFrame, point: dict, run_json: dict, summary_json: dict | None,
-                    goodput: dict | None = None) -> dict:
+                    goodput: dict | None = None, payloads_sha: str | None = None) -> dict:
     pid = point["point_id"]
     mine = req[(req["point_id"] == pid) & (req["phase"] == "profiling")]
     matched = mine[mine["match_status"] == "matched"]
@@ -178,6 +192,7 @@ def summarize_point(req: pd.DataFrame, point: dict, run_json: dict, summary_json
         "input_file_sha256": run_json.get("input_file_sha256"),
         "error_rate": float(err.sum()) / max(int(point["request_count"]), 1),
         "goodput_fraction": slo_mod.goodput_fraction(mine, point["request_count"], goodput or {}),
+        "payloads_sha256": payloads_sha,
     }
     if summary_json:
         def avg(tag):
@@ -223,8 +238,8 @@ def build_evidence(*, session_dir, correctness, bundle_dir, pin, model, profile,
     session = _load_json(session_dir / "session.json")
     startup = _load_json(session_dir / "startup.json")
     prov = _load_json(session_dir / "provenance.json")
-    manifest = _load_json(Path(bundle_dir) / "manifest.json")
-    pin_d = _load_json(Path(pin))
+    manifest = _load_json(Path(bundle_dir) / "manifest.json") if bundle_dir else {}
+    pin_d = _load_json(Path(pin)) if pin else {}
     started = session.get("session_started_ns")
     run_id = session.get("run_id") or run_id_of(model, profile, started or 0)
     key = {"schema_version": SCHEMA_VERSION, "run_id": run_id, "software_key": software_key,
@@ -258,10 +273,16 @@ def build_evidence(*, session_dir, correctness, bundle_dir, pin, model, profile,
         proto[k] = v
     proto = conform(proto, "protocol")
 
-    implemented = bool(manifest) and bool(startup.get("healthy_ns"))
     failure = session_failure(session)
-    implemented_reasons = ([] if manifest else [f"no bundle manifest in {bundle_dir}"]) + \
-        ([failure] if failure and not startup.get("healthy_ns") else [])
+    endpoint = session.get("stack") == "endpoint"
+    if endpoint:   # implemented = reachable, and /v1/models names the model
+        implemented = bool(startup.get("healthy_ns")) and bool((startup.get("health") or {}).get("serves_model"))
+        implemented_reasons = [failure] if failure and not implemented else \
+            ([] if implemented else ["endpoint not reachable or not serving the model"])
+    else:
+        implemented = bool(manifest) and bool(startup.get("healthy_ns"))
+        implemented_reasons = ([] if manifest else [f"no bundle manifest in {bundle_dir}"]) + \
+            ([failure] if failure and not startup.get("healthy_ns") else [])
     settings = session.get("settings") or {}
     protocol_enabled = settings.get("protocol_checks", True)
     summaries, runs, targets = [], [], []
@@ -275,9 +296,10 @@ def build_evidence(*, session_dir, correctness, bundle_dir, pin, model, profile,
             pdir = session_dir / "points" / point_key(p["point_id"], k)
             run_json = _load_json(pdir / "run.json")
             srow = summarize_point(req[req["run_id"] == rid], p, run_json, exports.read_summary(pdir / "aiperf"),
-                                   goodput=slo_mod.goodput_bounds(slos.get(p["point_id"])))
+                                   goodput=slo_mod.goodput_bounds(slos.get(p["point_id"])),
+                                   payloads_sha=exports.payloads_sha256(pdir / "aiperf"))
             srow.update(repeat=k, repeats=int(p.get("repeats", 1)))
-            acc_ok, acc_reasons = accounting_ok(srow)
+            acc_ok, acc_reasons = accounting_ok(srow, server_timing=not endpoint)
             args = dict(
                 implemented=implemented, implemented_reasons=implemented_reasons, correctness=corr,
                 protocol=proto, protocol_enabled=protocol_enabled, aiperf_ok=srow["aiperf_ok"] and not failure,
@@ -304,6 +326,8 @@ def build_evidence(*, session_dir, correctness, bundle_dir, pin, model, profile,
             status, reasons = qualification_status(**args, slo=rung)
             if failure and failure not in reasons:
                 reasons.append(failure)
+            if endpoint:
+                reasons.append(SERVER_TIMING_UNAVAILABLE)
             srow["status"] = status
             rkey = {**key, "run_id": rid}
             summaries.append({**rkey, **srow})
@@ -318,7 +342,10 @@ def build_evidence(*, session_dir, correctness, bundle_dir, pin, model, profile,
                 "pin": json.dumps(pin_d, sort_keys=True, default=str)[:100000],
                 "bundle_hash": manifest.get("bundle_hash"),
                 "bundle_manifest": json.dumps(manifest_small, sort_keys=True, default=str)[:100000],
-                "device": device or session.get("device"),
+                "stack": session.get("stack") or "qualflow",
+                "server_timing": session.get("server_timing") or "available",
+                "served_model": session.get("model_name"),
+                "device": None if endpoint else (device or session.get("device")),
                 "precision": manifest.get("precision") or manifest.get("dtype") or manifest.get("profile"),
                 "context_limit": manifest.get("context_limit"),
                 "generation_config": json.dumps(manifest.get("generation_config"), sort_keys=True, default=str),

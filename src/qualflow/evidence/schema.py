@@ -37,7 +37,9 @@ REQUESTS = {
     "client_isl": "AIPerf input_sequence_length (client tokenizer)",
     "client_osl": "AIPerf output_sequence_length (client tokenizer)",
     "client_osl_mismatch_pct": "AIPerf osl_mismatch_diff_pct (0 when max_output_tokens was honoured)",
-    "client_error": "client-side error (JSON), null if none",
+    "client_error": "client-side error (JSON), null if none; a missing or failed terminal event is one",
+    "client_terminal_event": "last SSE event type (or body:<status>) from AIPerf's raw export; null when not "
+                             "exported (our server: its records are checked instead)",
     "server_response_id": "resp_<hex> of the server record",
     "server_tag": "X-Qualflow-Phase header the server saw (warmup | protocol | aiperf:<point>)",
     "server_status": "server record status",
@@ -106,6 +108,8 @@ SUMMARY = {
     "aiperf_reasons": "why not, if not",
     "dataset_sha256": "sha256 of AIPerf inputs.json (dataset identity)",
     "input_file_sha256": "sha256 of the workload's prompt file (--input-file), null for synthetic prompts",
+    "payloads_sha256": "sha256 of inputs.json's payloads without their `model` field (the dataset identity "
+                       "of a cross-stack comparison: stacks name the model differently)",
     "status": "qualification status reached for this point",
 }
 
@@ -129,7 +133,10 @@ RUNS = {
     "checkpoint": "checkpoint id or path", "checkpoint_revision": "commit sha (hub) or content hash",
     "pin": "JSON: pin.json",
     "bundle_hash": "bundle manifest hash", "bundle_manifest": "JSON: manifest (per-file hashes elided)",
-    "device": "device", "precision": "effective precision", "context_limit": "context limit (tokens)",
+    "stack": "qualflow (our server on a bundle) | endpoint (an external Responses endpoint)",
+    "server_timing": "available (server Task timing records joined) | unavailable (endpoint: client side only)",
+    "served_model": "model name the requests named (an endpoint's /v1/models id)",
+    "device": "device (null for an endpoint)", "precision": "effective precision", "context_limit": "context limit (tokens)",
     "generation_config": "JSON: generation config from the bundle",
     "dataset_sha256": "AIPerf inputs.json sha256", "seed": "AIPerf --random-seed",
     "input_file_sha256": "sha256 of the workload's prompt file (dataset identity with dataset_sha256)",

@@ -15,6 +15,12 @@ reached. This is the one place that decides a status.
 - `slo-met`: every repeat of the point is `aiperf-qualified` and every SLO of the point holds, judged
   on the mean over repeats (qualflow.evidence.slo); each miss is a reason naming the metric, the
   bound and the measured value, with its CI when repeats exist. A point without SLOs stops below.
+
+For an external endpoint the rungs are the same, each defined for an endpoint: `implemented` =
+reachable and `/v1/models` names the configured model; `family-validated` = endpoint correctness
+(its greedy output through the API against the family reference on the pinned checkpoint) passed;
+the protocol rung as for our server; `aiperf-qualified` accounted on the client side only (no server
+timing records exist: every AIPerf record once, no errors, every stream's terminal event checked).
 """
 from __future__ import annotations
 
@@ -32,14 +38,19 @@ class Rung:
     reasons: list[str] = field(default_factory=list)
 
 
-def accounting_ok(s: dict) -> tuple[bool, list[str]]:
-    """Every profiling request accounted for on both sides exactly once, no errors."""
+def accounting_ok(s: dict, server_timing: bool = True) -> tuple[bool, list[str]]:
+    """Every profiling request accounted for on both sides exactly once, no errors. Without server
+    timing (an external endpoint) on the client side only: every AIPerf record present exactly once,
+    client-only by design, no errors (a stream whose terminal event is missing or failed is one)."""
     reasons = []
     n = s["request_count"]
-    if not (s["n_client"] == s["n_server"] == s["n_matched"] == n):
+    if not server_timing:
+        if s["n_client"] != n:
+            reasons.append(f"accounting (client side): AIPerf records {s['n_client']}, expected {n}")
+    elif not (s["n_client"] == s["n_server"] == s["n_matched"] == n):
         reasons.append(f"accounting: AIPerf records {s['n_client']}, server records {s['n_server']}, "
                        f"matched {s['n_matched']}, expected {n}")
-    if s["n_client_only"]:
+    if s["n_client_only"] and server_timing:
         reasons.append(f"{s['n_client_only']} client-only requests")
     if s["n_server_only"]:
         reasons.append(f"{s['n_server_only']} server-only requests")

@@ -28,7 +28,11 @@ def run_compare(base: str, head: str, *, root="results/evidence", out=None, opts
     cmp = compare_evidence(base_refs, head_refs, base=base, head=head, opts=opts, root=root)
     out = Path(out) if out else default_out_dir(base, head)
     out.mkdir(parents=True, exist_ok=True)
-    meta = {"base": base, "head": head, "forced": bool(cmp.problems), "problems": cmp.problems, "notes": cmp.notes}
+    meta = {"base": base, "head": head, "kind": cmp.kind, "kind_detail": cmp.kind_detail,
+            "forced": bool(cmp.problems), "problems": cmp.problems, "notes": cmp.notes,
+            "protocol_differs": [] if cmp.protocol.empty else
+            [f"{r['check']}: base {r['base']}, head {r['head']}" for r in cmp.protocol[cmp.protocol["differs"]]
+             .to_dict("records")]}
     for name, df in (("compare", cmp.metrics), ("points", cmp.points), ("provenance", cmp.provenance)):
         df = df.copy()
         df["compare_base"], df["compare_head"], df["forced"] = base, head, bool(cmp.problems)
@@ -55,5 +59,6 @@ def main_compare(a) -> int:
         print("WARNING: forced comparison of runs that are not comparable:\n  " + "\n  ".join(res["problems"]))
     for n in res["notes"]:
         print(f"NOTE: {n}")
-    print(json.dumps({k: res[k] for k in ("out", "page", "points", "significant", "inconclusive")}, indent=2))
+    print(json.dumps({k: res[k] for k in ("kind", "out", "page", "points", "significant", "inconclusive",
+                                          "protocol_differs")}, indent=2))
     return 0

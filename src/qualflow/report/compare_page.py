@@ -15,7 +15,7 @@ CSS = ("body{font-family:sans-serif;max-width:1250px;margin:1.5em auto;font-size
        "table.t{border-collapse:collapse;font-size:12px;margin:.4em 0}"
        "table.t td,table.t th{border:1px solid #ccc;padding:2px 6px;text-align:right}"
        "table.t th{background:#f3f3f3}table.t td:first-child{text-align:left}"
-       ".banner{background:#b00020;color:#fff;padding:.8em 1em;font-weight:bold;border-radius:4px}"
+       ".differs td{background:#fff3cd}.banner{background:#b00020;color:#fff;padding:.8em 1em;font-weight:bold;border-radius:4px}"
        ".verdict{font-size:16px;padding:.6em 1em;border-radius:4px;background:#eef5ee;border:1px solid #9c9}"
        ".verdict.bad{background:#fdecea;border-color:#e99}"
        ".verdict.inc{background:#fff8e1;border-color:#e0c060}.inc{color:#8a6d00;font-weight:bold}"
@@ -127,6 +127,20 @@ def _metrics_table(m: pd.DataFrame) -> str:
     return "\n".join(rows)
 
 
+def protocol_matrix_html(mx: pd.DataFrame) -> str:
+    """Check by check, which side passed; rows where the sides differ are marked."""
+    if mx is None or mx.empty:
+        return "<p>No protocol checks on either side.</p>"
+    rows = ["<table id='protocol-matrix'><tr>" + "".join(f"<th>{html.escape(str(c))}</th>" for c in mx.columns
+                                                         if c != "differs") + "</tr>"]
+    for r in mx.to_dict("records"):
+        cells = "".join(f"<td class='{'reg' if v == 'FAIL' else ''}'>{html.escape(str(v))}</td>"
+                        for c, v in r.items() if c != "differs")
+        rows.append(f"<tr class='{'differs' if r['differs'] else 'same'}'>{cells}</tr>")
+    n = int(mx["differs"].sum())
+    return "\n".join(rows) + f"</table><p>{n} of {len(mx)} checks differ between the sides.</p>"
+
+
 def write_compare_page(cmp: Comparison, out: str | Path) -> Path:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -141,6 +155,8 @@ def write_compare_page(cmp: Comparison, out: str | Path) -> Path:
                      "deltas below mix a software change with a workload/dataset change.<ul>"
                      + "".join(f"<li>{html.escape(p)}</li>" for p in cmp.problems) + "</ul></div>")
     parts.append(f"<h1>Compare: base <code>{html.escape(cmp.base)}</code> vs head <code>{html.escape(cmp.head)}</code></h1>")
+    parts.append(f"<p id='kind' data-kind='{html.escape(cmp.kind)}'><b>{html.escape(cmp.kind)}</b>: "
+                 f"{html.escape(cmp.kind_detail)}</p>")
     if len(sig):
         items = "".join(
             f"<li class='{'reg' if r['verdict'] == 'regression' else 'imp'}'>{html.escape(r['model'])}/"
@@ -198,6 +214,7 @@ def write_compare_page(cmp: Comparison, out: str | Path) -> Path:
             "same server settings": pv["server_settings_equal"].map(
                 lambda v: "unknown" if v is None or v != v else bool(v))})
     parts += ["<h2>Points: status, correctness and protocol pass counts</h2>", _table(pv),
+              "<h2>Protocol checks side by side</h2>", protocol_matrix_html(cmp.protocol),
               "<h2>Metrics side by side</h2>", _metrics_table(m),
               "<h2>Delta chart with noise bands</h2>", img_tag(delta, "delta chart"),
               "<h2>Overlaid CDFs of TTFT and ITL per point</h2>", img_tag(cdf, "latency CDFs")]

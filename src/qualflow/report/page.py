@@ -12,6 +12,7 @@ from qualflow.evidence.schema import TABLE_NAMES
 from qualflow.report import first_screen
 from qualflow.report.evidence_tables import evidence_sections, ladder_html
 from qualflow.report.markup import img_tag, table_html
+from qualflow.report.protocol_matrix import protocol_by_stack, protocol_matrix_html
 
 
 def load_evidence(dirs: list[str | Path]) -> dict[str, pd.DataFrame]:
@@ -36,7 +37,7 @@ def status_table(ev: dict[str, pd.DataFrame]) -> pd.DataFrame:
         s = s.iloc[0] if len(s) else {}
         rows.append({
             "software_key": r["software_key"], "run_id": r["run_id"], "model": r["model"], "profile": r["profile"],
-            "point_id": r["point_id"], "status": r["status"],
+            "point_id": r["point_id"], "stack": r.get("stack") or "qualflow", "status": r["status"],
             "correctness_passed": f"{int(c['passed'].sum()) if len(c) else 0}/{len(c)}",
             "protocol_passed": f"{int(p['passed'].sum()) if len(p) else 0}/{len(p)}",
             "aiperf_records": s.get("n_client"), "server_records": s.get("n_server"), "matched": s.get("n_matched"),
@@ -155,6 +156,7 @@ def write_report(evidence_dirs: list[str | Path], out: str | Path) -> dict:
         "<details><summary>Status of every run</summary>",
         "<h2>Status</h2>", table_html(st, "{:.2f}"), ladder_html(st), "</details><details><summary>Correctness, protocol, request accounting, client vs server timing, start-up</summary>",
         "<h2>Family correctness (pass counts)</h2>", table_html(corr_counts, "{:.2f}"),
+        "<h2>Protocol checks by stack</h2>", protocol_matrix_html(protocol_by_stack(ev["protocol"], runs)),
         "<h2>Protocol checks</h2>",
         f"<p>{int(proto['passed'].sum()) if len(proto) else 0} of {len(proto)} passed.</p>", table_html(proto, "{:.2f}"),
         "<h2>Request accounting</h2><p>Every AIPerf record and every server record is one row: matched, "

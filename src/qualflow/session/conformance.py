@@ -42,10 +42,13 @@ def _rid(name: str) -> str:
 
 
 class Checker:
-    def __init__(self, url: str, model: str, timeout_s: float = 300.0, max_output_tokens: int = 8):
+    def __init__(self, url: str, model: str, timeout_s: float = 300.0, max_output_tokens: int = 8,
+                 api_key: str | None = None, request_extensions: bool = True):
         self.model = model
+        # truncation checks send qualflow's ignore_eos only where the stack is told to take extensions
+        self.truncate_extra = {"extra_body": {"ignore_eos": True}} if request_extensions else {}
         self.max_tokens = max_output_tokens
-        self.client = openai.OpenAI(base_url=url.rstrip("/") + "/v1", api_key="qualflow-local",
+        self.client = openai.OpenAI(base_url=url.rstrip("/") + "/v1", api_key=api_key or "qualflow-local",
                                     timeout=timeout_s, max_retries=0)
 
     def _headers(self, rid: str) -> dict:
@@ -114,7 +117,7 @@ class Checker:
 
     def incomplete_on_truncation(self, rid: str) -> str:
         r = self.client.responses.create(model=self.model, input=PROMPT, max_output_tokens=2, store=False,
-                                         extra_body={"ignore_eos": True}, extra_headers=self._headers(rid))
+                                         extra_headers=self._headers(rid), **self.truncate_extra)
         _expect(r.status == "incomplete", f"status={r.status!r}")
         reason = getattr(r.incomplete_details, "reason", None)
         _expect(reason == "max_output_tokens", f"incomplete_details.reason={reason!r}")
@@ -124,7 +127,7 @@ class Checker:
     def stream_incomplete_on_truncation(self, rid: str) -> str:
         events = list(self.client.responses.create(
             model=self.model, input=PROMPT, max_output_tokens=2, stream=True, store=False,
-            extra_body={"ignore_eos": True}, extra_headers=self._headers(rid)))
+            extra_headers=self._headers(rid), **self.truncate_extra))
         _expect(events[-1].type == "response.incomplete", f"last event {events[-1].type!r}")
         return "last event response.incomplete"
 
@@ -165,8 +168,9 @@ class Checker:
         return out
 
 
-def run_protocol_checks(url: str, model: str, timeout_s: float = 300.0) -> list[dict]:
-    checker = Checker(url, model, timeout_s)
+def run_protocol_checks(url: str, model: str, timeout_s: float = 300.0, api_key: str | None = None,
+                        request_extensions: bool = True) -> list[dict]:
+    checker = Checker(url, model, timeout_s, api_key=api_key, request_extensions=request_extensions)
     rows = []
     for name, fn in checker.checks():
         rid = _rid(name)

@@ -27,6 +27,7 @@ import shutil
 import signal
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from qualflow.aiperf.command import AiperfPoint, load_points
@@ -149,9 +150,10 @@ class Session:
     """The stages of one serving session, in order; each records its wall time under `stages`."""
 
     def __init__(self, *, out: Path, bundle: Path, model_name: str, srv: ServerProcess, points: list[AiperfPoint],
-                 record: dict, allow_unpinned_client: bool):
+                 record: dict, allow_unpinned_client: bool, client: ClientOptions | None = None):
         self.out, self.bundle, self.model_name, self.srv, self.points = out, bundle, model_name, srv, points
         self.record, self.allow_unpinned_client = record, allow_unpinned_client
+        self.client = client or ClientOptions(tokenizer=str(bundle))
         self.sent_ids: set[str] = set()
         self.stage_name = "setup"
         self.lease = None
@@ -191,11 +193,12 @@ class Session:
     def startup(self, timeout_s: float) -> dict:
         t0 = self._stage("startup")
         self.srv.start()
-        self.record["server_pid"] = self.srv.proc.pid
-        print(f"session: server pid {self.srv.proc.pid} starting at {self.srv.url}", flush=True)
+        pid = self.srv.proc.pid if self.srv.proc else None
+        self.record["server_pid"] = pid
+        print(f"session: server pid {pid} starting at {self.srv.url}", flush=True)
         health = self.srv.wait_healthy(timeout_s)
         self._done(t0)
-        startup = {"url": self.srv.url, "pid": self.srv.proc.pid, "spawn_ns": self.srv.spawn_ns,
+        startup = {"url": self.srv.url, "pid": pid, "spawn_ns": self.srv.spawn_ns,
                    "healthy_ns": self.srv.healthy_ns, "startup_s": (self.srv.healthy_ns - self.srv.spawn_ns) / 1e9,
                    "load_s": health.get("load_s"), "server_startup_s": health.get("startup_s"), "health": health}
         (self.out / "startup.json").write_text(json.dumps(startup, indent=2))
@@ -206,7 +209,8 @@ class Session:
         from .outputs import write_warmup
         from .warmup import run_warmup
         t0 = self._stage("warmup")
-        rows = run_warmup(self.srv.url, self.model_name, n, max_tokens)
+        rows = run_warmup(self.srv.url, self.model_name, n, max_tokens,
+                          request_extensions=self.client.request_extensions, api_key=self.client.api_key)
         self._done(t0)
         write_warmup(rows, str(self.out / "warmup.parquet"))
         self.sent_ids |= {r["request_id"] for r in rows}
@@ -225,7 +229,8 @@ class Session:
         rows = []
         if enabled:
             self.record["client_pin_reasons"] += check_openai(self.allow_unpinned_client)
-            rows = run_protocol_checks(self.srv.url, self.model_name)
+            rows = run_protocol_checks(self.srv.url, self.model_name, api_key=self.client.api_key,
+                                       request_extensions=self.client.request_extensions)
         self._done(t0)
         write_protocol(rows, str(self.out / "protocol.parquet"))
         self.sent_ids |= {r["request_id"] for r in rows}
@@ -249,10 +254,11 @@ class Session:
             label = f"{p.point_id} repeat {k}/{p.repeats}" if p.repeats > 1 else p.point_id
             print(f"session: AIPerf run {n}/{len(runs)}: point {label}", flush=True)
             counter = TagCounter(self.out / "server_timing.jsonl", aiperf_tag(p.point_id, k))
-            rec = run_point(p, url=self.srv.url, model_name=self.model_name, tokenizer_dir=str(self.bundle),
+            rec = run_point(p, url=self.srv.url, model_name=self.model_name, tokenizer_dir=self.client.tokenizer,
                             point_dir=self.out / "points" / key, phase_header=aiperf_tag(p.point_id, k),
                             workers_max=workers, record_processors=record_processors, timeout_s=timeout_s,
-                            alive_check=watch, progress=counter, label=label)
+                            alive_check=watch, progress=counter, label=label,
+                            export_level=self.client.export_level, api_key=self.client.api_key)
             self._done(t0)
             watch()
             self.sent_ids |= {r["request_id"] for r in read_records(self.out / "points" / key / "aiperf")
@@ -287,13 +293,27 @@ class WarmupFailed(RuntimeError):
     pass
 
 
-def run_session(*, bundle: str, out: str | Path, device: str, host: str, port: int, model_name: str,
+@dataclass(frozen=True)
+class ClientOptions:
+    """How the session's clients talk to the server: AIPerf's tokenizer, the API key, whether
+    qualflow's request extensions are sent, AIPerf's export level (raw: every SSE event, so that
+    each stream's terminal event can be checked without server records)."""
+    tokenizer: str
+    api_key: str | None = None
+    request_extensions: bool = True
+    export_level: str = "records"
+
+
+def run_session(*, bundle: str | None, out: str | Path, device: str, host: str, port: int, model_name: str,
                 points: list[dict], startup_timeout_s: float, warmup_requests: int,
                 warmup_max_tokens: int, max_batch: int | None = None, max_context: int | None = None,
                 cpu_threads: int | None = None, aiperf_workers: int = 1,
                 aiperf_record_processors: int = 1, aiperf_timeout_s: float = 3600.0,
                 run_protocol: bool = True, record_failures: bool = False, allow_unpinned_client: bool = False,
-                run_name: tuple[str, str] | None = None, archive_dir: str | Path | None = None) -> int:
+                run_name: tuple[str, str] | None = None, archive_dir: str | Path | None = None,
+                endpoint=None, checkpoint: str | None = None, request_extensions: bool = True) -> int:
+    """`endpoint` (an EndpointSpec): qualify that endpoint instead of starting our server on `bundle`;
+    there are no server timing records then, and the session says so (`server_timing`)."""
     from . import conformance, warmup  # noqa: F401 - imported now: an interrupt must not land in a lazy import
     from .provenance import collect
 
@@ -307,22 +327,37 @@ def run_session(*, bundle: str, out: str | Path, device: str, host: str, port: i
     timing_log = out / "server_timing.jsonl"
     if port == 0:
         port = free_port(host)
-    bundle_dir = Path(bundle)
-    # on cuda the session leases one GPU and the server sees only that one
-    srv = ServerProcess(bundle=str(bundle_dir), device="cuda" if device.startswith("cuda") else device, host=host,
-                        port=port, model_name=model_name, timing_log=timing_log, log_path=out / "server.log",
-                        max_batch=max_batch, max_context=max_context, cpu_threads=cpu_threads)
-    settings = {"device": device, "max_batch": max_batch, "max_context": max_context, "cpu_threads": cpu_threads,
-                "aiperf_workers": aiperf_workers, "aiperf_record_processors": aiperf_record_processors,
-                "warmup_requests": warmup_requests, "warmup_max_tokens": warmup_max_tokens,
-                "protocol_checks": run_protocol}
+    bundle_dir = Path(bundle) if bundle else None
+    common = {"aiperf_workers": aiperf_workers, "aiperf_record_processors": aiperf_record_processors,
+              "warmup_requests": warmup_requests, "warmup_max_tokens": warmup_max_tokens,
+              "protocol_checks": run_protocol}
+    if endpoint is None:
+        # on cuda the session leases one GPU and the server sees only that one
+        srv = ServerProcess(bundle=str(bundle_dir), device="cuda" if device.startswith("cuda") else device,
+                            host=host, port=port, model_name=model_name, timing_log=timing_log,
+                            log_path=out / "server.log", max_batch=max_batch, max_context=max_context,
+                            cpu_threads=cpu_threads)
+        settings = {"device": device, "max_batch": max_batch, "max_context": max_context, "cpu_threads": cpu_threads,
+                    **common}
+        client = ClientOptions(tokenizer=str(bundle_dir), request_extensions=request_extensions)
+    else:
+        from .endpoint import EndpointProcess
+        srv = EndpointProcess(endpoint, log_path=out / "server.log", checkpoint_dir=checkpoint)
+        model_name = srv.model
+        settings = {"stack": "endpoint", "endpoint_launched": srv.launched, **common}
+        client = ClientOptions(tokenizer=endpoint.tokenizer or checkpoint or model_name, api_key=srv.api_key,
+                               request_extensions=request_extensions, export_level="raw")
+    if not request_extensions:
+        settings["request_extensions"] = False
     started_ns = time.time_ns()
-    record = {"bundle": str(bundle_dir), "device": device, "url": srv.url, "model_name": model_name,
+    record = {"bundle": str(bundle_dir) if bundle_dir else None, "device": device if endpoint is None else None,
+              "url": srv.url, "model_name": model_name, "stack": "qualflow" if endpoint is None else "endpoint",
+              "server_timing": "available" if endpoint is None else "unavailable",
               "server_command": srv.cmd, "settings": settings, "stages": {}, "points": {}, "error": None,
               "client_pin_reasons": [], "session_started_ns": started_ns,
               "run_id": run_id_of(*run_name, started_ns) if run_name else None}
     session = Session(out=out, bundle=bundle_dir, model_name=model_name, srv=srv, points=pts, record=record,
-                      allow_unpinned_client=allow_unpinned_client)
+                      allow_unpinned_client=allow_unpinned_client, client=client)
     rc, interrupted = 1, False
     try:
         _install_signal_handlers()
@@ -332,7 +367,8 @@ def run_session(*, bundle: str, out: str | Path, device: str, host: str, port: i
         session.protocol(run_protocol)
         session.aiperf_points(aiperf_workers, aiperf_record_processors, aiperf_timeout_s)
         session.stage_name = "timing-flush"
-        record["timing_records_missing"] = _wait_timing_flushed(timing_log, session.sent_ids)
+        record["timing_records_missing"] = (_wait_timing_flushed(timing_log, session.sent_ids)
+                                            if endpoint is None else None)
         session.note_other_gpu_jobs()
         rc = 0
     except (Exception, SessionInterrupted) as e:  # noqa: BLE001 - every failure is evidence: recorded, not lost
@@ -362,7 +398,18 @@ def run_session(*, bundle: str, out: str | Path, device: str, host: str, port: i
 
 def main_session(a) -> int:
     points = load_points(a.points)
-    return run_session(bundle=a.bundle, out=a.out, device=a.device, host=a.host, port=a.port,
+    endpoint = None
+    if a.endpoint:
+        from .endpoint import EndpointSpec
+        endpoint = EndpointSpec.from_json(a.endpoint)
+    elif not a.bundle:
+        raise ValueError("session: --bundle (our server) or --endpoint (an external endpoint) is required")
+    checkpoint = None
+    if endpoint is not None:
+        from .endpoint import pinned_checkpoint
+        checkpoint = pinned_checkpoint(a.pin, a.checkpoint)
+    return run_session(bundle=a.bundle, endpoint=endpoint, checkpoint=checkpoint,
+                       request_extensions=not a.no_request_extensions, out=a.out, device=a.device, host=a.host, port=a.port,
                        model_name=a.model_name, points=points, startup_timeout_s=a.startup_timeout,
                        warmup_requests=a.warmup_requests, warmup_max_tokens=a.warmup_max_tokens,
                        max_batch=a.max_batch or None, max_context=a.max_context or None,

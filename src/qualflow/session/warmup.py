@@ -20,14 +20,16 @@ WARMUP_PROMPTS = (
 
 
 def run_warmup(url: str, model: str, n: int, max_output_tokens: int = 16, stream: bool = True,
-               timeout_s: float = 600.0) -> list[dict]:
+               timeout_s: float = 600.0, request_extensions: bool = True, api_key: str | None = None) -> list[dict]:
+    """`request_extensions`: send qualflow's `ignore_eos` (false: standard Responses fields only)."""
     rows = []
-    with httpx.Client(base_url=url, timeout=timeout_s) as client:
+    auth = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    with httpx.Client(base_url=url, timeout=timeout_s, headers=auth) as client:
         for i in range(n):
             rid = f"warmup-{i:03d}-{uuid.uuid4().hex[:12]}"
             body = {"model": model, "input": WARMUP_PROMPTS[i % len(WARMUP_PROMPTS)],
                     "max_output_tokens": max_output_tokens, "stream": stream, "store": False,
-                    "ignore_eos": True}
+                    **({"ignore_eos": True} if request_extensions else {})}
             headers = {"X-Request-ID": rid, PHASE_HEADER: WARMUP}
             t0 = time.time_ns()
             status, err, echoed, n_events = None, None, None, 0

@@ -43,15 +43,23 @@ class Qwen3Family:
         """Versioned prompts, criteria and thresholds (data, not code)."""
         return yaml.safe_load(resources.files(__package__).joinpath("correctness.yaml").read_text())
 
+    def endpoint_correctness_spec(self) -> dict:
+        """Endpoint correctness (an endpoint's greedy output through the API against the reference):
+        versioned criterion and threshold (data); the prompts are those of `correctness_spec()`."""
+        spec = yaml.safe_load(resources.files(__package__).joinpath("endpoint_correctness.yaml").read_text())
+        spec["prompts"] = self.correctness_spec()["prompts"]
+        return spec
+
     @property
     def synthetic_presets(self) -> tuple[str, ...]:
         from .synthetic import PRESETS
         return tuple(sorted(PRESETS))
 
-    def write_synthetic(self, out_dir: str, preset: str):
-        """A seeded, offline checkpoint of this family in Hugging Face format (the embedded default)."""
-        from .synthetic import write_embedded
-        return write_embedded(out_dir, preset)
+    def write_synthetic(self, out_dir: str, preset: str, seed: int | None = None):
+        """A seeded, offline checkpoint of this family in Hugging Face format (the embedded default;
+        another `seed`: other weights of the same shape)."""
+        from .synthetic import SEED, write_embedded
+        return write_embedded(out_dir, preset, SEED if seed is None else seed)
 
     def load_reference(self, checkpoint_dir: str):
         from .reference import load_reference

@@ -150,7 +150,7 @@ def tokenizer_config(model_max_length: int) -> dict:
 
 # ------------------------------------------------------------------------------------- config
 
-def model_config(preset: str) -> dict:
+def model_config(preset: str, seed: int = SEED) -> dict:
     if preset not in PRESETS:
         raise EmbeddedError(f"unknown preset {preset!r}; known: {sorted(PRESETS)}")
     p = PRESETS[preset]
@@ -165,7 +165,7 @@ def model_config(preset: str) -> dict:
         "rms_norm_eps": 1e-6, "rope_scaling": None, "rope_theta": 1000000, "sliding_window": None,
         "tie_word_embeddings": True, "torch_dtype": "bfloat16", "use_cache": True,
         "use_sliding_window": False, "vocab_size": VOCAB_SIZE,
-        "qualflow_embedded": {"preset": preset, "seed": SEED},
+        "qualflow_embedded": {"preset": preset, "seed": seed},
     }
 
 
@@ -194,16 +194,16 @@ def _normal(gen, shape: tuple[int, ...], std: float, mean: float = 0.0):
     return torch.cat(parts, 0).contiguous()
 
 
-def make_weights(preset: str) -> dict:
+def make_weights(preset: str, seed: int = SEED) -> dict:
     """HF Qwen3 state dict (bf16), seeded. Linear weights N(0, 1/fan_in); norm weights 1 + N(0, 0.05);
     output projections (o_proj, down_proj) with OUT_GAIN/sqrt(fan_in) so the layers dominate the
     residual stream over the input embedding (no echo of the input token)."""
     import torch
-    cfg = model_config(preset)
+    cfg = model_config(preset, seed)
     d, L = cfg["hidden_size"], cfg["num_hidden_layers"]
     hq, hk, hd, ff = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"], cfg["intermediate_size"]
     g = torch.Generator(device="cpu")
-    g.manual_seed(SEED)
+    g.manual_seed(seed)
     sd: dict[str, torch.Tensor] = {}
     # The logit spread is EMBED_STD * sqrt(128) at every size: the std shrinks with sqrt(hidden).
     sd["model.embed_tokens.weight"] = _normal(g, (VOCAB_SIZE, d), EMBED_STD * (128 / d) ** 0.5)
@@ -226,8 +226,9 @@ def make_weights(preset: str) -> dict:
 
 # -------------------------------------------------------------------------------------- write
 
-def write_embedded(out_dir: str | os.PathLike, preset: str = "tiny") -> Path:
-    cfg = model_config(preset)  # validates preset
+def write_embedded(out_dir: str | os.PathLike, preset: str = "tiny", seed: int = SEED) -> Path:
+    """`seed`: another seed gives other weights of the same shape (the default is the embedded default)."""
+    cfg = model_config(preset, seed)  # validates preset
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.json").write_text(_dumps(cfg), encoding="utf-8")
@@ -235,5 +236,5 @@ def write_embedded(out_dir: str | os.PathLike, preset: str = "tiny") -> Path:
     (out / "tokenizer.json").write_text(tokenizer_json(), encoding="utf-8")
     (out / "tokenizer_config.json").write_text(
         _dumps(tokenizer_config(cfg["max_position_embeddings"])), encoding="utf-8")
-    save_safetensors(make_weights(preset), out / "model.safetensors")
+    save_safetensors(make_weights(preset, seed), out / "model.safetensors")
     return out

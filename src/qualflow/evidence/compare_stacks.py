@@ -1,0 +1,100 @@
+"""What kind of comparison two evidence sets make, and the protocol-check matrix side by side.
+
+- *cross-version*: the same model/profile under two software keys (or two runs of one key): points
+  pair up by (model, profile, workload point), as before.
+- *cross-stack*: two different stacks serving the same workload (our server vs an external endpoint,
+  or two endpoints): each side is one model/profile, and points pair up by workload point alone. The
+  stacks' server settings differ by design, so they are shown, not refused; the dataset identity and
+  workload settings must still be equal.
+
+Per-request samples of a run without server timing (an endpoint) are its client-only profiling rows
+without an error (its rows are client-only by design); of a run with server timing, its matched rows."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+CROSS_STACK, CROSS_VERSION = "cross-stack", "cross-version"
+
+
+@dataclass(frozen=True)
+class Kind:
+    kind: str            # CROSS_STACK | CROSS_VERSION
+    detail: str          # one sentence for the page
+
+    @property
+    def cross_stack(self) -> bool:
+        return self.kind == CROSS_STACK
+
+
+def _stack_of(runs: pd.DataFrame, ref) -> str:
+    r = runs[runs["run_id"] == ref.run_id] if len(runs) else runs
+    if not len(r):
+        return f"{ref.model}/{ref.profile}"
+    x = r.iloc[0]
+    stack = x.get("stack") if "stack" in r else None
+    stack = stack if isinstance(stack, str) and stack else "qualflow"
+    served = x.get("served_model") if "served_model" in r else None
+    return f"{stack} ({ref.model}/{ref.profile}" + (f", model {served}" if isinstance(served, str) and served else "") + ")"
+
+
+def comparison_kind(base_refs, head_refs, runs_b: pd.DataFrame, runs_h: pd.DataFrame) -> Kind:
+    mb = {(r.model, r.profile) for r in base_refs}
+    mh = {(r.model, r.profile) for r in head_refs}
+    if len(mb) == 1 and len(mh) == 1 and mb != mh:
+        return Kind(CROSS_STACK, f"Cross-stack comparison: base {_stack_of(runs_b, base_refs[0])} vs head "
+                                 f"{_stack_of(runs_h, head_refs[0])}, on the same workload (points paired by "
+                                 "workload point; the stacks' server settings differ by design and are shown, "
+                                 "not refused)")
+    vb, vh = sorted({r.version for r in base_refs}), sorted({r.version for r in head_refs})
+    return Kind(CROSS_VERSION, f"Cross-version comparison: software {', '.join(vb)} vs {', '.join(vh)} "
+                               "(points paired by model, profile and workload point)")
+
+
+def point_key(ref, point_id: str, kind: Kind, base_refs, head_refs) -> tuple[str, str, str]:
+    if not kind.cross_stack:
+        return (ref.model, ref.profile, point_id)
+    b, h = base_refs[0], head_refs[0]
+    return (f"{b.model} vs {h.model}", f"{b.profile} vs {h.profile}", point_id)
+
+
+def client_only_runs(runs: pd.DataFrame) -> set[str]:
+    """Run ids whose server timing is unavailable (accounted on the client side)."""
+    if runs.empty or "server_timing" not in runs:
+        return set()
+    return set(runs.loc[runs["server_timing"] == "unavailable", "run_id"].astype(str))
+
+
+def profiling_rows(req: pd.DataFrame, client_only: set[str]) -> pd.DataFrame:
+    """Profiling rows that carry a request's figures: matched, or client-only for a run without
+    server timing (and then only those without an error)."""
+    if req.empty:
+        return req
+    prof = (req["phase"] == "profiling") & ~req["is_warmup"].fillna(False).astype(bool)
+    keep = req["match_status"] == "matched"
+    if client_only:
+        no_error = req["client_error"].isna() if "client_error" in req else True
+        keep = keep | (req["run_id"].astype(str).isin(client_only) & (req["match_status"] == "client-only") & no_error)
+    return req[prof & keep].copy()
+
+
+def protocol_matrix(proto_b: pd.DataFrame, run_b: str, proto_h: pd.DataFrame, run_h: str,
+                    label_b: str = "base", label_h: str = "head") -> pd.DataFrame:
+    """Check by check, which side passed (with what each saw), and whether they differ."""
+    def side(df, rid):
+        if df.empty or "name" not in df:
+            return pd.DataFrame(columns=["name", "passed", "detail"])
+        d = df[df["run_id"] == rid]
+        return d.assign(detail=d["detail"] if "detail" in d else None)[["name", "passed", "detail"]]
+    b, h = side(proto_b, run_b), side(proto_h, run_h)
+    m = b.merge(h, on="name", how="outer", suffixes=("_b", "_h"))
+    out = pd.DataFrame({
+        "check": m["name"],
+        label_b: m["passed_b"].map(lambda v: "not run" if v is None or v != v else ("pass" if v else "FAIL")),
+        label_h: m["passed_h"].map(lambda v: "not run" if v is None or v != v else ("pass" if v else "FAIL")),
+        f"{label_b} saw": m["detail_b"].map(lambda v: "" if v is None or v != v else str(v).splitlines()[0][:160]),
+        f"{label_h} saw": m["detail_h"].map(lambda v: "" if v is None or v != v else str(v).splitlines()[0][:160]),
+    })
+    out["differs"] = out[label_b] != out[label_h]
+    return out.reset_index(drop=True)
