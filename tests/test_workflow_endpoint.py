@@ -48,7 +48,7 @@ def test_two_stacks_qualify_and_compare(tmp_path):
         pytest.fail("the `transformers` CLI is not on PATH (transformers serve needs `pip install accelerate`)")
     wf = tmp_path / "wf"
     wf.mkdir()
-    for name in ("Snakefile", "workflow", "config"):
+    for name in ("workflow", "config"):
         src = REPO / name
         (shutil.copytree if src.is_dir() else shutil.copy)(src, wf / name)
     (wf / "two.yaml").write_text(yaml.safe_dump(TWO))

@@ -4,8 +4,9 @@
 rule family_correctness:
     """Native Task vs the family's reference implementation on fixed prompts, against the family's
     own versioned thresholds; for an endpoint model, endpoint correctness (its greedy output through
-    the API against the reference on the pinned checkpoint). A failed criterion (or a run that cannot complete) is recorded in the
-    output, not a failed job: the status says so and `qualify` fails."""
+    the API against the reference on the pinned checkpoint). A failed criterion (or a run that
+    cannot complete) is recorded in the output, not a failed job: the status says so and `qualify`
+    fails."""
     input:
         unpack(correctness_inputs),
     output:
