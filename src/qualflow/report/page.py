@@ -149,6 +149,7 @@ def write_report(evidence_dirs: list[str | Path], out: str | Path) -> dict:
         f"<p>Status ladder: {' &rarr; '.join(STATUS_LADDER)}. Evidence: "
         + ", ".join(html.escape(str(d)) for d in evidence_dirs) + "</p>",
         "<h2>Verdicts</h2>", first_screen.verdicts_html(ev), first_screen.max_load_html(ev),
+        "<h2>Protocol checks by stack</h2>", protocol_matrix_html(protocol_by_stack(ev["protocol"], runs)),
         *(figure(n, c) for n, c in first_figs),
         "<details><summary>SLOs: every bound, measured mean and CI over repeats</summary>",
         table_html(slo, "{:.4g}") if not slo.empty else "<p><i>no SLOs configured</i></p>", "</details>",
@@ -156,7 +157,6 @@ def write_report(evidence_dirs: list[str | Path], out: str | Path) -> dict:
         "<details><summary>Status of every run</summary>",
         "<h2>Status</h2>", table_html(st, "{:.2f}"), ladder_html(st), "</details><details><summary>Correctness, protocol, request accounting, client vs server timing, start-up</summary>",
         "<h2>Family correctness (pass counts)</h2>", table_html(corr_counts, "{:.2f}"),
-        "<h2>Protocol checks by stack</h2>", protocol_matrix_html(protocol_by_stack(ev["protocol"], runs)),
         "<h2>Protocol checks</h2>",
         f"<p>{int(proto['passed'].sum()) if len(proto) else 0} of {len(proto)} passed.</p>", table_html(proto, "{:.2f}"),
         "<h2>Request accounting</h2><p>Every AIPerf record and every server record is one row: matched, "
