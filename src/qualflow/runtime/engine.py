@@ -8,7 +8,9 @@ At every step boundary:
   4. sample, emit, and free the blocks of finished sequences (nothing is copied).
 
 Delivery goes through each request's `sink` callable: ("tokens", [ids]) as they are sampled, then
-exactly one ("final", reason, error). The sink must be cheap and thread-safe.
+exactly one ("final", reason, error). The sink must be cheap and thread-safe. `on_step`, when set, is
+called on the engine thread after each loop iteration (all of that step's items are out): a caller that
+forwards items elsewhere sends them there once per step.
 """
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ from .sampling import sample
 from .scheduler import Batch, Scheduler
 from .sequence import Sequence
 from .sequence import Sequence as Seq  # noqa: F401  (the name delivery imports)
+from .threads import thread_death
 
 log = logging.getLogger("qualflow.engine")
 _STOP = object()
@@ -40,6 +43,7 @@ class Engine:
         self.lock = threading.Lock()              # held while the model runs
         self.inbox: queue.SimpleQueue = queue.SimpleQueue()
         self.steps = 0
+        self.on_step: Callable[[], None] | None = None
         self.thread = threading.Thread(target=self._loop, name="qualflow-engine", daemon=True)
         self.thread.start()
 
@@ -52,8 +56,9 @@ class Engine:
         return [s for s in self.scheduler.running if not s.done]
 
     # ---- called from any thread -------------------------------------------------------------
-    def submit(self, req: GenerationRequest, sink: Callable[[tuple], None]) -> Sequence:
-        seq = Sequence(req, sink, TaskTiming(submitted_ns=time.time_ns()))
+    def submit(self, req: GenerationRequest, sink: Callable[[tuple], None],
+               timing: TaskTiming | None = None) -> Sequence:
+        seq = Sequence(req, sink, timing or TaskTiming(submitted_ns=time.time_ns()))
         if req.params.seed is not None:
             seq.generator = torch.Generator(device=self.device).manual_seed(req.params.seed)
         self.inbox.put(("submit", seq))
@@ -65,6 +70,17 @@ class Engine:
     def close(self) -> None:
         self.inbox.put(_STOP)
         self.thread.join(timeout=30)
+
+    def health(self) -> str | None:
+        """None while the engine serves; otherwise why it cannot (its thread died, and of what)."""
+        if self.thread.is_alive():
+            return None
+        return thread_death(self.thread) or "the engine thread exited"
+
+    def score(self, token_ids: list[int]) -> torch.Tensor:
+        """Teacher-forced logits [T, V] (float32, on CPU), between steps; nothing is cached."""
+        with self.lock, torch.inference_mode():
+            return self.runner.score(token_ids).cpu()
 
     # ---- the loop ---------------------------------------------------------------------------
     def _loop(self) -> None:
@@ -91,11 +107,15 @@ class Engine:
             elif sched.waiting:  # nothing runs and the head cannot get its blocks: it never will
                 self._finish(sched.waiting[0], "error", "the request does not fit the KV cache pool")
             sched.reap()
+            if self.on_step is not None:
+                self.on_step()
 
     def _shutdown(self) -> None:
         for seq in list(self.scheduler.waiting) + self.scheduler.running:
             self._finish(seq, "cancelled", "engine shut down")
         self.scheduler.reap()
+        if self.on_step is not None:
+            self.on_step()
 
     def _step(self, batch: Batch) -> None:
         try:

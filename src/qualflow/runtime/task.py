@@ -22,10 +22,10 @@ from . import paged_decode
 from .attention import PagedAttention, choose_flash
 from .block_manager import RESERVED_BLOCKS, BlockManager
 from .engine import Engine
+from .engine_proxy import EngineProxy
 from .errors import CapabilityMissing, EngineFailed, InvalidRequest, PromptTooLong
 from .model_runner import ModelRunner
 from .scheduler import Scheduler
-from .threads import thread_death
 from .tokenizing import GilFreeEncoder
 from .events import FinalEvent, TokenEvent
 from .request import GenerationRequest, SamplingParams
@@ -42,7 +42,20 @@ class Task:
 
     def __init__(self, bundle, device: str = "cpu", max_batch: int = 8, max_context: int | None = None,
                  step_delay_s: float = 0.0, eager: bool = False, kv_cache_gb: float | None = None,
-                 block_size: int | None = None, max_num_batched_tokens: int | None = None, mixed: bool = False):
+                 block_size: int | None = None, max_num_batched_tokens: int | None = None, mixed: bool = False,
+                 engine_process: bool = False, cpu_threads: int | None = None, gil_switch_ms: float | None = None):
+        self._mailboxes: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self.max_batch = max_batch
+        if engine_process:  # the engine (weights, cache, device) in a child process; this side renders and decodes
+            self._read_bundle(bundle, "cpu", max_context)
+            options = dict(device=device, max_batch=max_batch, max_context=max_context, step_delay_s=step_delay_s,
+                           eager=eager, kv_cache_gb=kv_cache_gb, block_size=block_size, mixed=mixed,
+                           max_num_batched_tokens=max_num_batched_tokens, cpu_threads=cpu_threads,
+                           gil_switch_ms=gil_switch_ms)
+            self.engine = EngineProxy(bundle.path, options)
+            self.device = torch.device(device)
+            self.load_timing, self.info = self.engine.load_timing, {**self.engine.info, "engine_pid": self.engine.pid}
+            return
         t0 = time.time_ns()
         self._read_bundle(bundle, device, max_context)
         fast = self.device.type == "cuda" and not eager  # fused ops + CUDA graphs; eager for debugging
@@ -54,8 +67,6 @@ class Task:
         self.engine = Engine(ModelRunner(self.model, attention, self.device, graphs),
                              Scheduler(blocks, max_batch, budget, mixed=mixed), self.context_limit, self.device,
                              step_delay_s=step_delay_s)
-        self.max_batch = max_batch
-        self._mailboxes: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         if fast:
             self._compile_prefill()
         t2 = time.time_ns()
@@ -66,7 +77,8 @@ class Task:
                      "context_limit": self.context_limit, "cuda_graphs": graphs is not None, "compiled_ops": fast,
                      "kv_blocks": blocks.num_blocks, "kv_block_size": blocks.block_size,
                      "kv_cache_gb": attention.pool.numel() * attention.pool.element_size() / 1e9,
-                     "max_num_batched_tokens": budget, "mixed_batches": mixed, "varlen_attention": self._varlen}
+                     "max_num_batched_tokens": budget, "mixed_batches": mixed, "varlen_attention": self._varlen,
+                     "engine_pid": None}
 
     # ---- loading, in order ----------------------------------------------------------------------
     def _read_bundle(self, bundle, device: str, max_context: int | None) -> None:
@@ -168,11 +180,8 @@ class Task:
                 self.engine.cancel(req.request_id)
 
     def health(self) -> str | None:
-        """None while the engine serves; otherwise why it cannot (its thread died, and of what)."""
-        thread = self.engine.thread
-        if thread.is_alive():
-            return None
-        return thread_death(thread) or "the engine thread exited"
+        """None while the engine serves; otherwise why it cannot (its thread or process died, and of what)."""
+        return self.engine.health()
 
     def generate_sync(self, req: GenerationRequest) -> FinalEvent:
         self.require(TEXT_GENERATION)
@@ -193,8 +202,7 @@ class Task:
         self.require(SCORING)
         if not 0 < len(token_ids) <= self.context_limit:
             raise InvalidRequest(f"scoring needs 1..{self.context_limit} tokens", param="input")
-        with self.engine.lock, torch.inference_mode():
-            return self.engine.runner.score(token_ids).cpu()
+        return self.engine.score(token_ids)
 
     def close(self) -> None:
         self.engine.close()
@@ -202,7 +210,8 @@ class Task:
 
 def load_task(bundle_dir, device: str = "cpu", max_batch: int = 8, max_context: int | None = None,
               step_delay_s: float = 0.0, eager: bool = False, **engine_options) -> Task:
-    """engine_options: kv_cache_gb, block_size, max_num_batched_tokens, mixed (see Task)."""
+    """engine_options: kv_cache_gb, block_size, max_num_batched_tokens, mixed; engine_process (run the
+    engine in a child process), with cpu_threads and gil_switch_ms for that process (see Task)."""
     from ..artifacts.bundle import load_bundle
     return Task(load_bundle(bundle_dir), device=device, max_batch=max_batch, max_context=max_context,
                 step_delay_s=step_delay_s, eager=eager, **engine_options)

@@ -36,7 +36,7 @@ def serve(bundle: str, device: str = "cpu", host: str = "127.0.0.1", port: int =
           model_name: str | None = None, max_batch: int = 8, max_context: int | None = 4096,
           cpu_threads: int | None = None,
           timing_log: str | None = None, max_queue: int = 512, max_body_bytes: int = 8 << 20,
-          gil_switch_ms: float = 1.0,
+          gil_switch_ms: float = 1.0, engine_process: bool = False,
           step_delay_s: float = 0.0, log_level: str = "info") -> int:
     """Run the server until interrupted. Returns the process exit code: 2 for a busy port, 1 if the Task
     failed to load."""
@@ -68,8 +68,10 @@ def serve(bundle: str, device: str = "cpu", host: str = "127.0.0.1", port: int =
     if cpu_threads:  # intra-op threads; on a box shared with the load generator, fewer spin less
         import torch
         torch.set_num_threads(cpu_threads)
+    process_options = {"engine_process": True, "cpu_threads": cpu_threads, "gil_switch_ms": gil_switch_ms} \
+        if engine_process else {}
     app = create_app(lambda: load_task(bundle, device=device, max_batch=max_batch, max_context=max_context,
-                                       step_delay_s=step_delay_s),
+                                       step_delay_s=step_delay_s, **process_options),
                      model_name=model_name, timing_log=timing_log, started_ns=started_ns,
                      on_load_error=on_load_error, max_queue=max_queue, max_body_bytes=max_body_bytes)
     config = uvicorn.Config(app, log_level=log_level, access_log=False, lifespan="on",
@@ -103,6 +105,9 @@ def add_serve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-body-bytes", type=int, default=8 << 20, help="request body cap (413 above it)")
     p.add_argument("--gil-switch-ms", type=float, default=1.0,
                    help="Python's thread switch interval (0: leave the default of 5 ms)")
+    p.add_argument("--engine-process", action="store_true",
+                   help="run the engine (model, KV cache, device) in its own process, so the HTTP side's work "
+                        "overlaps the GPU step instead of sharing one GIL with it")
     p.add_argument("--step-delay-s", type=float, default=0.0, help=argparse.SUPPRESS)
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
 
@@ -111,5 +116,6 @@ def main_serve(args: argparse.Namespace) -> int:
     return serve(args.bundle, device=args.device, host=args.host, port=args.port, model_name=args.model_name,
                  max_batch=args.max_batch, max_context=args.max_context,
                  cpu_threads=args.cpu_threads, timing_log=args.timing_log, max_queue=args.max_queue,
-                 max_body_bytes=args.max_body_bytes, gil_switch_ms=args.gil_switch_ms, step_delay_s=args.step_delay_s,
+                 max_body_bytes=args.max_body_bytes, gil_switch_ms=args.gil_switch_ms,
+                 engine_process=args.engine_process, step_delay_s=args.step_delay_s,
                  log_level=args.log_level)
