@@ -6,10 +6,12 @@
 # Prints and writes OUT/server_speed.json: both throughputs, their ratio, TTFT/ITL, and the
 # client-minus-task-call gap (AIPerf request_latency - the record's public_task_call_wall) per point.
 # With PROFILE=1 the server runs under a 10 ms sampling profiler (benchmarks/profiling): OUT/server_profile.txt.
+# SERVE_FLAGS: extra `qualflow serve` flags (e.g. --engine-process); NAME: the result's file name in OUT
+# (default server_speed.json); SKIP_TASK=1 reuses WORK/task_level.json from an earlier run on this machine.
 #   bash benchmarks/server_speed.sh WORK_DIR OUT_DIR
 set -euo pipefail
 WORK=${1:-/tmp/qualflow-gpu}; OUT=${2:-benchmarks/results}; PORT=${PORT:-8765}
-POINTS=${POINTS:-"1 64 256"}; MAX_BATCH=${MAX_BATCH:-64}; DEVICE=${DEVICE:-cuda}; PRESET=${PRESET:-qwen3-0.6b}
+POINTS=${POINTS:-"1 64 256"}; SERVE_FLAGS=${SERVE_FLAGS:-}; NAME=${NAME:-server_speed.json}; MAX_BATCH=${MAX_BATCH:-64}; DEVICE=${DEVICE:-cuda}; PRESET=${PRESET:-qwen3-0.6b}
 QF="python3 -m qualflow.cli"
 HERE=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$WORK" "$OUT"
@@ -21,7 +23,7 @@ fi
 requests() { case $1 in 1) echo 16;; 64) echo 256;; *) echo $(( $1 * 4 ));; esac; }
 
 # 1. the Task alone
-python3 - "$WORK" "$MAX_BATCH" "$DEVICE" $POINTS <<'PY'
+[ "${SKIP_TASK:-0}" = 1 ] && [ -f "$WORK/task_level.json" ] || python3 - "$WORK" "$MAX_BATCH" "$DEVICE" $POINTS <<'PY'
 import asyncio, json, sys
 from qualflow.runtime import load_task
 from qualflow.runtime.bench import run_point
@@ -46,7 +48,7 @@ rm -f "$WORK/timing.jsonl"
 PROFILE_ENV=()
 [ "${PROFILE:-0}" = 1 ] && PROFILE_ENV=(env PYTHONPATH="$HERE/profiling:${PYTHONPATH:-}" QUALFLOW_SAMPLE_PROFILE="$OUT/server_profile.txt")
 "${PROFILE_ENV[@]}" $QF serve --bundle "$WORK/bundle" --device $DEVICE --port $PORT --model-name qwen3-0.6b-shape \
-  --max-batch $MAX_BATCH --max-context 512 --timing-log "$WORK/timing.jsonl" --log-level warning &
+  --max-batch $MAX_BATCH --max-context 512 --timing-log "$WORK/timing.jsonl" --log-level warning $SERVE_FLAGS &
 SERVER=$!
 trap 'kill $SERVER 2>/dev/null; wait $SERVER 2>/dev/null || true' EXIT
 until curl -sf "http://127.0.0.1:$PORT/health" >/dev/null; do
@@ -68,13 +70,13 @@ for C in $POINTS; do
     || { tail -20 "$WORK/aiperf_c$C.log"; exit 1; }
   python3 -c "import json,sys; j=json.load(open('$WORK/aiperf_c$C/profile_export_aiperf.json')); print('AIPerf c$C', round(j['output_token_throughput']['avg']), 'tok/s')"
 done
-python3 - "$WORK" "$OUT" $POINTS <<'EOF'
+python3 - "$WORK" "$OUT" "$NAME" "$SERVE_FLAGS" $POINTS <<'EOF'
 import json, sys
 from pathlib import Path
-work, out, points = Path(sys.argv[1]), Path(sys.argv[2]), [int(c) for c in sys.argv[3:]]
+work, out, name, flags, points = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], sys.argv[4], [int(c) for c in sys.argv[5:]]
 rec = {r["request_id"]: r for r in map(json.loads, (work / "timing.jsonl").read_text().splitlines())}
 task = json.loads((work / "task_level.json").read_text())
-res = {"task_load_timing": task["load_timing"]}
+res = {"task_load_timing": task["load_timing"], "serve_flags": flags}
 pct = lambda a, q: a[min(len(a) - 1, int(len(a) * q))] if a else None  # noqa: E731
 for c in points:
     d = work / f"aiperf_c{c}"
@@ -97,5 +99,5 @@ for c in points:
           f"gap p50/p99 {r['client_minus_task_ms_p50']:.2f}/{r['client_minus_task_ms_p99']:.2f} ms  "
           f"TTFT {r['ttft_ms_p50']:.1f} ms  ITL {r['itl_ms_p50']:.2f} ms (Task {t['itl_ms_p50']:.2f})  "
           f"errors {r['errors']}  matched {r['matched']}/{r['requests']:.0f}")
-(out / "server_speed.json").write_text(json.dumps(res, indent=2) + "\n")
+(out / name).write_text(json.dumps(res, indent=2) + "\n")
 EOF

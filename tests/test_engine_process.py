@@ -1,0 +1,135 @@
+"""The engine in its own process (load_task(engine_process=True)), at the Task level on CPU: the same
+greedy tokens and text as the in-process engine, timing stamps ordered, cancel and scoring across the
+process boundary, one message per engine step, a killed engine surfacing through health() and ending
+open requests, and no process left after close()."""
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+
+import pytest
+
+from qualflow.runtime import EngineFailed, FinalEvent, GenerationRequest, SamplingParams, TokenEvent, load_task
+
+pytestmark = pytest.mark.timeout(120)
+GREEDY = SamplingParams(max_new_tokens=24, temperature=0, ignore_eos=True)
+PROMPTS = [[1, 2, 3, 4, 5], [7] * 17, list(range(30, 70)), [99, 5]]
+
+
+@pytest.fixture(scope="module")
+def tasks(bundle_dir):
+    remote = load_task(bundle_dir, max_batch=4, max_context=256, engine_process=True)
+    local = load_task(bundle_dir, max_batch=4, max_context=256)
+    yield remote, local
+    remote.close()
+    local.close()
+
+
+def gone(pid: int, timeout_s: float = 10) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+async def collect(task, req):
+    return [ev async for ev in task.generate(req)]
+
+
+def test_same_output_as_in_process_and_ordered_timing(tasks):
+    remote, local = tasks
+    assert remote.info["engine_pid"] not in (None, os.getpid())
+
+    async def all_at_once():
+        return await asyncio.gather(*(collect(remote, GenerationRequest(f"r{i}", p, GREEDY))
+                                      for i, p in enumerate(PROMPTS)))
+
+    for i, (p, events) in enumerate(zip(PROMPTS, asyncio.run(all_at_once()))):
+        want = local.generate_sync(GenerationRequest(f"l{i}", p, GREEDY))
+        final = events[-1]
+        assert isinstance(final, FinalEvent) and final.finish_reason == "length" and final.error is None
+        assert final.token_ids == want.token_ids and final.text == want.text
+        streamed = [t for ev in events[:-1] if isinstance(ev, TokenEvent) for t in ev.token_ids]
+        assert streamed == final.token_ids and final.completion_tokens == 24
+        t = final.timing
+        assert t.submitted_ns <= t.first_scheduled_ns <= t.first_token_ns <= t.finished_ns <= time.time_ns()
+        assert t.public_task_call_wall_ns == t.finished_ns - t.submitted_ns
+
+
+def test_cancel_and_score_cross_the_process(tasks):
+    remote, local = tasks
+    long = SamplingParams(max_new_tokens=200, temperature=0, ignore_eos=True)
+
+    async def cancel_after_first():
+        n = 0
+        async for ev in remote.generate(GenerationRequest("c1", [3, 4, 5], long)):
+            if isinstance(ev, TokenEvent) and n == 0:
+                remote.cancel("c1")
+            n += 1
+            if isinstance(ev, FinalEvent):
+                return ev
+
+    final = asyncio.run(cancel_after_first())
+    assert final.finish_reason == "cancelled" and final.completion_tokens < 200
+    assert remote.generate_sync(GenerationRequest("after", [1, 2], GREEDY)).finish_reason == "length"
+    ids = [5, 6, 7, 8, 9]
+    assert (remote.score(ids) - local.score(ids)).abs().max().item() == 0
+
+
+def test_one_message_per_step():
+    from qualflow.runtime.engine_process import Outbox
+    from qualflow.runtime.events import TaskTiming
+
+    class Conn:
+        sent: list = []
+
+        def send(self, msg):
+            self.sent.append(msg)
+
+    out, timing = Outbox(Conn()), TaskTiming(submitted_ns=1, first_scheduled_ns=2, first_token_ns=3)
+    sinks = [out.sink(k, timing) for k in range(3)]
+    for s in sinks:
+        s(("tokens", [10]))
+    timing.finished_ns = 4
+    sinks[1](("final", "length", None))
+    out.flush()
+    out.flush()  # nothing new: nothing sent
+    assert Conn.sent == [("step", [(0, [10]), (1, [10]), (2, [10])], [(1, "length", None, 2, 3, 4)])]
+
+
+def test_killed_engine_process_fails_fast_and_close_leaves_nothing(bundle_dir):
+    task = load_task(bundle_dir, max_batch=2, max_context=256, engine_process=True)
+    pid = task.info["engine_pid"]
+    try:
+        assert task.health() is None
+
+        async def killed_mid_stream():
+            events = []
+            async for ev in task.generate(GenerationRequest("k", [1, 2, 3], SamplingParams(
+                    max_new_tokens=200, temperature=0, ignore_eos=True))):
+                if not events:
+                    os.kill(pid, signal.SIGKILL)
+                events.append(ev)
+            return events
+
+        t0 = time.monotonic()
+        final = asyncio.run(asyncio.wait_for(killed_mid_stream(), 10))[-1]
+        assert final.finish_reason == "error" and "killed by signal 9" in final.error
+        assert time.monotonic() - t0 < 5 and final.timing.finished_ns >= final.timing.submitted_ns
+        assert "killed by signal 9" in task.health()
+        with pytest.raises(EngineFailed):
+            asyncio.run(collect(task, GenerationRequest("late", [1], GREEDY)))
+        assert task.generate_sync(GenerationRequest("late2", [1], GREEDY)).finish_reason == "error"
+    finally:
+        task.close()
+    assert gone(pid)
+    healthy = load_task(bundle_dir, max_batch=2, max_context=256, engine_process=True)
+    pid = healthy.info["engine_pid"]
+    healthy.close()
+    assert gone(pid) and healthy.engine.proc.exitcode == 0
