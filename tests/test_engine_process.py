@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import threading
 import time
 
 import pytest
@@ -20,7 +21,12 @@ PROMPTS = [[1, 2, 3, 4, 5], [7] * 17, list(range(30, 70)), [99, 5]]
 
 @pytest.fixture(scope="module")
 def tasks(bundle_dir):
-    remote = load_task(bundle_dir, max_batch=4, max_context=256, engine_process=True)
+    loaded = []   # loaded on a thread that then ends, as the server loads its Task
+    loader = threading.Thread(target=lambda: loaded.append(load_task(bundle_dir, max_batch=4, max_context=256,
+                                                                     engine_process=True)))
+    loader.start()
+    loader.join()
+    remote = loaded[0]
     local = load_task(bundle_dir, max_batch=4, max_context=256)
     yield remote, local
     remote.close()
@@ -45,6 +51,8 @@ async def collect(task, req):
 def test_same_output_as_in_process_and_ordered_timing(tasks):
     remote, local = tasks
     assert remote.info["engine_pid"] not in (None, os.getpid())
+    time.sleep(0.5)   # the loading thread is gone; the engine process must not have gone with it
+    assert remote.health() is None
 
     async def all_at_once():
         return await asyncio.gather(*(collect(remote, GenerationRequest(f"r{i}", p, GREEDY))

@@ -39,29 +39,49 @@ class RemoteSeq:
 
 class EngineProxy:
     def __init__(self, bundle_dir: str, options: dict):
-        from . import engine_process
-        ctx = multiprocessing.get_context("spawn")
-        child_in, self._to_child = ctx.Pipe(duplex=False)
-        self._from_child, child_out = ctx.Pipe(duplex=False)
-        self.proc = ctx.Process(target=engine_process.main, name="qualflow-engine",
-                                args=(child_in, child_out, str(bundle_dir), options, os.getpid()), daemon=True)
-        self.proc.start()
-        child_in.close()
-        child_out.close()   # ours closed: the child's death reads as EOF
-        self.pid = self.proc.pid
         self._send_lock = threading.Lock()
         self._seqs: dict[int, RemoteSeq] = {}
         self._keys = itertools.count()
         self._calls: dict[int, list] = {}
         self._failure: str | None = None
         self._closing = False
+        self._started, self._start_error = threading.Event(), None
+        # The child's death signal follows the thread that started it, so the thread that starts it is
+        # the one that reads from it for the proxy's whole life (not, say, a short-lived loading thread).
+        self.thread = threading.Thread(target=self._run, args=(str(bundle_dir), options),
+                                       name="qualflow-engine-proxy", daemon=True)
+        self.thread.start()
+        self._started.wait()
+        if self._start_error is not None:
+            self.thread.join(timeout=10)
+            raise RuntimeError(self._start_error)
+
+    def _run(self, bundle_dir: str, options: dict) -> None:
+        try:
+            self._start(bundle_dir, options)
+        except BaseException as e:  # noqa: BLE001 - raised by __init__
+            self._start_error = str(e) if isinstance(e, RuntimeError) else f"{type(e).__name__}: {e}"
+            return
+        finally:
+            self._started.set()
+        self._receive()
+
+    def _start(self, bundle_dir: str, options: dict) -> None:
+        from . import engine_process
+        ctx = multiprocessing.get_context("spawn")
+        child_in, self._to_child = ctx.Pipe(duplex=False)
+        self._from_child, child_out = ctx.Pipe(duplex=False)
+        self.proc = ctx.Process(target=engine_process.main, name="qualflow-engine",
+                                args=(child_in, child_out, bundle_dir, options, os.getpid()), daemon=True)
+        self.proc.start()
+        child_in.close()
+        child_out.close()   # ours closed: the child's death reads as EOF
+        self.pid = self.proc.pid
         first = self._recv_or_fail("while loading")
         if first[0] != "ready":
             self.proc.join(timeout=5)
             raise RuntimeError(f"the engine process failed to load: {first[1]}")
         _, self.load_timing, self.info = first
-        self.thread = threading.Thread(target=self._receive, name="qualflow-engine-proxy", daemon=True)
-        self.thread.start()
 
     # ---- the Task's engine interface -----------------------------------------------------------
     def submit(self, req: GenerationRequest, sink: Callable[[tuple], None]) -> RemoteSeq:
@@ -153,7 +173,8 @@ class EngineProxy:
                         slot[0].set()
                 elif kind == "failed":
                     self._failure = msg[1]
-                elif kind == "closed":
+                elif kind == "closed":   # let it exit before this thread ends (its death signal follows us)
+                    self.proc.join(timeout=STOP_TIMEOUT_S)
                     return
         except (EOFError, OSError):
             pass
