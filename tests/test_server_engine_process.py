@@ -80,7 +80,7 @@ def test_engine_process_serves_like_the_thread(bundle_dir, tmp_path):
         assert [stream_text(srv.url, b, f"s-{i}") for i, b in enumerate(BODIES)] == want
         for i in range(len(BODIES)):
             r = srv.wait_record(f"s-{i}")
-            assert r["status"] == "completed" and r["output_tokens"] == 24
+            assert r["status"] == "incomplete" and r["finish_reason"] == "length" and r["output_tokens"] == 24
             assert r["http_received_ns"] <= r["submitted_ns"] <= r["first_scheduled_ns"] <= r["first_token_ns"] \
                 <= r["finished_ns"] <= r["http_sent_ns"]
             assert r["public_task_call_wall_ns"] == r["finished_ns"] - r["submitted_ns"]
