@@ -73,7 +73,8 @@ def _score(engine, out: Outbox, call: int, token_ids: list[int]) -> None:
         out.send(("score", call, None, f"{type(e).__name__}: {e}"))
 
 
-def main(conn_in, conn_out, bundle_dir: str, options: dict, parent_pid: int) -> None:
+def main(conn_in, conn_out, load, bundle_dir: str, options: dict, parent_pid: int) -> None:
+    """`load(bundle_dir, **options)` builds the Task whose engine this process runs."""
     die_with_parent()
     if os.getppid() != parent_pid:   # the parent died before the request above took effect
         os._exit(0)
@@ -86,9 +87,7 @@ def main(conn_in, conn_out, bundle_dir: str, options: dict, parent_pid: int) -> 
         sys.setswitchinterval(switch_ms / 1000)
     out = Outbox(conn_out)
     try:
-        from ..artifacts.bundle import load_bundle
-        from .task import Task
-        task = Task(load_bundle(bundle_dir, verify=False), **options)   # the parent verified it
+        task = load(bundle_dir, **options)
     except BaseException as e:  # noqa: BLE001 - the parent raises it
         out.send(("load_failed", f"{type(e).__name__}: {e}"))
         return

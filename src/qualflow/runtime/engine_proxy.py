@@ -38,7 +38,9 @@ class RemoteSeq:
 
 
 class EngineProxy:
-    def __init__(self, bundle_dir: str, options: dict):
+    def __init__(self, load: Callable, bundle_dir: str, options: dict):
+        """`load(bundle_dir, **options)`: a module-level function (pickled by name) that builds the
+        Task in the child."""
         self._send_lock = threading.Lock()
         self._seqs: dict[int, RemoteSeq] = {}
         self._keys = itertools.count()
@@ -48,7 +50,7 @@ class EngineProxy:
         self._started, self._start_error = threading.Event(), None
         # The child's death signal follows the thread that started it, so the thread that starts it is
         # the one that reads from it for the proxy's whole life (not, say, a short-lived loading thread).
-        self.thread = threading.Thread(target=self._run, args=(str(bundle_dir), options),
+        self.thread = threading.Thread(target=self._run, args=(load, str(bundle_dir), options),
                                        name="qualflow-engine-proxy", daemon=True)
         self.thread.start()
         self._started.wait()
@@ -56,9 +58,9 @@ class EngineProxy:
             self.thread.join(timeout=10)
             raise RuntimeError(self._start_error)
 
-    def _run(self, bundle_dir: str, options: dict) -> None:
+    def _run(self, load: Callable, bundle_dir: str, options: dict) -> None:
         try:
-            self._start(bundle_dir, options)
+            self._start(load, bundle_dir, options)
         except BaseException as e:  # noqa: BLE001 - raised by __init__
             self._start_error = str(e) if isinstance(e, RuntimeError) else f"{type(e).__name__}: {e}"
             return
@@ -66,13 +68,13 @@ class EngineProxy:
             self._started.set()
         self._receive()
 
-    def _start(self, bundle_dir: str, options: dict) -> None:
+    def _start(self, load: Callable, bundle_dir: str, options: dict) -> None:
         from . import engine_process
         ctx = multiprocessing.get_context("spawn")
         child_in, self._to_child = ctx.Pipe(duplex=False)
         self._from_child, child_out = ctx.Pipe(duplex=False)
         self.proc = ctx.Process(target=engine_process.main, name="qualflow-engine",
-                                args=(child_in, child_out, bundle_dir, options, os.getpid()), daemon=True)
+                                args=(child_in, child_out, load, bundle_dir, options, os.getpid()), daemon=True)
         self.proc.start()
         child_in.close()
         child_out.close()   # ours closed: the child's death reads as EOF

@@ -52,7 +52,7 @@ class Task:
                            eager=eager, kv_cache_gb=kv_cache_gb, block_size=block_size, mixed=mixed,
                            max_num_batched_tokens=max_num_batched_tokens, cpu_threads=cpu_threads,
                            gil_switch_ms=gil_switch_ms)
-            self.engine = EngineProxy(bundle.path, options)
+            self.engine = EngineProxy(load_verified_task, bundle.path, options)
             self.device = torch.device(device)
             self.load_timing, self.info = self.engine.load_timing, {**self.engine.info, "engine_pid": self.engine.pid}
             return
@@ -215,3 +215,9 @@ def load_task(bundle_dir, device: str = "cpu", max_batch: int = 8, max_context: 
     from ..artifacts.bundle import load_bundle
     return Task(load_bundle(bundle_dir), device=device, max_batch=max_batch, max_context=max_context,
                 step_delay_s=step_delay_s, eager=eager, **engine_options)
+
+
+def load_verified_task(bundle_dir, **options) -> Task:
+    """The engine process's loader: the API process verified the bundle already."""
+    from ..artifacts.bundle import load_bundle
+    return Task(load_bundle(bundle_dir, verify=False), **options)
