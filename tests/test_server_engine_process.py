@@ -4,8 +4,10 @@ process turns /health unhealthy and new requests into 503, and no process is lef
 stops, gracefully or killed."""
 from __future__ import annotations
 
+import json
 import os
 import signal
+import threading
 import time
 
 import httpx
@@ -95,12 +97,29 @@ def test_engine_process_serves_like_the_thread(bundle_dir, tmp_path):
                     break
         rec = srv.wait_record("gone")
         assert rec["status"] == "cancelled" and rec["finish_reason"] == "cancelled" and rec["output_tokens"] < 200
-        # a graceful stop (SIGTERM to the server alone) stops the engine process too
+        # a graceful stop (SIGTERM to the server's process group, as the session stops it) closes the
+        # engine through the server, which stays healthy until it does
         below = descendants(srv.proc.pid)
         assert pid in below
-        os.kill(srv.proc.pid, signal.SIGTERM)
-        srv.proc.wait(timeout=30)
+        streaming = threading.Event()
+
+        def stream_at_stop():
+            with httpx.Client(timeout=60) as c, c.stream("POST", srv.url + "/v1/responses", json=body,
+                                                         headers={"X-Request-ID": "at-stop"}) as r:
+                for line in r.iter_lines():
+                    if line.startswith("event: response.output_text.delta"):
+                        streaming.set()
+
+        late = threading.Thread(target=stream_at_stop)
+        late.start()
+        assert streaming.wait(20)
+        os.killpg(srv.proc.pid, signal.SIGTERM)
+        srv.proc.wait(timeout=30)   # uvicorn re-raises the SIGTERM after its graceful shutdown
         assert wait_gone(below) == []
+        late.join(timeout=30)
+        at_stop = [json.loads(x) for x in srv.timing_log.read_text().splitlines() if '"at-stop"' in x]
+        assert at_stop and at_stop[-1]["status"] != "failed", at_stop   # not cut by an engine dying first
+        assert "Traceback" not in srv.log()
     finally:
         srv.stop()
         local.close()

@@ -11,7 +11,9 @@ Wire format (pickled tuples over two one-way multiprocessing pipes):
                      finished_ns)]): one message per engine step, all of the step's requests
                    | ("score", call, logits ndarray | None, error | None) | ("failed", why) | ("closed",)
 
-The child dies with its parent (PR_SET_PDEATHSIG) and ignores SIGINT (its parent decides when it stops).
+The child lives exactly as long as its parent: it is killed when the parent dies (PR_SET_PDEATHSIG,
+SIGKILL) and ignores SIGINT and SIGTERM, which reach it too when its process group is signalled, so a
+server stopped gracefully closes its engine itself (open requests end as cancelled, not failed).
 """
 from __future__ import annotations
 
@@ -75,10 +77,11 @@ def _score(engine, out: Outbox, call: int, token_ids: list[int]) -> None:
 
 def main(conn_in, conn_out, load, bundle_dir: str, options: dict, parent_pid: int) -> None:
     """`load(bundle_dir, **options)` builds the Task whose engine this process runs."""
-    die_with_parent()
+    die_with_parent(signal.SIGKILL)
     if os.getppid() != parent_pid:   # the parent died before the request above took effect
         os._exit(0)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     options = dict(options)
     if threads := options.pop("cpu_threads", None):
         import torch
