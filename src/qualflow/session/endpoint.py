@@ -96,25 +96,21 @@ class EndpointProcess(ServerProcess):
         else:
             self.spawn_ns = time.time_ns()
 
-    def wait_healthy(self, timeout_s: float) -> dict:
-        deadline = time.monotonic() + timeout_s
-        last = None
-        while time.monotonic() < deadline:
-            self.check_alive()
-            try:
-                status, ids = served_models(self.url, self._api_key, timeout=2.0)
-                last = (status, ids)
-                if status == 200:
-                    if self.model not in ids:
-                        raise EndpointError(f"endpoint {self.url} is reachable but /v1/models does not name "
-                                            f"{self.model!r} (it serves {ids})")
-                    self.healthy_ns = time.time_ns()
-                    return {"models": ids, "serves_model": True, "launched": self.launched}
-            except (OSError, ValueError) as e:
-                last = repr(e)
-            time.sleep(0.5)
-        raise EndpointError(f"endpoint {self.url} not reachable after {timeout_s:.0f}s (last: {last})"
-                            + (f"; last lines of {self.log_path}:\n{self.log_tail()}" if self.launched else ""))
+    poll_s = 0.5
+
+    def probe(self) -> tuple[dict | None, object]:
+        """Ready once /v1/models answers and names the model (a different model is an error)."""
+        status, ids = served_models(self.url, self._api_key, timeout=2.0)
+        if status != 200:
+            return None, (status, ids)
+        if self.model not in ids:
+            raise EndpointError(f"endpoint {self.url} is reachable but /v1/models does not name "
+                                f"{self.model!r} (it serves {ids})")
+        return {"models": ids, "serves_model": True, "launched": self.launched}, (status, ids)
+
+    def not_ready(self, timeout_s: float, last) -> Exception:
+        return EndpointError(f"endpoint {self.url} not reachable after {timeout_s:.0f}s (last: {last})"
+                             + (f"; last lines of {self.log_path}:\n{self.log_tail()}" if self.launched else ""))
 
 
 def pinned_checkpoint(pin_path: str | None, checkpoint: str | None = None) -> str | None:

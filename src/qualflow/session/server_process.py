@@ -138,22 +138,32 @@ class ServerProcess:
             raise ServerCrashed(f"server (pid {self.proc.pid}) exited with code {self.proc.returncode}; "
                                 f"last lines of {self.log_path}:\n{self.log_tail()}")
 
+    poll_s = 0.25
+
+    def probe(self) -> tuple[dict | None, object]:
+        """One readiness check: (what to record once ready, else None; what was seen)."""
+        status, body = http_get_json(self.url + "/health", timeout=2.0)
+        return ((body or {}) if status == 200 else None), (status, body)
+
+    def not_ready(self, timeout_s: float, last) -> Exception:
+        return ServerError(f"server at {self.url} not healthy after {timeout_s:.0f}s (last: {last}); "
+                           f"last lines of {self.log_path}:\n{self.log_tail()}")
+
     def wait_healthy(self, timeout_s: float) -> dict:
+        """Poll `probe` until ready (noticing a crash on the way), or raise `not_ready`."""
         deadline = time.monotonic() + timeout_s
         last = None
         while time.monotonic() < deadline:
             self.check_alive()
             try:
-                status, body = http_get_json(self.url + "/health", timeout=2.0)
-                last = (status, body)
-                if status == 200:
+                ready, last = self.probe()
+                if ready is not None:
                     self.healthy_ns = time.time_ns()
-                    return body or {}
+                    return ready
             except (OSError, ValueError) as e:
                 last = repr(e)
-            time.sleep(0.25)
-        raise ServerError(f"server at {self.url} not healthy after {timeout_s:.0f}s (last: {last}); "
-                          f"last lines of {self.log_path}:\n{self.log_tail()}")
+            time.sleep(self.poll_s)
+        raise self.not_ready(timeout_s, last)
 
     def stop(self, grace_s: float = 20.0) -> int | None:
         """Stop the whole process group; idempotent; returns the exit code."""
