@@ -127,6 +127,42 @@ def _metrics_table(m: pd.DataFrame) -> str:
     return "\n".join(rows)
 
 
+HEADLINE = (("output tokens/s (AIPerf aggregate)", "aggregate"), ("TTFT", "p50"), ("TTFT", "p99"), ("ITL", "p50"),
+            ("ITL", "p99"))
+
+
+def _load_order(point_id: str) -> tuple:
+    """Points ordered by load: concurrency or rate, read from the point id's `_c<N>` / `_r<N>` suffix."""
+    import re
+    m = re.search(r"_([cr])(\d+(?:p\d+)?)", str(point_id))
+    return (str(point_id).split("_")[0], m.group(1) if m else "", float(m.group(2).replace("p", ".")) if m else 0.0)
+
+
+def _headline_table(m: pd.DataFrame) -> str:
+    """One row per point: throughput, TTFT and ITL p50/p99 as base -> head (relative delta), coloured
+    by verdict."""
+    if m.empty:
+        return "<p><i>none</i></p>"
+    keys = sorted({(r["model"], r["profile"], r["point_id"]) for r in m.to_dict("records")},
+                  key=lambda k: (k[0], k[1], _load_order(k[2])))
+    rows = ["<table class='t' id='headline'><tr><th>point</th>"
+            + "".join(f"<th>{html.escape(label.split(' (')[0])} {stat}</th>" for label, stat in HEADLINE) + "</tr>"]
+    for k in keys:
+        cells = []
+        for label, stat in HEADLINE:
+            hit = m[(m["model"] == k[0]) & (m["profile"] == k[1]) & (m["point_id"] == k[2])
+                    & (m["label"] == label) & (m["stat"] == stat)]
+            if hit.empty:
+                cells.append("<td></td>")
+                continue
+            r = hit.iloc[0]
+            cls = {"regression": "reg", "improvement": "imp"}.get(r["verdict"], "dim")
+            cells.append(f"<td class='{cls}' title='{html.escape(str(r['verdict']), quote=True)}'>{_fmt(r['base'])} "
+                         f"&rarr; {_fmt(r['head'])} ({_fmt(r['rel_delta'], pct=True)})</td>")
+        rows.append(f"<tr><td>{html.escape(k[0])}/{html.escape(k[1])}/{html.escape(str(k[2]))}</td>{''.join(cells)}</tr>")
+    return "\n".join(rows) + "</table>"
+
+
 def protocol_matrix_html(mx: pd.DataFrame) -> str:
     """Check by check, which side passed; rows where the sides differ are marked."""
     if mx is None or mx.empty:
@@ -213,15 +249,18 @@ def write_compare_page(cmp: Comparison, out: str | Path) -> Path:
             "same dataset": pv["dataset_equal"], "same workload": pv["workload_equal"],
             "same server settings": pv["server_settings_equal"].map(
                 lambda v: "unknown" if v is None or v != v else bool(v))})
-    parts += ["<h2>Points: status, correctness and protocol pass counts</h2>", _table(pv),
-              "<h2>Protocol checks side by side</h2>", protocol_matrix_html(cmp.protocol),
-              "<h2>Metrics side by side</h2>", _metrics_table(m),
-              "<h2>Delta chart with noise bands</h2>", img_tag(delta, "delta chart"),
-              "<h2>Overlaid CDFs of TTFT and ITL per point</h2>", img_tag(cdf, "latency CDFs")]
     prov = cmp.provenance
     diff = prov[prov["differs"]] if len(prov) else prov
     same = prov[~prov["differs"]] if len(prov) else prov
-    parts += [f"<h2>Provenance differences ({len(diff)})</h2>", _table(diff),
+    # the first screen: headline figures per point (in load order), then the plots; full tables after
+    parts += ["<h2>Headline figures, base &rarr; head</h2>", _headline_table(m),
+              "<h2>Delta chart with noise bands</h2>", img_tag(delta, "delta chart"),
+              "<h2>Overlaid CDFs of TTFT and ITL per point</h2>", img_tag(cdf, "latency CDFs"),
+              "<h2>Protocol checks side by side</h2>", protocol_matrix_html(cmp.protocol),
+              f"<h2>Provenance differences ({len(diff)})</h2>", _table(diff)]
+    parts += [f"<details><summary>Points: status, correctness and protocol pass counts ({len(pv)})</summary>"
+              f"{_table(pv)}</details>",
+              f"<details><summary>Metrics side by side ({len(m)} tests)</summary>{_metrics_table(m)}</details>",
               f"<details><summary>Identical provenance ({len(same)} fields)</summary>{_table(same)}</details>"]
     if len(cmp.only_in):
         parts += ["<h2>Points in only one side (not compared)</h2>", _table(cmp.only_in)]
