@@ -260,11 +260,12 @@ def test_slos_sweep_repeats_and_real_prompts(workflow_copy):
     cfg["workloads"]["chat"] = {**default["chat"], "request_count": 4, "warmup_request_count": 1, "osl": 8,
                                 "repeats": 3}
     cfg["require_status"] = "slo-met"
+    cfg["software_key"] = key = "e2e-targets"   # its own evidence: the local e2e-test evidence stays as it was
     (wf / "targets.yaml").write_text(yaml.safe_dump(cfg))
     r = _smk(wf, "qualify", configfile="targets.yaml", check=False)
     assert r.returncode != 0                                   # c2 is below slo-met
-    assert "below slo-met" in (wf / "logs" / "qualify" / f"{SWKEY}.log").read_text()
-    ev = wf / "results" / "evidence" / SWKEY / "embedded" / "fp16"
+    assert "below slo-met" in (wf / "logs" / "qualify" / f"{key}.log").read_text()
+    ev = wf / "results" / "evidence" / key / "embedded" / "fp16"
     runs = pd.read_parquet(ev / "runs.parquet")
     st = runs.groupby("point_id")["status"].agg(set).to_dict()
     assert st == {"tiny_c1": {"slo-met"}, "tiny_c2": {"aiperf-qualified"}, "tiny_r2": {"slo-met"},
@@ -286,13 +287,13 @@ def test_slos_sweep_repeats_and_real_prompts(workflow_copy):
     summ = pd.read_parquet(ev / "summary.parquet")
     assert summ.set_index(["point_id", "repeat"]).loc[("tiny_r2", 1), "load_kind"] == "request_rate"
     # max load meeting the SLO, per sweep, on the report's first screen
-    html = (wf / "results" / "report" / SWKEY / "report.html").read_text()
+    html = (wf / "results" / "report" / key / "report.html").read_text()
     assert "Max load meeting the SLO" in html and "curves.png" in html and "breakdown.png" in html
     from qualflow.evidence.slo import max_load_meeting
     ml = max_load_meeting(runs, summ, "slo-met").set_index(["workload", "load_kind"])
     assert ml.loc[("tiny", "concurrency"), "max_load_meeting_slo"] == 1
     assert ml.loc[("tiny", "concurrency"), "first_load_missing"] == 2
     assert ml.loc[("tiny", "request_rate"), "max_load_meeting_slo"] == 2
-    log = (wf / "logs" / "aiperf_profile" / SWKEY / "embedded" / "fp16.log").read_text()
+    log = (wf / "logs" / "aiperf_profile" / key / "embedded" / "fp16.log").read_text()
     assert re.search(r"progress chat_c2 repeat 2/3: \d+/5 requests, elapsed \d+s", log), log[-2000:]
     assert not _pids_in(wf)
