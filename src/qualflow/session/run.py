@@ -361,7 +361,8 @@ def run_session(*, bundle: str | None, out: str | Path, device: str, host: str, 
     rc, interrupted = 1, False
     try:
         _install_signal_handlers()
-        session.lease_gpu(device, startup_timeout_s)
+        if endpoint is None:   # an external endpoint's GPUs are not ours to lease
+            session.lease_gpu(device, startup_timeout_s)
         startup = session.startup(startup_timeout_s)
         session.warmup(startup, warmup_requests, warmup_max_tokens)
         session.protocol(run_protocol)
