@@ -27,34 +27,14 @@ import shutil
 import signal
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from qualflow.aiperf.command import AiperfPoint, load_points
-from qualflow.gpus import acquire, holders
 from qualflow.lifetime import die_with_parent
-from qualflow.phases import aiperf_tag, point_key
 from qualflow.server.timing import read_timing_log
 
-from .server_process import ServerError, ServerProcess, free_port, http_get_json
-
-def _engine_watch(srv: ServerProcess, every_s: float = 2.0):
-    """The server process alive and, at most every `every_s`, its /health not reporting a dead engine."""
-    last = [0.0]
-
-    def check() -> None:
-        srv.check_alive()
-        if time.monotonic() - last[0] < every_s:
-            return
-        last[0] = time.monotonic()
-        try:
-            status, body = http_get_json(srv.url + "/health", timeout=5.0)
-        except (OSError, ValueError):
-            return   # a slow answer under load is not a verdict; the process check above is
-        if status == 503 and body and body.get("status") == "failed":
-            raise ServerError(f"the server's engine failed: {body.get('error')}")
-    return check
-
+from .server_process import ServerProcess, free_port
+from .stages import ClientOptions, Session
 
 class SessionInterrupted(BaseException):
     """Raised from a signal handler so that `finally` blocks stop the server."""
@@ -144,164 +124,6 @@ def _finish_outputs(out: Path, record: dict, archive_dir) -> None:
             record.setdefault("cleanup_errors", []).append(f"{name}: {type(e).__name__}: {e}")
             if name == "archive":   # session.json is already written: add the error to it
                 (out / "session.json").write_text(json.dumps(record, indent=2, default=str))
-
-
-class Session:
-    """The stages of one serving session, in order; each records its wall time under `stages`."""
-
-    def __init__(self, *, out: Path, bundle: Path, model_name: str, srv: ServerProcess, points: list[AiperfPoint],
-                 record: dict, allow_unpinned_client: bool, client: ClientOptions | None = None):
-        self.out, self.bundle, self.model_name, self.srv, self.points = out, bundle, model_name, srv, points
-        self.record, self.allow_unpinned_client = record, allow_unpinned_client
-        self.client = client or ClientOptions(tokenizer=str(bundle))
-        self.sent_ids: set[str] = set()
-        self.stage_name = "setup"
-        self.lease = None
-        self.cores_before: set[int] | None = None
-
-    def _stage(self, name: str):
-        self.stage_name = name
-        return time.time_ns()
-
-    def _done(self, t0: int) -> None:
-        t1 = time.time_ns()
-        self.record["stages"][self.stage_name] = {"start_ns": t0, "end_ns": t1, "wall_s": (t1 - t0) / 1e9}
-
-    def lease_gpu(self, device: str, timeout_s: float) -> None:
-        """On `cuda`/`cuda:N`: a GPU no other job holds, and its share of the cores (inherited by the
-        server and AIPerf); the jobs holding the other GPUs now are recorded."""
-        if not device.startswith("cuda") or os.environ.get("QUALFLOW_GPU_LEASE") == "off":
-            return
-        t0 = self._stage("gpu-lease")
-        self.lease = acquire(device, timeout_s=timeout_s, holder={"job": "session", "out": str(self.out)})
-        self.srv.env.update(self.lease.env())
-        if self.lease.cores and hasattr(os, "sched_setaffinity"):
-            self.cores_before = os.sched_getaffinity(0)
-            os.sched_setaffinity(0, self.lease.cores)
-        self.record["gpu"] = self.lease.record()
-        self.note_other_gpu_jobs()
-        self._done(t0)
-
-    def note_other_gpu_jobs(self) -> None:
-        if self.lease is None:
-            return
-        seen = self.record.setdefault("other_gpu_jobs", [])
-        for h in holders(self.lease.lock_path.parent):
-            if (h.get("gpu") or {}).get("index") != self.lease.gpu.index and h not in seen:
-                seen.append(h)
-
-    def startup(self, timeout_s: float) -> dict:
-        t0 = self._stage("startup")
-        self.srv.start()
-        pid = self.srv.proc.pid if self.srv.proc else None
-        self.record["server_pid"] = pid
-        print(f"session: server pid {pid} starting at {self.srv.url}", flush=True)
-        health = self.srv.wait_healthy(timeout_s)
-        self._done(t0)
-        startup = {"url": self.srv.url, "pid": pid, "spawn_ns": self.srv.spawn_ns,
-                   "healthy_ns": self.srv.healthy_ns, "startup_s": (self.srv.healthy_ns - self.srv.spawn_ns) / 1e9,
-                   "load_s": health.get("load_s"), "server_startup_s": health.get("startup_s"), "health": health}
-        (self.out / "startup.json").write_text(json.dumps(startup, indent=2))
-        print(f"session: healthy after {startup['startup_s']:.1f}s", flush=True)
-        return startup
-
-    def warmup(self, startup: dict, n: int, max_tokens: int) -> None:
-        from .outputs import write_warmup
-        from .warmup import run_warmup
-        t0 = self._stage("warmup")
-        rows = run_warmup(self.srv.url, self.model_name, n, max_tokens,
-                          request_extensions=self.client.request_extensions, api_key=self.client.api_key)
-        self._done(t0)
-        write_warmup(rows, str(self.out / "warmup.parquet"))
-        self.sent_ids |= {r["request_id"] for r in rows}
-        startup.update(warmup_s=self.record["stages"]["warmup"]["wall_s"], warmup_requests=len(rows))
-        (self.out / "startup.json").write_text(json.dumps(startup, indent=2))
-        self.srv.check_alive()
-        bad = [r for r in rows if r["error"]]
-        if bad:
-            raise WarmupFailed(f"{len(bad)} of {len(rows)} warm-up requests failed: {bad[0]['error']}")
-
-    def protocol(self, enabled: bool) -> None:
-        from .client_pins import check_openai
-        from .conformance import run_protocol_checks
-        from .outputs import write_protocol
-        t0 = self._stage("protocol")
-        rows = []
-        if enabled:
-            self.record["client_pin_reasons"] += check_openai(self.allow_unpinned_client)
-            rows = run_protocol_checks(self.srv.url, self.model_name, api_key=self.client.api_key,
-                                       request_extensions=self.client.request_extensions)
-        self._done(t0)
-        write_protocol(rows, str(self.out / "protocol.parquet"))
-        self.sent_ids |= {r["request_id"] for r in rows}
-        self.srv.check_alive()
-        print(f"session: protocol {sum(r['passed'] for r in rows)}/{len(rows)} passed", flush=True)
-
-    def aiperf_points(self, workers: int, record_processors: int, timeout_s: float) -> None:
-        """Every point, each `repeats` times, back to back against the same warmed server; repeat k
-        of a point is the AIPerf run `point_key(point_id, k)` (its own directory, tag and run id)."""
-        from qualflow.aiperf.exports import read_records
-        from qualflow.aiperf.runner import run_point
-
-        from .client_pins import check_aiperf
-        watch = _engine_watch(self.srv)
-        runs = [(p, k) for p in self.points for k in range(1, p.repeats + 1)]
-        for n, (p, k) in enumerate(runs, 1):
-            key = point_key(p.point_id, k)
-            t0 = self._stage(aiperf_tag(p.point_id, k))
-            reasons = check_aiperf(self.allow_unpinned_client)
-            self.record["client_pin_reasons"] += [r for r in reasons if r not in self.record["client_pin_reasons"]]
-            label = f"{p.point_id} repeat {k}/{p.repeats}" if p.repeats > 1 else p.point_id
-            print(f"session: AIPerf run {n}/{len(runs)}: point {label}", flush=True)
-            counter = TagCounter(self.out / "server_timing.jsonl", aiperf_tag(p.point_id, k))
-            rec = run_point(p, url=self.srv.url, model_name=self.model_name, tokenizer_dir=self.client.tokenizer,
-                            point_dir=self.out / "points" / key, phase_header=aiperf_tag(p.point_id, k),
-                            workers_max=workers, record_processors=record_processors, timeout_s=timeout_s,
-                            alive_check=watch, progress=counter, label=label,
-                            export_level=self.client.export_level, api_key=self.client.api_key)
-            self._done(t0)
-            watch()
-            self.sent_ids |= {r["request_id"] for r in read_records(self.out / "points" / key / "aiperf")
-                              if r["request_id"]}
-            self.record["points"][key] = {"command": rec["command"], "exit_code": rec["exit_code"],
-                                          "ok": rec["verdict"]["ok"], "reasons": rec["verdict"]["reasons"]}
-            print(f"session: point {label} ok={rec['verdict']['ok']} {rec['verdict']['reasons']}", flush=True)
-
-
-class TagCounter:
-    """Server timing records carrying one tag so far (the requests of an AIPerf run that are done),
-    read incrementally from the timing log."""
-
-    def __init__(self, path: Path, tag: str):
-        self.path, self.needle, self.pos, self.n = Path(path), json.dumps(tag), 0, 0
-
-    def __call__(self) -> int:
-        try:
-            with open(self.path, "rb") as f:
-                f.seek(self.pos)
-                chunk = f.read()
-        except OSError:
-            return self.n
-        complete = chunk[:chunk.rfind(b"\n") + 1]
-        self.pos += len(complete)
-        self.n += sum(1 for ln in complete.decode(errors="replace").splitlines()
-                      if f'"tag": {self.needle}' in ln or f'"tag":{self.needle}' in ln)
-        return self.n
-
-
-class WarmupFailed(RuntimeError):
-    pass
-
-
-@dataclass(frozen=True)
-class ClientOptions:
-    """How the session's clients talk to the server: AIPerf's tokenizer, the API key, whether
-    qualflow's request extensions are sent, AIPerf's export level (raw: every SSE event, so that
-    each stream's terminal event can be checked without server records)."""
-    tokenizer: str
-    api_key: str | None = None
-    request_extensions: bool = True
-    export_level: str = "records"
 
 
 def run_session(*, bundle: str | None, out: str | Path, device: str, host: str, port: int, model_name: str,
