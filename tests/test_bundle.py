@@ -6,9 +6,10 @@ import shutil
 
 import pytest
 
-from qualflow.artifacts.bundle import (BundleError, BundleIntegrityError, UnknownProfile, build_bundle, load_bundle,
-                             verify_bundle)
+from qualflow.artifacts.bundle import (BundleError, BundleIntegrityError, build_bundle, load_bundle,
+                                       verify_bundle)
 from qualflow.artifacts.pin import PinMismatch, pin_checkpoint, write_pin
+from qualflow.artifacts.profiles import UnknownProfile
 from qualflow.cli import main
 
 

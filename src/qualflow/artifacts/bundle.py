@@ -26,7 +26,7 @@ from pathlib import Path
 from qualflow.files import hash_lines, load_json, save_safetensors, sha256_file
 
 from .pin import read_pin, verify_pin
-from .profiles import UnknownProfile, get_profile, torch_dtype
+from .profiles import get_profile, torch_dtype
 
 SCHEMA_VERSION = 1
 MANIFEST = "manifest.json"
@@ -92,7 +92,6 @@ def build_bundle(pin_path: str | os.PathLike, profile: str, out: str | os.PathLi
                  force: bool = False) -> dict:
     """Build the bundle; returns its manifest. The output is written to a temporary sibling
     directory and renamed into place, so a failed build leaves no half bundle."""
-    import torch
 
     from qualflow import __version__
     from qualflow.families import get_family

@@ -11,7 +11,7 @@ from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any, AsyncIterator
 
-from qualflow.runtime import (STREAMING, TEXT_GENERATION, CapabilityMissing, EngineFailed, FinalEvent,
+from qualflow.runtime import (STREAMING, TEXT_GENERATION, CapabilityMissing, FinalEvent,
                               GenerationRequest, InvalidRequest, TaskTiming)
 
 from .protocol import (ApiError, ContentPartEvent, CreateResponse, ErrorEvent, Event, OutputItemEvent,
