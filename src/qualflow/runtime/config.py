@@ -1,0 +1,34 @@
+"""EngineConfig: how a Task runs its engine. The field defaults are the only defaults; the CLI flags
+of `qualflow serve`, `qualflow session` and `qualflow bench-task` are generated from the fields
+(qualflow.configs), and the workflow schema's `server:` defaults agree with them (a test checks)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from qualflow.configs import setting
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    device: str = setting("cpu", help="torch device: cpu, cuda or cuda:N")
+    max_batch: int = setting(8, help="requests decoded together (the running batch)")
+    max_context: int = setting(
+        4096, help="tokens per request (prompt + output), at most the bundle's context limit (0: the bundle's "
+                   "limit); a request that cannot fit is rejected up front, so the full 40k of Qwen3 is opt-in")
+    kv_cache_gb: float = setting(
+        0.0, help="KV block pool size in GB (0: half the free GPU memory on cuda; on cpu room for every batch "
+                  "slot at max-context)")
+    block_size: int = setting(0, help="tokens per KV block (0: 64 on cuda, 16 on cpu)")
+    max_num_batched_tokens: int = setting(
+        0, help="prefill token budget of one engine step (0: max(8192, max-batch))")
+    mixed: bool = setting(False, help="let one engine step hold prefill and decode together")
+    eager: bool = setting(False, help="no compiled ops, no CUDA graphs (debugging)")
+    engine_process: bool = setting(
+        False, help="run the engine (model, KV cache, device) in its own process, so the HTTP side's work "
+                    "overlaps the GPU step instead of sharing one GIL with it")
+    cpu_threads: int = setting(
+        0, help="torch intra-op threads (0: torch's choice); 1 when AIPerf shares a small CPU")
+    gil_switch_ms: float = setting(
+        1.0, help="Python's thread switch interval in ms, so the engine thread gets the GIL back sooner "
+                  "after its GPU wait (0: leave Python's 5 ms)")
+    step_delay_s: float = setting(0.0, help="sleep per engine step (tests only)", hidden=True)

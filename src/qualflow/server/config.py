@@ -1,0 +1,21 @@
+"""ServerConfig: the HTTP side of `qualflow serve` (the engine's settings are runtime.EngineConfig).
+The field defaults are the only defaults; the flags are generated from the fields (qualflow.configs)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from qualflow.configs import setting
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    bundle: str = setting(help="bundle directory (qualflow build --out)")
+    host: str = setting("127.0.0.1", help="address to bind (beyond loopback the server warns: no authentication)")
+    port: int = setting(8000, help="0 picks a free port (printed on stderr)")
+    model_name: str | None = setting(None, help="served model name (default: the bundle's checkpoint id)")
+    timing_log: str | None = setting(None, help="append one JSONL Task timing record per request here")
+    max_queue: int = setting(512, help="requests that may wait beyond the running batch; more are answered "
+                                       "429 + Retry-After")
+    max_body_bytes: int = setting(8 << 20, help="request body cap (413 above it)")
+    log_level: Literal["debug", "info", "warning", "error"] = setting("info", help="server log level")
