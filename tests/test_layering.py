@@ -18,10 +18,11 @@ ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "src" / "qualflow"
 
 FLOORS = {
-    "files": 0, "phases": 0, "lifetime": 0, "gitstate": 0, "gpus": 0,
+    "files": 0, "phases": 0, "lifetime": 0, "gitstate": 0, "gpus": 0, "configs": 0, "invocation": 0,
     "families": 1,
     "artifacts": 2,
     "runtime": 3,
+    "workload": 4.5,
     "correctness": 4, "server": 4, "aiperf": 4,
     "session": 5,
     "evidence": 6,

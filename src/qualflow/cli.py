@@ -233,6 +233,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from qualflow.invocation import set_argv
+    set_argv(sys.argv[1:] if argv is None else argv)
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as e:  # argparse already printed the usage error; give its status back
