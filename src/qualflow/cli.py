@@ -226,6 +226,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_serve_args(s)
     s.set_defaults(func=_serve)
 
+    s = sub.add_parser("points", help="expand a model's workloads into its points and their SLOs (points.json)")
+    from qualflow.workload import add_points_args  # light: the points and their file only
+    add_points_args(s)
+    s.set_defaults(func=_workflow_stage("qualflow.workload", "main_points"))
+
     add_workflow_stages(sub)
     add_compare_stages(sub)
 

@@ -8,18 +8,8 @@ from pathlib import Path
 from qualflow.evidence import store
 from qualflow.evidence.compare import INCONCLUSIVE, CompareOptions, compare_evidence
 from qualflow.evidence.join import write_table
+from qualflow.report.compare_dir import default_out_dir
 from qualflow.report.compare_page import write_compare_page
-
-
-def safe_name(spec: str) -> str:
-    """A run spec as one path component: an evidence dir by its last component, every character
-    outside [A-Za-z0-9._+@-] replaced by '_'."""
-    s = str(Path(spec).name if "/" in spec else spec)
-    return "".join(c if c.isalnum() or c in "._+-@" else "_" for c in s) or "unset"
-
-
-def default_out_dir(base: str, head: str) -> Path:
-    return Path("results/compare") / f"{safe_name(base)}__vs__{safe_name(head)}"
 
 
 def run_compare(base: str, head: str, *, root="results/evidence", out=None, opts: CompareOptions | None = None) -> dict:
