@@ -63,7 +63,7 @@ _VERSIONS = workflow_versions()
 # Evidence and everything measured with this software live under this key.
 SWKEY = config["software_key"] or _VERSIONS["software_key"]
 DEVICE = config["device"]
-# Package versions that change results: params, so an upgrade reruns what it should (reference §3.3).
+# Package versions that change results: params, so an upgrade reruns what it should.
 SOFTWARE_MODEL = _VERSIONS["model"]
 SOFTWARE_SESSION = _VERSIONS["session"]
 SOFTWARE_EVIDENCE = _VERSIONS["evidence"]

@@ -1,5 +1,4 @@
-# The serving session: ONE job per model/profile owns the server's whole lifetime
-# (reference snakemake-9.md §2.5, pattern A):
+# The serving session: ONE job per model/profile owns the server's whole lifetime:
 #
 #   serve (start + /health with timeout; load/startup times -> startup.json)
 #     -> warmup (fixed requests, each with its own X-Request-ID -> warmup.parquet)
