@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 import yaml
 
+from fixtures import REPO
 from qualflow.aiperf.command import AiperfPoint
 from qualflow.cli import main
 from qualflow.workload import (PointPlan, check_workload, load_label, plan_points, point_slo, request_settings,
                                workload_points)
 
-REPO = Path(__file__).resolve().parents[1]
 BASE = {"isl": 8, "osl": 8, "request_count": 2}
 
 
