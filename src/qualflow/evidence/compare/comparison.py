@@ -28,8 +28,10 @@ class CompareRefused(ValueError):
     """The two runs are not comparable (dataset, workload or server settings differ) and --force was not given."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class Comparison:
+    """A comparison's tables (one row per metric test, per point, per provenance field), what was
+    refused or not checked, and the per-request samples the page plots."""
     base: str
     head: str
     metrics: pd.DataFrame
