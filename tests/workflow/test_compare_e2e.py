@@ -27,7 +27,8 @@ from pathlib import Path
 import pytest
 
 from qualflow.evidence import store
-from qualflow.evidence.compare import CompareOptions, CompareRefused
+from qualflow.evidence.compare.comparison import CompareRefused
+from qualflow.evidence.compare.config import CompareOptions
 from qualflow.report.compare import run_compare
 
 DELAY = 0.2
