@@ -54,7 +54,7 @@ def serve(bundle: str, device: str = "cpu", host: str = "127.0.0.1", port: int =
         sys.setswitchinterval(gil_switch_ms / 1000)
     import uvicorn
 
-    from qualflow.runtime import load_task
+    from qualflow.runtime import EngineConfig, load_task
 
     from .app import create_app
 
@@ -68,10 +68,9 @@ def serve(bundle: str, device: str = "cpu", host: str = "127.0.0.1", port: int =
     if cpu_threads:  # intra-op threads; on a box shared with the load generator, fewer spin less
         import torch
         torch.set_num_threads(cpu_threads)
-    process_options = {"engine_process": True, "cpu_threads": cpu_threads, "gil_switch_ms": gil_switch_ms} \
-        if engine_process else {}
-    app = create_app(lambda: load_task(bundle, device=device, max_batch=max_batch, max_context=max_context,
-                                       step_delay_s=step_delay_s, **process_options),
+    engine = EngineConfig(device=device, max_batch=max_batch, max_context=max_context or 0, step_delay_s=step_delay_s,
+                          engine_process=engine_process, cpu_threads=cpu_threads or 0, gil_switch_ms=gil_switch_ms)
+    app = create_app(lambda: load_task(bundle, engine),
                      model_name=model_name, timing_log=timing_log, started_ns=started_ns,
                      on_load_error=on_load_error, max_queue=max_queue, max_body_bytes=max_body_bytes)
     config = uvicorn.Config(app, log_level=log_level, access_log=False, lifespan="on",
