@@ -14,6 +14,7 @@ test with the real pip-installed AIPerf instead."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import shutil
@@ -26,7 +27,8 @@ from pathlib import Path
 import pytest
 
 from qualflow.evidence import store
-from qualflow.evidence.compare import CompareOptions, CompareRefused
+from qualflow.evidence.compare.comparison import CompareRefused
+from qualflow.evidence.compare.config import CompareOptions
 from qualflow.report.compare import run_compare
 
 DELAY = 0.2
@@ -141,8 +143,8 @@ def serving_session(bundle: str, out: str, delay: float) -> int:
     from qualflow.session.server_process import ServerProcess
 
     class DelayedServer(ServerProcess):
-        def __init__(self, **kw):
-            super().__init__(**kw, extra_args=["--step-delay-s", str(delay)])
+        def __init__(self, server, engine, **kw):
+            super().__init__(server, dataclasses.replace(engine, step_delay_s=delay), **kw)
 
     session.ServerProcess = DelayedServer
     if not REAL_AIPERF:

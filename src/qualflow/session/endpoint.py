@@ -17,7 +17,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .server_process import ServerError, ServerProcess, free_port, http_get_json
+from .server_process import OwnedServer, ServerError, free_port, http_get_json
 
 
 class EndpointError(ServerError):
@@ -63,8 +63,8 @@ def served_models(url: str, api_key: str | None = None, timeout: float = 5.0) ->
     return status, ids
 
 
-class EndpointProcess(ServerProcess):
-    """The session's handle on an endpoint, with ServerProcess's interface. Without `launch` there is
+class EndpointProcess(OwnedServer):
+    """The session's handle on an endpoint, with OwnedServer's interface. Without `launch` there is
     no process to own (start/stop do nothing); health is `/v1/models` naming the model."""
 
     def __init__(self, spec: EndpointSpec, *, log_path: str | Path, checkpoint_dir: str | None = None):
@@ -78,8 +78,8 @@ class EndpointProcess(ServerProcess):
         self.endpoint_url = fill(spec.url).rstrip("/")
         self.model = fill(spec.model)
         self.launched = bool(spec.launch)
-        super().__init__(bundle="", device="", host=host, port=port, model_name=self.model, timing_log="",
-                         log_path=log_path, command=[fill(a) for a in spec.launch] or ["<external endpoint>"])
+        super().__init__([fill(a) for a in spec.launch] or ["<external endpoint>"], host=host, port=port,
+                         log_path=log_path)
         self._api_key = spec.api_key()
 
     @property

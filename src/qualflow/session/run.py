@@ -155,10 +155,13 @@ def run_session(*, bundle: str | None, out: str | Path, device: str, host: str, 
               "protocol_checks": run_protocol}
     if endpoint is None:
         # on cuda the session leases one GPU and the server sees only that one
-        srv = ServerProcess(bundle=str(bundle_dir), device="cuda" if device.startswith("cuda") else device,
-                            host=host, port=port, model_name=model_name, timing_log=timing_log,
-                            log_path=out / "server.log", max_batch=max_batch, max_context=max_context,
-                            cpu_threads=cpu_threads)
+        from qualflow.server.config import EngineConfig, ServerConfig
+        unset_is_default = {"max_batch": max_batch, "max_context": max_context, "cpu_threads": cpu_threads}
+        srv = ServerProcess(ServerConfig(bundle=str(bundle_dir), host=host, port=port, model_name=model_name or None,
+                                         timing_log=str(timing_log)),
+                            EngineConfig(device="cuda" if device.startswith("cuda") else device,
+                                         **{k: v for k, v in unset_is_default.items() if v}),
+                            log_path=out / "server.log")
         settings = {"device": device, "max_batch": max_batch, "max_context": max_context, "cpu_threads": cpu_threads,
                     **common}
         client = ClientOptions(tokenizer=str(bundle_dir), request_extensions=request_extensions)
@@ -175,7 +178,7 @@ def run_session(*, bundle: str | None, out: str | Path, device: str, host: str, 
     record = {"bundle": str(bundle_dir) if bundle_dir else None, "device": device if endpoint is None else None,
               "url": srv.url, "model_name": model_name, "stack": "qualflow" if endpoint is None else "endpoint",
               "server_timing": "available" if endpoint is None else "unavailable",
-              "server_command": srv.cmd, "settings": settings, "stages": {}, "points": {}, "error": None,
+              "server_command": srv.argv, "settings": settings, "stages": {}, "points": {}, "error": None,
               "client_pin_reasons": [], "session_started_ns": started_ns,
               "run_id": run_id_of(*run_name, started_ns) if run_name else None}
     session = Session(out=out, bundle=bundle_dir, model_name=model_name, srv=srv, points=pts, record=record,
