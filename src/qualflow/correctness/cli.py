@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from qualflow.gpus import acquire
-from qualflow.runtime import load_task
+from qualflow.runtime import EngineConfig, load_task
 
 from .criteria import COLUMNS, run_correctness
 
@@ -33,7 +33,7 @@ def _run(args: argparse.Namespace) -> pd.DataFrame:
 
 
 def _correctness(bundle: str, device: str) -> pd.DataFrame:
-    task = load_task(bundle, device=device, max_batch=1, max_context=1024)  # the prompts are short
+    task = load_task(bundle, EngineConfig(device=device, max_batch=1, max_context=1024))  # the prompts are short
     try:
         checkpoint_dir = task.manifest["checkpoint"]["path"]
         if not Path(checkpoint_dir).is_dir():
