@@ -140,6 +140,7 @@ def graph_replay_ms(task) -> dict:
         out[f"b{bs}_ctx{ctx}"] = s_.elapsed_time(e_) / 30
         graphs.tables.zero_()
         graphs.lens.fill_(1)
+        graphs.forget()
     return out
 
 

@@ -33,9 +33,9 @@ def spy_steps(task):
     """Record (counts, starts) of every scheduled step."""
     steps, real = [], task.engine.runner.run
 
-    def run(batch):
+    def run(batch, *args):
         steps.append((list(batch.counts), list(batch.starts)))
-        return real(batch)
+        return real(batch, *args)
     task.engine.runner.run = run
     return steps
 

@@ -30,6 +30,10 @@ class EngineConfig:
     max_num_batched_tokens: int = setting(
         0, help="prefill token budget of one engine step (0: max(8192, max-batch))")
     mixed: bool = setting(False, help="let one engine step hold prefill and decode together")
+    async_scheduling: bool = setting(
+        False, help="overlap the host with the device: schedule and build step n+1 while step n runs, read "
+                    "sampled tokens back one step late (a stop is seen one step later; the extra token of a "
+                    "stopped request is discarded); greedy output is identical")
     eager: bool = setting(False, help="no compiled ops, no CUDA graphs (debugging)")
     engine_process: bool = setting(
         False, help="run the engine (model, KV cache, device) in its own process, so the HTTP side's work "

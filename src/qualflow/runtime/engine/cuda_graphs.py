@@ -4,7 +4,10 @@ instead of hundreds, which is what a step costs when the host is slow.
 One graph per padded batch size; the attention kernel reads each sequence's block table and context
 length from static buffers, so no context-length buckets are needed. A batch of n sequences replays
 the smallest captured size >= n; the padding rows write their K/V into the reserved scratch block 0
-and attend to it alone. Inputs go through static buffers; all graphs share one memory pool.
+and attend to it alone. Inputs go through static buffers, the block tables updated in place (only
+the entries a row does not hold yet); all graphs share one memory pool. The host side of each copy
+is a fresh pinned buffer from torch's caching host allocator, which does not hand it out again
+before its copy has run: the host may build step n+1 while step n's copy still waits its turn.
 """
 from __future__ import annotations
 
@@ -38,14 +41,13 @@ class DecodeGraphs:
         z = lambda *s, dt=torch.long: torch.zeros(*s, dtype=dt, device=device)  # noqa: E731
         self.ids, self.pos, self.slots = z(max_batch), z(max_batch), z(max_batch)
         self.tables, self.lens = z(max_batch, max_blocks, dt=torch.int32), z(max_batch, dt=torch.int32)
-        self.host = torch.zeros(3 * max_batch + max_batch * (max_blocks + 1), dtype=torch.long)
+        self.rows: list[tuple[list[int] | None, int]] = [(None, 0)] * max_batch  # (table, entries) on the device
         self.graphs: dict[int, tuple[torch.cuda.CUDAGraph, torch.Tensor]] = {}
         self.pool = None
         self.capture = capture  # False: the same static-buffer step, run eagerly (tests on CPU)
         t0 = time.perf_counter()
         self.lens.fill_(1)
         if capture:
-            self.host = self.host.pin_memory()
             with torch.inference_mode():
                 for bs in reversed(self.sizes):  # largest first, so the pool fits the rest
                     self._capture(bs)
@@ -73,34 +75,63 @@ class DecodeGraphs:
             self.pool = g.pool()
         self.graphs[bs] = (g, out)
 
-    def decode(self, batch: Batch) -> torch.Tensor:
+    def decode(self, batch: Batch, fills: tuple[list[int], list[int]] = ((), ()),
+               prev: torch.Tensor | None = None) -> torch.Tensor:
+        """Logits [n, V] of a decode step. `fills`: (row, row of `prev`) of the input tokens still on
+        the device (see model_runner.pending_fills)."""
         n = len(batch.seqs)
         bs = next(b for b in self.sizes if b >= n)
-        M, BS = self.max_blocks, self.block_size
-        # one pinned host buffer -> one copy per static input; padding rows: token 0 at slot 0, context 1
-        ids = np.zeros(bs, np.int64)
-        pos = np.zeros(bs, np.int64)
-        slots = np.zeros(bs, np.int64)
-        lens = np.ones(bs, np.int64)
-        tables = np.zeros((bs, M), np.int64)
-        for i, (seq, p) in enumerate(zip(batch.seqs, batch.starts)):
-            ids[i] = seq.token_ids[p]
-            pos[i] = p
-            tb = seq.block_table
-            slots[i] = tb[p // BS] * BS + p % BS
-            lens[i] = p + 1
-            tables[i, :len(tb)] = tb
-        h = self.host.numpy()
-        h[:bs], h[bs:2 * bs], h[2 * bs:3 * bs], h[3 * bs:4 * bs] = ids, pos, slots, lens
-        h[4 * bs:4 * bs + bs * M] = tables.reshape(-1)
-        src = self.host[:4 * bs + bs * M].to(self.device, non_blocking=True)
+        at, rows = fills
+        small, idx, vals = self._host_inputs(batch, bs)
+        # one host buffer -> one copy: ids, pos, slots, lens [bs each], fills [2 x f], table entries [2 x k]
+        f, k = len(at), len(idx)
+        host = torch.empty(4 * bs + 2 * f + 2 * k, dtype=torch.long, pin_memory=self.device.type == "cuda")
+        h = host.numpy()
+        h[:4 * bs] = small.reshape(-1)
+        h[4 * bs:4 * bs + 2 * f] = np.asarray(list(at) + list(rows), np.int64)
+        h[4 * bs + 2 * f:] = np.asarray(idx + vals, np.int64)
+        src = host.to(self.device, non_blocking=True)
         self.ids[:bs].copy_(src[:bs])
         self.pos[:bs].copy_(src[bs:2 * bs])
         self.slots[:bs].copy_(src[2 * bs:3 * bs])
         self.lens[:bs].copy_(src[3 * bs:4 * bs])
-        self.tables[:bs].copy_(src[4 * bs:].view(bs, M))
+        o = 4 * bs
+        if f:
+            self.ids.index_copy_(0, src[o:o + f], prev.index_select(0, src[o + f:o + 2 * f]))
+        if k:
+            o += 2 * f
+            self.tables.view(-1).index_copy_(0, src[o:o + k], src[o + k:].to(torch.int32))
         if not self.capture:
             return self._run(bs)[:n]
         g, out = self.graphs[bs]
         g.replay()
         return out[:n]
+
+    def forget(self) -> None:
+        """Something else wrote the device tables: send every row whole at its next step."""
+        self.rows = [(None, 0)] * self.max_batch
+
+    def _host_inputs(self, batch: Batch, bs: int) -> tuple[np.ndarray, list[int], list[int]]:
+        """The step's small inputs [4, bs] (ids, pos, slots, lens; padding rows: token 0 at slot 0,
+        context 1), and the block-table entries the device does not hold yet (flat index, block).
+        The device tables persist across steps: a row keeps the entries uploaded for the block
+        table it holds, so a running sequence only sends a block when it gains one; a row that gets
+        another sequence (or the same one after preemption, with a new table) is sent whole."""
+        M, BS = self.max_blocks, self.block_size
+        small = np.zeros((4, bs), np.int64)
+        small[3] = 1
+        idx: list[int] = []
+        vals: list[int] = []
+        for i, (seq, p) in enumerate(zip(batch.seqs, batch.starts)):
+            tb = seq.block_table
+            small[0, i] = max(seq.token_ids[p], 0)  # a placeholder is filled on the device
+            small[1, i] = p
+            small[2, i] = tb[p // BS] * BS + p % BS
+            small[3, i] = p + 1
+            held, have = self.rows[i]
+            have = have if held is tb else 0
+            if len(tb) > have:
+                idx.extend(range(i * M + have, i * M + len(tb)))
+                vals.extend(tb[have:])
+            self.rows[i] = (tb, len(tb))
+        return small, idx, vals

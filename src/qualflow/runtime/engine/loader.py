@@ -60,7 +60,7 @@ def load_engine(bundle, family, cfg: EngineConfig, context_limit: int, started_n
         graphs = DecodeGraphs(model, kv.attention, cfg.max_batch, kv.max_blocks, device)
     engine = Engine(ModelRunner(model, kv.attention, device, graphs),
                     Scheduler(kv.blocks, cfg.max_batch, cfg.token_budget(), mixed=cfg.mixed), context_limit, device,
-                    step_delay_s=cfg.step_delay_s)
+                    step_delay_s=cfg.step_delay_s, async_scheduling=cfg.async_scheduling)
     if fast:
         warm_prefill(engine)
     t2 = time.time_ns()
@@ -69,7 +69,8 @@ def load_engine(bundle, family, cfg: EngineConfig, context_limit: int, started_n
             "context_limit": context_limit, "cuda_graphs": graphs is not None, "compiled_ops": fast,
             "kv_blocks": kv.blocks.num_blocks, "kv_block_size": kv.blocks.block_size,
             "kv_cache_gb": kv.attention.pool.numel() * kv.attention.pool.element_size() / 1e9,
-            "max_num_batched_tokens": cfg.token_budget(), "mixed_batches": cfg.mixed, "varlen_attention": kv.varlen,
+            "max_num_batched_tokens": cfg.token_budget(), "mixed_batches": cfg.mixed,
+            "async_scheduling": cfg.async_scheduling, "varlen_attention": kv.varlen,
             "engine_pid": None}
     timing = {"load_s": (t1 - started_ns) / 1e9, "graph_capture_s": (t2 - t1) / 1e9, "loaded_at_ns": t2}
     return LoadedEngine(engine, model, kv.max_blocks, info, timing)

@@ -18,7 +18,8 @@ def sample(logits: torch.Tensor, temperature: torch.Tensor, top_k: torch.Tensor,
     noise = torch.empty_like(probs)
     shared = [i for i, g in enumerate(generators) if g is None]
     if shared:
-        noise[shared] = torch.empty((len(shared), probs.shape[1]), device=probs.device).exponential_()
+        rows = torch.tensor(shared).to(probs.device, non_blocking=True)  # a list index would copy blocking
+        noise.index_copy_(0, rows, torch.empty((len(shared), probs.shape[1]), device=probs.device).exponential_())
     for i, g in enumerate(generators):
         if g is not None:
             noise[i].exponential_(generator=g)

@@ -8,6 +8,9 @@ Every step is one packed forward over (sequence, chunk) pairs:
 `mixed=True` puts both kinds into one step. `mixed=False` alternates: when both have work, a prefill
 step is followed by a decode step, so decodes of a pure decode step replay a captured graph.
 
+A sequence whose last token is sampled but not read back yet (overlapped scheduling) is not
+scheduled again: that step's token would be discarded.
+
 Admission is FIFO: the head of the queue waits until its chunk's blocks are free, nobody overtakes
 it. When a running sequence needs a block and the pool is empty, the newest running sequence is
 preempted: its blocks are freed and it goes back to the front of the queue, to be recomputed from
@@ -70,8 +73,8 @@ class Scheduler:
     # ---- one step -----------------------------------------------------------------------------
     def schedule(self) -> Batch | None:
         self.reap()
-        ready = [s for s in self.running if s.decoding]
-        prefill_work = bool(self.waiting) or len(ready) < len(self.running)
+        ready = [s for s in self.running if s.decoding and not s.exhausted]
+        prefill_work = bool(self.waiting) or any(not r.decoding for r in self.running)
         do_prefill = prefill_work and (self.mixed or not ready or not self._last_prefill)
         chosen: dict[Sequence, int] = {}  # insertion order is the batch order
         budget = self.budget

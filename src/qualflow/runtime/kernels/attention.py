@@ -50,7 +50,9 @@ class PagedAttention:
             self.v_flat[layer].index_copy_(0, m.slot_mapping, v)
         N, H, D = q.shape
         if m.mode == "paged":
-            from .paged_decode import paged_decode
+            from .paged_decode import available, paged_decode, reference
+            if not available():  # CPU without Triton (tests): the same step, plain torch
+                return reference(q, self.k[layer], self.v[layer], m.block_tables, m.ctx_lens).view(N, H * D)
             return paged_decode(q, self.k[layer], self.v[layer], m.block_tables, m.ctx_lens, m.splits).view(N, H * D)
         if m.ctx_slots is None:
             K, V = k, v
