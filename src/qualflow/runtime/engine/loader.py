@@ -70,7 +70,7 @@ def load_engine(bundle, family, cfg: EngineConfig, context_limit: int, started_n
             "kv_blocks": kv.blocks.num_blocks, "kv_block_size": kv.blocks.block_size,
             "kv_cache_gb": kv.attention.pool.numel() * kv.attention.pool.element_size() / 1e9,
             "max_num_batched_tokens": cfg.token_budget(), "mixed_batches": cfg.mixed,
-            "async_scheduling": cfg.async_scheduling, "varlen_attention": kv.varlen,
+            "async_scheduling": engine.async_scheduling, "varlen_attention": kv.varlen,
             "engine_pid": None}
     timing = {"load_s": (t1 - started_ns) / 1e9, "graph_capture_s": (t2 - t1) / 1e9, "loaded_at_ns": t2}
     return LoadedEngine(engine, model, kv.max_blocks, info, timing)
