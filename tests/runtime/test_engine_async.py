@@ -212,3 +212,36 @@ def test_engine_process_async(bundle_dir, reference):
             assert_timing_ordered(e)
     finally:
         task.close()
+
+
+def test_engine_delivers_nothing_after_final(bundle_dir, reference):
+    """At the engine's sink (below the Task, which would drop a late item): a stopped or cancelled
+    request's overlapped-step token is never delivered nor added to its output."""
+    import queue
+
+    from qualflow.runtime.engine.outputs import Final, Tokens
+    plain, stops, stopped = reference
+    task = load_task(bundle_dir, EngineConfig(max_batch=6, max_context=MAX_CONTEXT, async_scheduling=True))
+    try:
+        engine, finals = task.engine, queue.SimpleQueue()
+        items: dict[str, list] = {}
+
+        def sink_of(rid):
+            items[rid] = []
+            return lambda item: (items[rid].append(item), isinstance(item, Final) and finals.put(rid))
+        reqs = workload(stops, with_stops=True)
+        seqs = [engine.submit(r, sink_of(r.request_id)) for r in reqs]
+        for _ in reqs:
+            finals.get(timeout=120)
+        engine.submit(GenerationRequest("after", [3, 4], greedy(2)), sink_of("after"))  # steps past the last flight
+        assert finals.get(timeout=120) == "after"
+        for i, (r, s) in enumerate(zip(reqs, seqs)):
+            got = items[r.request_id]
+            assert isinstance(got[-1], Final) and all(isinstance(x, Tokens) for x in got[:-1])
+            delivered = [t for x in got[:-1] for t in x.ids]
+            want = stopped[i][0] if i % 2 == 0 else plain[i]
+            assert delivered == s.out == want
+            assert s.token_ids == r.prompt_token_ids + want          # no placeholder, no extra token left
+        assert_idle(task)
+    finally:
+        task.close()
