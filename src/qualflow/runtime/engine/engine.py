@@ -246,5 +246,7 @@ class Engine:
             return
         seq.done = True
         seq.timing.finished_ns = time.time_ns()
+        del seq.token_ids[len(seq.req.prompt_token_ids) + len(seq.out):]  # a token still in flight is not its
+        seq.pending = None
         self.scheduler.blocks.release(seq)  # before the final event: its blocks are free when the caller hears
         seq.sink(Final(reason, error))
