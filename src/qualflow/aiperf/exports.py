@@ -159,6 +159,12 @@ class Verdict:
     def to_dict(self) -> dict:
         return dict(self.__dict__)
 
+    @classmethod
+    def from_dict(cls, d: dict) -> "Verdict":
+        """A verdict as `to_dict` wrote it, or a part of one (absent keys keep their defaults)."""
+        known = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
+        return cls(**{"ok": False, **known})
+
 
 def judge_run(artifact_dir: str | Path, *, expected_requests: int, expected_warmup: int = 0,
               expected_seed: int | None = None, exit_code: int | None = None,

@@ -6,7 +6,8 @@ family (fused qkv / gate_up), casts them to the profile's dtype and writes:
   weights.safetensors       runtime layout, profile dtype, sorted keys
   config.json, generation_config.json, tokenizer.json, tokenizer_config.json   (copied)
   chat_template.jinja       the chat template (from tokenizer_config.json or chat_template.jinja)
-  manifest.json             identity, precision, context limit, hashes of every file, bundle_hash
+  manifest.json             identity, precision, context limit, hashes of every file, bundle_hash,
+                            and the `qualflow build` command line that wrote it (`command`, not hashed)
 
 bundle_hash = sha256 over the sorted 'path sha256' lines of every bundle file except the manifest,
 followed by the canonical JSON of the manifest's content fields (HASHED_FIELDS). It depends only on
@@ -88,10 +89,30 @@ def _load_hf_weights(src: Path, pin_files: dict) -> dict:
     return state
 
 
+def _generation_config(src: Path, pin: dict, config: dict) -> dict:
+    if "generation_config.json" in pin["files"]:
+        return json.loads((src / "generation_config.json").read_text(encoding="utf-8"))
+    # derive the minimum the runtime needs (stop tokens) from config.json
+    return {k: config[k] for k in ("bos_token_id", "eos_token_id") if k in config}
+
+
+def _context_limit(src: Path, config: dict, profile: str, prof: dict) -> int:
+    """The checkpoint's context length, capped by the profile's `context_cap`."""
+    limit = int(config.get("max_position_embeddings") or 0) or None
+    cap = prof.get("context_cap")
+    if cap:
+        limit = min(limit, int(cap)) if limit else int(cap)
+    if not limit:
+        raise BundleError(f"{src / 'config.json'} has no max_position_embeddings and profile "
+                          f"{profile!r} no context_cap")
+    return limit
+
+
 def build_bundle(pin_path: str | os.PathLike, profile: str, out: str | os.PathLike,
-                 force: bool = False) -> dict:
+                 force: bool = False, command: str | None = None) -> dict:
     """Build the bundle; returns its manifest. The output is written to a temporary sibling
-    directory and renamed into place, so a failed build leaves no half bundle."""
+    directory and renamed into place, so a failed build leaves no half bundle. `command`: the
+    command line that builds it, recorded in the manifest (None in-process)."""
 
     from qualflow import __version__
     from qualflow.families import get_family
@@ -109,24 +130,14 @@ def build_bundle(pin_path: str | os.PathLike, profile: str, out: str | os.PathLi
             raise BundleError(f"checkpoint {src} has no pinned {name}")
 
     config = json.loads((src / "config.json").read_text(encoding="utf-8"))
-    tok_cfg = json.loads((src / "tokenizer_config.json").read_text(encoding="utf-8"))
-    template = _chat_template(src, tok_cfg)
-    if "generation_config.json" in pin["files"]:
-        gen_cfg = json.loads((src / "generation_config.json").read_text(encoding="utf-8"))
-    else:  # derive the minimum the runtime needs (stop tokens) from config.json
-        gen_cfg = {k: config[k] for k in ("bos_token_id", "eos_token_id") if k in config}
+    template = _chat_template(src, json.loads((src / "tokenizer_config.json").read_text(encoding="utf-8")))
+    gen_cfg = _generation_config(src, pin, config)
 
     family = get_family(pin["family"])
     native = family.convert_weights(_load_hf_weights(src, pin["files"]), config)
     native = {k: (v.to(dtype) if v.is_floating_point() else v).contiguous() for k, v in native.items()}
 
-    limit = int(config.get("max_position_embeddings") or 0) or None
-    cap = prof.get("context_cap")
-    if cap:
-        limit = min(limit, int(cap)) if limit else int(cap)
-    if not limit:
-        raise BundleError(f"{src / 'config.json'} has no max_position_embeddings and profile "
-                          f"{profile!r} no context_cap")
+    limit = _context_limit(src, config, profile, prof)
 
     tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
     if tmp.exists():
@@ -161,6 +172,7 @@ def build_bundle(pin_path: str | os.PathLike, profile: str, out: str | os.PathLi
             "pin": {"path": str(pin_path.resolve()), "sha256": sha256_file(pin_path)},
             "files": files,
             "hashed_fields": list(HASHED_FIELDS),
+            "command": command,
         }
         manifest["bundle_hash"] = compute_bundle_hash(manifest)
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
@@ -247,7 +259,9 @@ def add_build_args(p: argparse.ArgumentParser) -> None:
 
 
 def main_build(args: argparse.Namespace) -> int:
-    m = build_bundle(args.pin, args.profile, args.out, force=getattr(args, "force", False))
+    from qualflow.invocation import current_command
+    m = build_bundle(args.pin, args.profile, args.out, force=getattr(args, "force", False),
+                     command=current_command())
     print(f"built {args.profile} bundle {args.out} ({m['family']}, {m['precision']}, "
           f"context {m['context_limit']}) bundle_hash={m['bundle_hash']}")
     return 0

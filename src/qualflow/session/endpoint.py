@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import time
 import urllib.parse
 import urllib.request
@@ -78,8 +79,14 @@ class EndpointProcess(ServerProcess):
         self.endpoint_url = fill(spec.url).rstrip("/")
         self.model = fill(spec.model)
         self.launched = bool(spec.launch)
-        super().__init__(bundle="", device="", host=host, port=port, model_name=self.model, timing_log="",
-                         log_path=log_path, command=[fill(a) for a in spec.launch] or ["<external endpoint>"])
+        # ServerProcess's state, with the endpoint's own command (none to run when it is not launched)
+        self.host, self.port, self.log_path = host, port, Path(log_path)
+        self.argv = [fill(a) for a in spec.launch] or ["<external endpoint>"]
+        self.cmd = shlex.join(self.argv)
+        self.env: dict[str, str] = {}
+        self.proc = None
+        self.spawn_ns: int | None = None
+        self.healthy_ns: int | None = None
         self._api_key = spec.api_key()
 
     @property
@@ -130,6 +137,8 @@ def main_endpoint_correctness(a) -> int:
 
     from qualflow.correctness.criteria import COLUMNS
     from qualflow.correctness.endpoint import run_endpoint_correctness
+    from qualflow.correctness.table import write_correctness
+    from qualflow.invocation import current_command
     spec = EndpointSpec.from_json(a.endpoint)
     checkpoint = pinned_checkpoint(a.pin, a.checkpoint)
     out = Path(a.out)
@@ -154,7 +163,7 @@ def main_endpoint_correctness(a) -> int:
             df = failure(f"endpoint correctness did not run: {type(e).__name__}: {e}"[:4000])
         finally:
             srv.stop()
-    df.to_parquet(out, index=False)
+    write_correctness(df, out, current_command())
     for r in df.itertuples():
         print(f"{'PASS' if r.passed else 'FAIL'}  {r.case_id:40s} {r.detail}")
     failed = int((~df["passed"].astype(bool)).sum())

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -16,7 +17,10 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from qualflow.configs import to_argv
 from qualflow.lifetime import die_with_parent
+from qualflow.runtime.config import EngineConfig
+from qualflow.server.config import ServerConfig
 
 
 class ServerError(RuntimeError):
@@ -91,23 +95,13 @@ def _group_members(pgid: int) -> list[int]:
 
 
 class ServerProcess:
-    def __init__(self, *, bundle: str, device: str, host: str, port: int, model_name: str | None,
-                 timing_log: str | Path, log_path: str | Path, max_batch: int | None = None,
-                 max_context: int | None = None, cpu_threads: int | None = None,
-                 extra_args: list[str] | None = None, command: list[str] | None = None):
-        self.host, self.port = host, port
+    def __init__(self, server: ServerConfig, engine: EngineConfig, *, log_path: str | Path):
+        """`qualflow serve` with exactly these settings: `.argv` runs it, `.cmd` is that argv as one
+        shell-quoted line."""
+        self.host, self.port = server.host, server.port
         self.log_path = Path(log_path)
-        cmd = [sys.executable, "-m", "qualflow.cli", "serve", "--bundle", str(bundle), "--device", device,
-               "--host", host, "--port", str(port), "--timing-log", str(timing_log)]
-        if model_name:   # else the server serves the bundle's checkpoint id
-            cmd += ["--model-name", model_name]
-        if max_batch:
-            cmd += ["--max-batch", str(max_batch)]
-        if max_context:
-            cmd += ["--max-context", str(max_context)]
-        if cpu_threads:
-            cmd += ["--cpu-threads", str(cpu_threads)]
-        self.cmd = list(command) if command else cmd + list(extra_args or [])
+        self.argv = [sys.executable, "-m", "qualflow.cli", "serve", *to_argv(server), *to_argv(engine)]
+        self.cmd = shlex.join(self.argv)
         self.env: dict[str, str] = {}   # added to the server's environment (e.g. its GPU)
         self.proc: subprocess.Popen | None = None
         self.spawn_ns: int | None = None
@@ -123,7 +117,7 @@ class ServerProcess:
         self._log = open(self.log_path, "ab")
         env = dict(os.environ, PYTHONUNBUFFERED="1", **self.env)
         self.spawn_ns = time.time_ns()
-        self.proc = subprocess.Popen(self.cmd, stdout=self._log, stderr=subprocess.STDOUT,
+        self.proc = subprocess.Popen(self.argv, stdout=self._log, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, env=env, start_new_session=True,
                                      preexec_fn=die_with_parent)
 
