@@ -1,10 +1,13 @@
 """Shared fixtures: the embedded default checkpoint, its pin and its fp16 bundle (built once per
-session, in-process, offline)."""
+session, in-process, offline). The shared builders (tests/fixtures) assert too: pytest rewrites their
+asserts as it does the tests'."""
 from __future__ import annotations
 
 import os
 
 import pytest
+
+pytest.register_assert_rewrite("fixtures")
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")

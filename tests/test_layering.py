@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -136,7 +137,7 @@ def test_layering_test_catches_a_cycle(tmp_path, monkeypatch):
     (pkg / "__init__.py").write_text("")
     (pkg / "a.py").write_text("from qualflow.evidence import b\n")
     (pkg / "b.py").write_text("from qualflow.evidence.a import x\n")
-    monkeypatch.setattr(__import__(__name__), "PKG", tmp_path / "qualflow")
+    monkeypatch.setattr(sys.modules[__name__], "PKG", tmp_path / "qualflow")
     with pytest.raises(AssertionError, match="import cycle"):
         test_no_import_cycle()
 

@@ -1,0 +1,29 @@
+"""The README documents every evidence column; tables refuse undocumented columns."""
+from __future__ import annotations
+
+import re
+
+import pandas as pd
+import pytest
+
+from qualflow.evidence.schema import TABLES, conform
+
+from fixtures import REPO
+
+README = REPO / "README.md"
+
+
+def test_readme_lists_every_column():
+    text = README.read_text()
+    for table, cols in TABLES.items():
+        assert f"`{table}.parquet`" in text, table
+        for c in cols:
+            base = re.sub(r"_(mean|p50|p90|p99)$", "", c) if table == "summary" else c
+            assert f"`{c}`" in text or base in text, (table, c)
+
+
+def test_conform_orders_and_refuses_extras():
+    df = conform(pd.DataFrame([{"name": "x", "passed": True}]), "protocol")
+    assert list(df.columns) == list(TABLES["protocol"]) and df["detail"].isna().all()
+    with pytest.raises(ValueError, match="undocumented"):
+        conform(pd.DataFrame([{"name": "x", "surprise": 1}]), "protocol")

@@ -1,0 +1,244 @@
+"""End-to-end: the real `snakemake` on a temp copy of the workflow with a tiny embedded workload.
+
+Asserts the evidence accounting (AIPerf records = server records = joined profiling rows), warm-up
+flagged, status aiperf-qualified, no server process or bound port left (after success and after a
+Ctrl-C in the middle of a serving session), `-n` has nothing to do afterwards, and `-R aiperf_profile`
+reruns the serving session and downstream but not pin/build/correctness."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from qualflow.session.server_process import port_is_free
+
+from fixtures import REPO
+from fixtures.snakemake import SWKEY, TINY, copy_workflow, job_counts, pids_in, smk, smk_env
+
+UPSTREAM = ("embedded_checkpoint", "pin_checkpoint", "build_bundle", "family_correctness")
+DOWNSTREAM = ("aiperf_profile", "join_evidence", "report", "qualify")
+
+
+@pytest.fixture(scope="module")
+def workflow_copy(tmp_path_factory):
+    return copy_workflow(tmp_path_factory.mktemp("wf"), config=TINY)
+
+
+@pytest.mark.slow
+def test_qualify_end_to_end(workflow_copy):
+    wf = workflow_copy
+    t0 = time.monotonic()
+    smk(wf, "qualify", "--configfile", "tiny.yaml", cores=2, check=True)
+    wall = time.monotonic() - t0
+    ev = wf / "results" / "evidence" / SWKEY / "embedded" / "fp16"
+    req = pd.read_parquet(ev / "requests.parquet")
+    summ = pd.read_parquet(ev / "summary.parquet")
+    runs = pd.read_parquet(ev / "runs.parquet")
+    sess = wf / "results" / "session" / SWKEY / "embedded" / "fp16"
+    point = "tiny_c2"
+
+    # accounting: AIPerf records = server records = joined profiling rows
+    aiperf_lines = [json.loads(ln) for ln in (sess / "points" / point / "aiperf" / "profile_export.jsonl")
+                    .read_text().splitlines()]
+    aiperf_prof = {r["metadata"]["x_request_id"] for r in aiperf_lines
+                   if r["metadata"]["benchmark_phase"] == "profiling"}
+    server = [json.loads(ln) for ln in (sess / "server_timing.jsonl").read_text().splitlines()]
+    server_point = {r["request_id"] for r in server if r["tag"] == f"aiperf:{point}"}
+    prof = req[req["phase"] == "profiling"]
+    assert len(aiperf_prof) == 6
+    assert set(prof["request_id"]) == aiperf_prof
+    assert (prof["match_status"] == "matched").all()
+    assert server_point - aiperf_prof == {r["metadata"]["x_request_id"] for r in aiperf_lines
+                                          if r["metadata"]["benchmark_phase"] == "warmup"}
+    s = summ.iloc[0]
+    assert s["n_client"] == s["n_server"] == s["n_matched"] == 6
+    assert s["n_client_only"] == 0 and s["n_server_only"] == 0
+    # every server record is a requests row
+    assert set(r["request_id"] for r in server) <= set(req["request_id"])
+    assert len(req) == len({*req["request_id"]})
+    # warm-up flagged (session warm-up + AIPerf warm-up), excluded from the summary
+    warm = req[req["is_warmup"]]
+    assert (warm["source"] == "session-warmup").sum() == 2 and (warm["source"] == "aiperf").sum() == 2
+    assert s["n_warmup_excluded"] == 2
+    # client vs server timing separate, difference computed
+    assert prof["public_task_call_wall_ms"].notna().all() and prof["client_ttft_ms"].notna().all()
+    assert (prof["client_minus_task_wall_ms"] > 0).all()
+    # status and provenance
+    assert runs.iloc[0]["status"] == "aiperf-qualified", runs.iloc[0]["status_reasons"]
+    assert runs.iloc[0]["dataset_sha256"] and runs.iloc[0]["bundle_hash"]
+    startup = json.loads((sess / "startup.json").read_text())
+    assert startup["startup_s"] > 0 and startup["warmup_s"] > 0
+    assert (wf / "results" / "report" / SWKEY / "report.html").exists()
+    assert (wf / "results" / "status" / f"{SWKEY}.tsv").read_text().count("aiperf-qualified") == 1
+    for rule in ("build_bundle", "family_correctness", "aiperf_profile"):
+        assert list((wf / "results" / "benchmarks" / rule).rglob("*.tsv")), rule
+    # no server left, port free
+    session = json.loads((sess / "session.json").read_text())
+    port = int(session["url"].rsplit(":", 1)[1])
+    assert not Path(f"/proc/{session['server_pid']}").exists() or \
+        Path(f"/proc/{session['server_pid']}/stat").read_text().split()[2] == "Z"
+    assert port_is_free("127.0.0.1", port)
+    assert not pids_in(wf)
+    print(f"\nqualify wall time on the tiny workload: {wall:.0f}s")
+
+    # nothing to do afterwards
+    r = smk(wf, "qualify", "--configfile", "tiny.yaml", "-n", cores=2, check=True)
+    assert "Nothing to be done" in r.stdout + r.stderr, r.stdout[-2000:]
+
+    # -R aiperf_profile: the session and downstream, nothing upstream
+    r = smk(wf, "qualify", "--configfile", "tiny.yaml", "-n", "-R", "aiperf_profile", cores=2, check=True)
+    jobs = job_counts(r.stdout + r.stderr)
+    assert all(jobs.get(j) == 1 for j in DOWNSTREAM), jobs
+    assert not any(j in jobs for j in UPSTREAM), jobs
+
+    # a workload change reruns the serving session and downstream only
+    changed = json.loads(json.dumps(TINY))
+    changed["workloads"]["tiny"]["osl"] = 9
+    (wf / "tiny2.yaml").write_text(yaml.safe_dump(changed))
+    r = smk(wf, "qualify", "--configfile", "tiny2.yaml", "-n", cores=2, check=True)
+    jobs = job_counts(r.stdout + r.stderr)
+    assert all(jobs.get(j) == 1 for j in DOWNSTREAM) and not any(j in jobs for j in UPSTREAM), jobs
+
+
+@pytest.mark.slow
+def test_a_failed_rung_still_writes_status_and_report(workflow_copy):
+    """Family correctness judged against thresholds the family does not have: the join records
+    `implemented` with the reason, the report renders it, and `qualify` exits non-zero naming it."""
+    wf = workflow_copy
+    if not (wf / "results" / "evidence" / SWKEY).exists():
+        pytest.skip("needs the end-to-end run first")
+    strict = json.loads(json.dumps(TINY))
+    strict["models"]["embedded"]["thresholds_version"] = "qwen3-correctness-v999"
+    (wf / "strict.yaml").write_text(yaml.safe_dump(strict))
+    r = smk(wf, "qualify", "--configfile", "strict.yaml", cores=2, check=False)
+    assert r.returncode != 0
+    jobs = job_counts(r.stdout + r.stderr)
+    assert not any(j in jobs for j in UPSTREAM + ("aiperf_profile",)), jobs
+    runs = pd.read_parquet(wf / "results" / "evidence" / SWKEY / "embedded" / "fp16" / "runs.parquet")
+    assert runs.iloc[0]["status"] == "implemented"
+    assert "thresholds changed: applied qwen3-correctness-v1, expected qwen3-correctness-v999" in \
+        runs.iloc[0]["status_reasons"]
+    html = (wf / "results" / "report" / SWKEY / "report.html").read_text()
+    assert "thresholds changed" in html
+    assert "below aiperf-qualified" in r.stdout + r.stderr + (wf / "logs" / "qualify" / f"{SWKEY}.log").read_text()
+    # back to the passing config for the tests that follow
+    smk(wf, "qualify", "--configfile", "tiny.yaml", cores=2, check=True)
+
+
+@pytest.mark.slow
+def test_ctrl_c_during_serving_session_leaves_no_server(workflow_copy):
+    """Real `-R aiperf_profile` run, interrupted (SIGINT to the process group, like a terminal Ctrl-C)
+    once the server is up; the run starts only downstream jobs, and nothing is left running."""
+    wf = workflow_copy
+    if not (wf / "results" / "evidence" / SWKEY).exists():
+        pytest.skip("needs the end-to-end run first")
+    sess = wf / "results" / "session" / SWKEY / "embedded" / "fp16"
+    cmd = [sys.executable, "-m", "snakemake", "--cores", "2", "qualify", "--configfile", "tiny.yaml", "-R",
+           "aiperf_profile"]
+    for old in (wf / "logs" / "aiperf_profile").rglob("*.log"):
+        old.unlink()  # so that the server pid read below is the new one
+    log = open(wf / "interrupted.log", "w")
+    p = subprocess.Popen(cmd, cwd=wf, env=smk_env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    job_log = wf / "logs" / "aiperf_profile" / SWKEY / "embedded" / "fp16.log"
+    deadline = time.monotonic() + 300
+    pid = None
+    while time.monotonic() < deadline and p.poll() is None:
+        text = job_log.read_text() if job_log.exists() else ""
+        m = re.search(r"server pid (\d+) starting at http://[\d.]+:(\d+)", text)
+        if m and (sess / "warmup.parquet").exists():
+            pid, port = int(m.group(1)), int(m.group(2))
+            break
+        time.sleep(0.5)
+    assert pid is not None, (wf / "interrupted.log").read_text()[-3000:]
+    os.killpg(p.pid, signal.SIGINT)
+    rc = p.wait(timeout=120)
+    log.close()
+    out = (wf / "interrupted.log").read_text()
+    jobs = job_counts(out)
+    assert not any(j in jobs for j in UPSTREAM), jobs
+    assert rc != 0
+    time.sleep(1)
+    assert not Path(f"/proc/{pid}").exists() or Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
+    assert port_is_free("127.0.0.1", port)
+    assert not pids_in(wf)
+    assert "session: server stopped" in job_log.read_text()
+
+
+@pytest.mark.slow
+def test_plain_rerun_after_ctrl_c_completes(workflow_copy):
+    """After the Ctrl-C above cut the serving session off, a plain `snakemake qualify` (no
+    --rerun-incomplete) completes: the default profile's rerun-incomplete is in effect."""
+    wf = workflow_copy
+    if not (wf / "interrupted.log").exists():
+        pytest.skip("needs the Ctrl-C run first")
+    r = smk(wf, "qualify", "--configfile", "tiny.yaml", cores=2, check=False)
+    out = r.stdout + r.stderr
+    assert "IncompleteFilesException" not in out, out[-3000:]
+    assert r.returncode == 0, out[-3000:]
+    assert "Using workflow specific profile workflow/profiles/default" in out
+    assert job_counts(out).get("aiperf_profile") == 1
+    assert (wf / "results" / "status" / f"{SWKEY}.tsv").read_text().count("aiperf-qualified") == 1
+
+
+@pytest.mark.slow
+def test_slos_sweep_repeats_and_real_prompts(workflow_copy):
+    """One qualify over a concurrency sweep (c1 with the embedded default's loose SLOs, c2 with an
+    impossible TTFT bound), a Poisson rate point, and the real-prompt workload with sampling and
+    `repeats: 3`: the points meeting their SLOs reach slo-met, c2 stops below naming the metric, each
+    sweep reports its max load meeting the SLO, the repeats are three runs with a CI, and the prompt
+    file's sha256 is in provenance."""
+    wf = workflow_copy
+    default = yaml.safe_load((REPO / "config" / "config.yaml").read_text())["workloads"]
+    cfg = json.loads(json.dumps(TINY))
+    cfg["models"]["embedded"]["workloads"] = ["tiny", "chat"]
+    cfg["workloads"]["tiny"].update(concurrency=[1, 2], request_rate=[2], request_count=4,
+                                    slo=default["tiny"]["slo"], slo_by_load={"c2": {"ttft_ms": {"p50": 0.001}}})
+    cfg["workloads"]["chat"] = {**default["chat"], "request_count": 4, "warmup_request_count": 1, "osl": 8,
+                                "repeats": 3}
+    cfg["require_status"] = "slo-met"
+    cfg["software_key"] = key = "e2e-targets"   # its own evidence: the local e2e-test evidence stays as it was
+    (wf / "targets.yaml").write_text(yaml.safe_dump(cfg))
+    r = smk(wf, "qualify", "--configfile", "targets.yaml", cores=2, check=False)
+    assert r.returncode != 0                                   # c2 is below slo-met
+    assert "below slo-met" in (wf / "logs" / "qualify" / f"{key}.log").read_text()
+    ev = wf / "results" / "evidence" / key / "embedded" / "fp16"
+    runs = pd.read_parquet(ev / "runs.parquet")
+    st = runs.groupby("point_id")["status"].agg(set).to_dict()
+    assert st == {"tiny_c1": {"slo-met"}, "tiny_c2": {"aiperf-qualified"}, "tiny_r2": {"slo-met"},
+                  "chat_c2": {"slo-met"}}, runs[["run_id", "point_id", "status", "status_reasons"]].to_string()
+    why = runs.set_index("point_id").loc["tiny_c2", "status_reasons"]
+    assert "SLO ttft_ms.p50 missed: client_ttft_ms_p50 <= 0.001 ms required, measured" in why
+    # repeats: three runs of chat_c2 in the store, a CI in the targets
+    chat = runs[runs["point_id"] == "chat_c2"]
+    assert len(chat) == 3 and chat["run_id"].nunique() == 3
+    from qualflow.evidence import store
+    assert {r.run_id for r in store.list_runs(wf / "results" / "evidence")} >= set(chat["run_id"])
+    t = pd.read_parquet(ev / "targets.parquet")
+    ttft = t[(t["point_id"] == "chat_c2") & (t["figure"] == "client_ttft_ms_p50")].iloc[0]
+    assert ttft["n_repeats"] == 3 and ttft["ci_low"] <= ttft["mean"] <= ttft["ci_high"]
+    # the prompt file is the dataset identity
+    import hashlib
+    sha = hashlib.sha256((REPO / "workloads" / "prompts" / "chat-v1.jsonl").read_bytes()).hexdigest()
+    assert set(chat["input_file_sha256"]) == {sha}
+    summ = pd.read_parquet(ev / "summary.parquet")
+    assert summ.set_index(["point_id", "repeat"]).loc[("tiny_r2", 1), "load_kind"] == "request_rate"
+    # max load meeting the SLO, per sweep, on the report's first screen
+    html = (wf / "results" / "report" / key / "report.html").read_text()
+    assert "Max load meeting the SLO" in html and "curves.png" in html and "breakdown.png" in html
+    from qualflow.evidence.slo import max_load_meeting
+    ml = max_load_meeting(runs, summ, "slo-met").set_index(["workload", "load_kind"])
+    assert ml.loc[("tiny", "concurrency"), "max_load_meeting_slo"] == 1
+    assert ml.loc[("tiny", "concurrency"), "first_load_missing"] == 2
+    assert ml.loc[("tiny", "request_rate"), "max_load_meeting_slo"] == 2
+    log = (wf / "logs" / "aiperf_profile" / key / "embedded" / "fp16.log").read_text()
+    assert re.search(r"progress chat_c2 repeat 2/3: \d+/5 requests, elapsed \d+s", log), log[-2000:]
+    assert not pids_in(wf)

@@ -1,0 +1,110 @@
+"""Two stacks in one `snakemake qualify`: our server, and `transformers serve` as an external
+endpoint (launched and owned by the workflow, like our server), on the tiny embedded workload; then
+`qualflow compare` of the two, and the cross-stack page in headless Chromium.
+
+Asserts each stack's rungs and reasons (transformers serve: endpoint correctness passes, its
+protocol failures are recorded, server timing is said to be unavailable, every AIPerf record is
+accounted on the client side with its terminal event), the protocol matrix differing where the
+stacks differ, and no process left behind."""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import pytest
+
+from fixtures.snakemake import copy_workflow, pids_in, smk, smk_env
+
+SWKEY = "two-stacks"
+LAUNCH = ["transformers", "serve", "--device", "cpu", "--dtype", "float32", "--reasoning", "off",
+          "--host", "127.0.0.1", "--port", "{port}", "{checkpoint}"]
+TWO = {
+    "models": {
+        # both stacks get the standard Responses fields only, so that their requests are the same
+        "embedded": {"checkpoint": "embedded", "profiles": ["fp16"], "workloads": ["tiny"],
+                     "request_extensions": False},
+        "tserve": {"checkpoint": "embedded", "workloads": ["tiny"],
+                   "endpoint": {"url": "http://127.0.0.1:{port}", "model": "{checkpoint}", "launch": LAUNCH}},
+    },
+    "device": "cpu", "software_key": SWKEY,
+    "server": {"host": "127.0.0.1", "port": 0, "startup_timeout_s": 300, "cpu_threads": 1},
+    "warmup": {"requests": 1, "max_output_tokens": 4},
+    "workloads": {"tiny": {"concurrency": [2], "isl": 16, "osl": 8, "request_count": 4,
+                           "warmup_request_count": 1, "seed": 7}},
+    # transformers serve fails protocol checks (recorded below): the DAG is asked for the rung it reaches
+    "require_status": "family-validated",
+}
+
+
+@pytest.mark.slow
+def test_two_stacks_qualify_and_compare(tmp_path):
+    if shutil.which("transformers") is None:
+        pytest.fail("the `transformers` CLI is not on PATH (transformers serve needs `pip install accelerate`)")
+    wf = tmp_path / "wf"
+    wf.mkdir()
+    copy_workflow(wf, ("workflow", "config"), TWO, "two.yaml")
+    t0 = time.monotonic()
+    smk(wf, "qualify", "--configfile", "two.yaml", cores=2, check=True)
+    wall = time.monotonic() - t0
+    ev = wf / "results" / "evidence" / SWKEY
+    ours, theirs = ev / "embedded" / "fp16", ev / "tserve" / "endpoint"
+    r_ours, r_theirs = (pd.read_parquet(d / "runs.parquet").iloc[0] for d in (ours, theirs))
+
+    assert r_ours["status"] == "aiperf-qualified", r_ours["status_reasons"]
+    assert r_ours["stack"] == "qualflow" and r_ours["server_timing"] == "available"
+    assert r_theirs["stack"] == "endpoint" and r_theirs["server_timing"] == "unavailable"
+    # reachable, /v1/models names it, endpoint correctness passed; protocol failures stop it there
+    assert r_theirs["status"] == "family-validated", r_theirs["status_reasons"]
+    assert "protocol checks failed" in r_theirs["status_reasons"]
+    assert "server timing not available" in r_theirs["status_reasons"]
+    corr = pd.read_parquet(theirs / "correctness.parquet")
+    assert len(corr) == 6 and corr["passed"].all(), corr[["case_id", "detail"]].to_string()
+    assert set(corr["thresholds_version"]) == {"qwen3-endpoint-correctness-v1"}
+    assert not (wf / "results" / "bundle" / SWKEY / "tserve").exists()   # no build, no native Task
+
+    proto = pd.read_parquet(theirs / "protocol.parquet").set_index("name")
+    assert not proto.loc["non_stream_response", "passed"]          # `stream` defaults to true there
+    assert not proto.loc["stream_incomplete_on_truncation", "passed"]
+    assert not proto.loc["reject_unknown_parameter", "passed"]     # 422, not 400
+    assert proto.loc["request_id_echo", "passed"]
+    assert pd.read_parquet(ours / "protocol.parquet")["passed"].all()
+
+    # client-side accounting: every AIPerf record once, client-only by design, terminal event checked
+    req = pd.read_parquet(theirs / "requests.parquet")
+    prof = req[req["phase"] == "profiling"]
+    assert len(prof) == 4 and (prof["match_status"] == "client-only").all()
+    assert (prof["client_terminal_event"] == "response.completed").all() and prof["client_error"].isna().all()
+    summ = pd.read_parquet(theirs / "summary.parquet").iloc[0]
+    assert summ["n_client"] == 4 and summ["n_server"] == 0 and summ["n_errors"] == 0
+
+    html = (wf / "results" / "report" / SWKEY / "report.html").read_text()
+    assert "id='protocol-matrix'" in html and "9 of 11 checks differ between the stacks" in html
+    status = (wf / "results" / "status" / f"{SWKEY}.tsv").read_text()
+    assert "aiperf-qualified" in status and "family-validated" in status
+    assert not pids_in(wf)                                        # no server, no transformers serve
+
+    # the cross-stack comparison
+    cmp_dir = wf / "results" / "compare" / "stacks"
+    r = subprocess.run([sys.executable, "-m", "qualflow.cli", "compare", "--base", str(ours), "--head", str(theirs),
+                        "--root", str(wf / "results" / "evidence"), "--out", str(cmp_dir), "--resamples", "200"],
+                       cwd=wf, env=smk_env(), capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    res = json.loads((cmp_dir / "compare.json").read_text())
+    assert res["kind"] == "cross-stack" and not res["forced"]
+    assert "non_stream_response: base pass, head FAIL" in res["protocol_differs"]
+    page = (cmp_dir / "compare.html").read_text()
+    assert "data-kind='cross-stack'" in page and "id='protocol-matrix'" in page
+    m = pd.read_parquet(cmp_dir / "compare.parquet")
+    ttft = m[(m["metric"] == "client_ttft_ms") & (m["stat"] == "p50")].iloc[0]
+    assert ttft["n_base"] == 4 and ttft["n_head"] == 4             # the endpoint's client-only rows count
+
+    from qualflow.report.browser import check_page, find_chromium
+    if find_chromium() is not None:
+        for name, p in (("compare", cmp_dir / "compare.html"), ("report", wf / "results" / "report" / SWKEY / "report.html")):
+            shot = check_page(p, tmp_path / "shots" / f"{name}.png")
+            assert shot["ok"], shot["errors"]
+    print(f"\ntwo-stack qualify wall time on the tiny workload: {wall:.0f}s")
