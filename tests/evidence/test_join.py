@@ -8,9 +8,9 @@ import json
 import pandas as pd
 import pytest
 
-from qualflow.evidence.join import match
+from qualflow.evidence.requests import match
 from qualflow.evidence.schema import SCHEMA_VERSION, TABLES
-from qualflow.evidence.status import accounting_ok, qualification_status
+from qualflow.evidence.status import StatusInputs, accounting_ok, qualification_status
 from qualflow.server.timing import new_record
 
 from fixtures.sessions import build_joined
@@ -133,7 +133,8 @@ def test_status_ladder(kw, expected):
     args = dict(implemented=True, correctness=CORR_OK, protocol=PROTO_OK, protocol_enabled=True, aiperf_ok=True,
                 aiperf_reasons=["x"], accounting_ok=True, accounting_reasons=["y"], expected_thresholds_version=None)
     args.update(kw)
-    status, reasons = qualification_status(**args)
+    slo = args.pop("slo", None)
+    status, reasons = qualification_status(StatusInputs(**args), slo)
     assert status == expected
     assert bool(reasons) == (expected != "slo-met")     # aiperf-qualified says why not slo-met
 

@@ -9,16 +9,22 @@ import os
 import socket
 import stat
 
-from qualflow.session.server_process import port_is_free
+from qualflow.runtime.config import EngineConfig
+from qualflow.session.config import SessionConfig
 from qualflow.session.run import run_session
+from qualflow.session.server_process import port_is_free
 
 POINTS = [{"point_id": "tiny_c1", "concurrency": 1, "isl": 8, "osl": 4, "request_count": 2}]
 
 
+def _cfg(tmp_path, bundle, device="cpu", **kw) -> SessionConfig:
+    return SessionConfig(bundle=str(bundle), out=str(tmp_path / "s"), points=json.dumps(POINTS), model_name="m",
+                         startup_timeout=120, warmup_requests=1, warmup_max_tokens=2,
+                         engine=EngineConfig(device=device), **kw)
+
+
 def _run(tmp_path, port, bundle, **kw):
-    return run_session(bundle=str(bundle), out=tmp_path / "s", device="cpu", host="127.0.0.1", port=port,
-                       model_name="m", points=POINTS, startup_timeout_s=120, warmup_requests=1,
-                       warmup_max_tokens=2, **kw)
+    return run_session(_cfg(tmp_path, bundle, port=port, **kw))
 
 
 def test_server_that_dies_fails_the_session(tmp_path, capsys):
@@ -46,7 +52,7 @@ def test_busy_port_is_named(tmp_path):
 
 def test_record_failures_writes_every_output_and_keeps_the_raw_artifacts(tmp_path):
     rc = _run(tmp_path, 0, tmp_path / "no-such-bundle", record_failures=True, run_name=("embedded", "fp16"),
-              archive_dir=tmp_path / "history")
+              archive_dir=str(tmp_path / "history"))
     assert rc == 0
     out = tmp_path / "s"
     for name in ("session.json", "startup.json", "warmup.parquet", "protocol.parquet", "server_timing.jsonl",
@@ -64,7 +70,7 @@ def test_a_wrong_aiperf_version_is_refused(tmp_path, bundle_dir, monkeypatch):
     fake.write_text("#!/bin/sh\necho 0.12.1\n")
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
-    rc = _run(tmp_path, 0, bundle_dir, run_protocol=False)
+    rc = _run(tmp_path, 0, bundle_dir, protocol=False)
     assert rc == 1
     s = json.loads((tmp_path / "s" / "session.json").read_text())
     assert s["error"]["stage"] == "aiperf:tiny_c1" and s["error"]["type"] == "ClientPinError"
@@ -83,9 +89,7 @@ def test_a_cuda_session_leases_a_free_gpu_and_records_it(tmp_path, monkeypatch, 
     cores = os.sched_getaffinity(0)
     other = acquire("cuda:0", holder={"job": "other session"})
     try:
-        rc = run_session(bundle=str(bundle_dir), out=tmp_path / "s", device="cuda", host="127.0.0.1", port=0,
-                         model_name="m", points=POINTS, startup_timeout_s=120, warmup_requests=1,
-                         warmup_max_tokens=2, record_failures=True)
+        rc = run_session(_cfg(tmp_path, bundle_dir, device="cuda", record_failures=True))
     finally:
         other.release()
     assert rc == 0

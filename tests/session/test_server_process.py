@@ -9,6 +9,8 @@ import textwrap
 
 import pytest
 
+from qualflow.runtime.config import EngineConfig
+from qualflow.server.config import ServerConfig
 from qualflow.session.server_process import PortConflict, ServerCrashed, ServerError, ServerProcess, check_port, \
     free_port, port_is_free
 
@@ -31,9 +33,10 @@ FAKE = textwrap.dedent("""
 def _server(tmp_path, port, delay=0.5, script=FAKE):
     f = tmp_path / "fake_server.py"
     f.write_text(script)
-    return ServerProcess(bundle="-", device="cpu", host="127.0.0.1", port=port, model_name="m",
-                         timing_log=tmp_path / "t.jsonl", log_path=tmp_path / "server.log",
-                         command=[sys.executable, str(f), str(port), str(delay)])
+    srv = ServerProcess(ServerConfig(bundle="-", port=port, model_name="m", timing_log=str(tmp_path / "t.jsonl")),
+                        EngineConfig(), log_path=tmp_path / "server.log")
+    srv.argv = [sys.executable, str(f), str(port), str(delay)]   # the stand-in server in its place
+    return srv
 
 
 def _alive(pid):
