@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Callable
 
 from qualflow.aiperf.options import ClientOptions
-from qualflow.configs import as_dict, defaults
+from qualflow.configs import as_dict, defaults, hidden
 from qualflow.invocation import current_command
 from qualflow.lifetime import die_with_parent
 from qualflow.runtime.config import EngineConfig
@@ -136,12 +136,13 @@ def _fresh_out(out: Path) -> Path:
 
 def engine_settings(engine: EngineConfig) -> dict:
     """The engine settings a session records: the device; max_batch, max_context and cpu_threads,
-    null at their defaults (the server's own); and every other field set away from its default."""
-    base = defaults(EngineConfig)
+    null at their defaults (the server's own); and every other field set away from its default
+    (test-only knobs aside)."""
+    base, test_only = defaults(EngineConfig), hidden(EngineConfig)
     out: dict = {"device": engine.device}
     for k in ("max_batch", "max_context", "cpu_threads"):
         out[k] = None if getattr(engine, k) == base[k] else getattr(engine, k)
-    out.update({k: v for k, v in as_dict(engine).items() if k not in out and v != base[k]})
+    out.update({k: v for k, v in as_dict(engine).items() if k not in out and k not in test_only and v != base[k]})
     return out
 
 
