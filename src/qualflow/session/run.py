@@ -44,6 +44,7 @@ from .records import NOT_REACHED, PointRun, SessionError, SessionRecord, StageTi
 from .server_process import ServerProcess, free_port
 from .stages import Session
 
+
 class SessionInterrupted(BaseException):
     """Raised from a signal handler so that `finally` blocks stop the server."""
 
@@ -165,12 +166,13 @@ def session_settings(cfg: SessionConfig, endpoint_launched: bool | None) -> dict
 def _our_server(cfg: SessionConfig, out: Path, server_factory) -> tuple[ServerProcess, ClientOptions]:
     """Our server on the bundle, with exactly the session's engine settings (on cuda the session
     leases one GPU and the server sees only that one), and how the clients reach it."""
-    server = ServerConfig(bundle=str(cfg.bundle), host=cfg.host, port=cfg.port or free_port(cfg.host),
-                          model_name=cfg.model_name, timing_log=str(out / "server_timing.jsonl"))
+    bundle = str(Path(cfg.bundle))
+    server = ServerConfig(bundle=bundle, host=cfg.host, port=cfg.port or free_port(cfg.host),
+                          model_name=cfg.model_name or None, timing_log=str(out / "server_timing.jsonl"))
     device = cfg.engine.device
     engine = dataclasses.replace(cfg.engine, device="cuda" if device.startswith("cuda") else device)
     srv = (server_factory or ServerProcess)(server, engine, log_path=out / "server.log")
-    return srv, ClientOptions(url=srv.url, model_name=cfg.model_name, tokenizer=str(cfg.bundle))
+    return srv, ClientOptions(url=srv.url, model_name=cfg.model_name, tokenizer=bundle)
 
 
 def _endpoint(spec, out: Path, checkpoint: str | None) -> tuple[ServerProcess, ClientOptions]:
@@ -186,7 +188,7 @@ def _new_record(cfg: SessionConfig, srv: ServerProcess, client: ClientOptions) -
     ours = cfg.endpoint is None
     started_ns = time.time_ns()
     return SessionRecord(
-        bundle=str(cfg.bundle) if cfg.bundle else None, device=cfg.engine.device if ours else None, url=srv.url,
+        bundle=str(Path(cfg.bundle)) if cfg.bundle else None, device=cfg.engine.device if ours else None, url=srv.url,
         model_name=client.model_name, stack="qualflow" if ours else "endpoint",
         server_timing="available" if ours else "unavailable", server_command=shlex.split(srv.cmd),
         settings=session_settings(cfg, None if ours else srv.launched), session_started_ns=started_ns,
