@@ -75,6 +75,15 @@ def add_workflow_stages(sub) -> None:
     add_join_args(s)
     s.set_defaults(func=_workflow_stage("qualflow.evidence.join", "main_join"))
 
+    add_report_stages(sub)
+
+    s = sub.add_parser("provenance", help="print software/hardware provenance and the software key")
+    session_cli.add_provenance_args(s)
+    s.set_defaults(func=_workflow_stage("qualflow.session.provenance", "main_provenance"))
+
+
+def add_report_stages(sub) -> None:
+    """The run report and the status table over evidence directories."""
     s = sub.add_parser("report", help="HTML report + PNGs from evidence directories")
     s.add_argument("--evidence", nargs="+", required=True)
     s.add_argument("--out", required=True)
@@ -86,10 +95,6 @@ def add_workflow_stages(sub) -> None:
     from qualflow.evidence.schema import STATUS_LADDER  # a light module: names and descriptions only
     s.add_argument("--require", choices=STATUS_LADDER)
     s.set_defaults(func=_workflow_stage("qualflow.report.page", "main_status"))
-
-    s = sub.add_parser("provenance", help="print software/hardware provenance and the software key")
-    session_cli.add_provenance_args(s)
-    s.set_defaults(func=_workflow_stage("qualflow.session.provenance", "main_provenance"))
 
 
 def add_compare_stages(sub) -> None:
@@ -105,13 +110,9 @@ def add_compare_stages(sub) -> None:
     s.add_argument("--head", required=True, help="VERSION, RUN_ID, VERSION@RUN_ID or an evidence dir")
     s.add_argument("--root", default="results/evidence")
     s.add_argument("--out", help="output dir (default results/compare/<base>__vs__<head>)")
-    s.add_argument("--force", action="store_true", help="compare even if dataset, workload or server settings differ")
-    s.add_argument("--confidence", type=float, default=0.95, help="1 - false discovery rate over all tests")
-    s.add_argument("--resamples", type=int, default=2000, help="minimum bootstrap resamples (scaled to the level)")
-    s.add_argument("--noise-rel", type=float, default=None,
-                   help="configured noise floor, fraction of the base value (default: none; run-to-run noise "
-                        "must then be measured from comparable runs on both sides)")
-    s.add_argument("--noise-abs-ms", type=float, default=None, help="configured noise floor for ms metrics")
+    from qualflow.configs import add_arguments
+    from qualflow.evidence.compare.config import NOT_ON_CLI, CompareOptions  # light: fields only
+    add_arguments(s, CompareOptions, skip=NOT_ON_CLI)
     s.add_argument("--print-out-dir", action="store_true", help="print the default output dir and exit")
     s.set_defaults(func=_workflow_stage("qualflow.report.compare", "main_compare"))
 
@@ -157,6 +158,11 @@ def build_parser() -> argparse.ArgumentParser:
     from qualflow.server import add_serve_args  # light: the server itself is imported by _serve
     add_serve_args(s)
     s.set_defaults(func=_serve)
+
+    s = sub.add_parser("points", help="expand a model's workloads into its points and their SLOs (points.json)")
+    from qualflow.workload import add_points_args  # light: the points and their file only
+    add_points_args(s)
+    s.set_defaults(func=_workflow_stage("qualflow.workload", "main_points"))
 
     add_workflow_stages(sub)
     add_compare_stages(sub)

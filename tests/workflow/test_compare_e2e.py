@@ -26,7 +26,8 @@ from pathlib import Path
 import pytest
 
 from qualflow.evidence import store
-from qualflow.evidence.compare import CompareOptions, CompareRefused
+from qualflow.evidence.compare.comparison import CompareRefused
+from qualflow.evidence.compare.config import CompareOptions
 from qualflow.report.compare import run_compare
 
 DELAY = 0.2
@@ -236,7 +237,7 @@ def test_identical_configurations_show_nothing_significant(three_runs):
 def test_different_workload_is_refused_unless_forced(three_runs):
     import pandas as pd
 
-    from qualflow.evidence.join import write_table
+    from qualflow.evidence.store import write_table
     tmp, root, runs = three_runs
     d = tmp / "other" / "v-other" / "embedded" / "fp16"
     shutil.copytree(root / "v-slow" / "embedded" / "fp16", d, ignore=shutil.ignore_patterns("history"))

@@ -1,5 +1,4 @@
-# The serving session: ONE job per model/profile owns the server's whole lifetime
-# (reference snakemake-9.md §2.5, pattern A):
+# The serving session: ONE job per model/profile owns the server's whole lifetime:
 #
 #   serve (start + /health with timeout; load/startup times -> startup.json)
 #     -> warmup (fixed requests, each with its own X-Request-ID -> warmup.parquet)
@@ -41,7 +40,6 @@ rule aiperf_profile:
         benchmark_of("aiperf_profile")
     params:
         outdir=lambda w, output: str(Path(output.session).parent),
-        points=points_arg,
         model_name=served_name,
         device=DEVICE,
         host=config["server"]["host"],
@@ -64,7 +62,7 @@ rule aiperf_profile:
     resources:
         gpu=gpus,
     shell:
-        "exec qualflow session {params.target} --out {params.outdir} --points {params.points}"
+        "exec qualflow session {params.target} --out {params.outdir} --points {input.points}"
         " --model-name {params.model_name} --device {params.device} --host {params.host}"
         " --port {params.port} --max-batch {params.max_batch} --max-context {params.max_context}"
         " --cpu-threads {params.cpu_threads}"

@@ -1,11 +1,20 @@
-"""ServerConfig: the HTTP side of `qualflow serve` (the engine's settings are runtime.EngineConfig).
-The field defaults are the only defaults; the flags are generated from the fields (qualflow.configs)."""
+"""The two configs of `qualflow serve`: ServerConfig (its HTTP side, here) and EngineConfig (how the
+Task runs its engine, owned by the runtime). The field defaults are the only defaults; the flags are
+generated from the fields (qualflow.configs)."""
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 from typing import Literal
 
 from qualflow.configs import setting
+
+try:
+    from qualflow.runtime import EngineConfig
+except ImportError:   # TEMPORARY, until the runtime's package root exports EngineConfig (agreed interface)
+    EngineConfig = importlib.import_module("qualflow.runtime.config").EngineConfig
+
+__all__ = ["EngineConfig", "ServerConfig"]
 
 
 @dataclass(frozen=True)

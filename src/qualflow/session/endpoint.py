@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import time
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .server_process import ServerError, ServerProcess, free_port, http_get_json
+from .server_process import OwnedServer, ServerError, free_port, http_get_json
 
 
 class EndpointError(ServerError):
@@ -64,8 +63,8 @@ def served_models(url: str, api_key: str | None = None, timeout: float = 5.0) ->
     return status, ids
 
 
-class EndpointProcess(ServerProcess):
-    """The session's handle on an endpoint, with ServerProcess's interface. Without `launch` there is
+class EndpointProcess(OwnedServer):
+    """The session's handle on an endpoint, with OwnedServer's interface. Without `launch` there is
     no process to own (start/stop do nothing); health is `/v1/models` naming the model."""
 
     def __init__(self, spec: EndpointSpec, *, log_path: str | Path, checkpoint_dir: str | None = None):
@@ -79,14 +78,8 @@ class EndpointProcess(ServerProcess):
         self.endpoint_url = fill(spec.url).rstrip("/")
         self.model = fill(spec.model)
         self.launched = bool(spec.launch)
-        # ServerProcess's state, with the endpoint's own command (none to run when it is not launched)
-        self.host, self.port, self.log_path = host, port, Path(log_path)
-        self.argv = [fill(a) for a in spec.launch] or ["<external endpoint>"]
-        self.cmd = shlex.join(self.argv)
-        self.env: dict[str, str] = {}
-        self.proc = None
-        self.spawn_ns: int | None = None
-        self.healthy_ns: int | None = None
+        super().__init__([fill(a) for a in spec.launch] or ["<external endpoint>"], host=host, port=port,
+                         log_path=log_path)
         self._api_key = spec.api_key()
 
     @property

@@ -1,4 +1,5 @@
-"""Owning a `qualflow serve` child process: port check, start, health wait, crash detection, stop.
+"""Owning a server child process (`qualflow serve`, or an endpoint's launch command): port check,
+start, health wait, crash detection, stop.
 
 The server runs in its own process group (so a terminal Ctrl-C reaches only its owner, which stops it
 in order) and with PR_SET_PDEATHSIG=SIGTERM (so it dies even if its owner is SIGKILLed). `stop()`
@@ -16,11 +17,13 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import TYPE_CHECKING, Sequence
 
 from qualflow.configs import to_argv
 from qualflow.lifetime import die_with_parent
-from qualflow.runtime.config import EngineConfig
-from qualflow.server.config import ServerConfig
+
+if TYPE_CHECKING:   # the configs are read, not built, here: importing them would load the runtime
+    from qualflow.server.config import EngineConfig, ServerConfig
 
 
 class ServerError(RuntimeError):
@@ -94,13 +97,14 @@ def _group_members(pgid: int) -> list[int]:
     return pids
 
 
-class ServerProcess:
-    def __init__(self, server: ServerConfig, engine: EngineConfig, *, log_path: str | Path):
-        """`qualflow serve` with exactly these settings: `.argv` runs it, `.cmd` is that argv as one
-        shell-quoted line."""
-        self.host, self.port = server.host, server.port
+class OwnedServer:
+    """A server child process this process owns, started as `argv` (its exact command; `.cmd` is it
+    shell-quoted), answering on host:port."""
+
+    def __init__(self, argv: Sequence[str], *, host: str, port: int, log_path: str | Path):
+        self.host, self.port = host, port
         self.log_path = Path(log_path)
-        self.argv = [sys.executable, "-m", "qualflow.cli", "serve", *to_argv(server), *to_argv(engine)]
+        self.argv = list(argv)
         self.cmd = shlex.join(self.argv)
         self.env: dict[str, str] = {}   # added to the server's environment (e.g. its GPU)
         self.proc: subprocess.Popen | None = None
@@ -196,3 +200,16 @@ class ServerProcess:
             self._log.close()
             self._log = None
         return p.returncode
+
+
+def serve_argv(server: ServerConfig, engine: EngineConfig) -> list[str]:
+    """The `qualflow serve` command that runs with exactly these configs."""
+    return [sys.executable, "-m", "qualflow.cli", "serve", *to_argv(server), *to_argv(engine)]
+
+
+class ServerProcess(OwnedServer):
+    """`qualflow serve` as a child process, with exactly `server` and `engine` as its settings."""
+
+    def __init__(self, server: ServerConfig, engine: EngineConfig, *, log_path: str | Path):
+        self.server, self.engine = server, engine
+        super().__init__(serve_argv(server, engine), host=server.host, port=server.port, log_path=log_path)

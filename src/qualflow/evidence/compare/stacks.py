@@ -1,4 +1,4 @@
-"""What kind of comparison two evidence sets make, and the protocol-check matrix side by side.
+"""What kind of comparison two evidence sets make, and which rows carry a request's figures.
 
 - *cross-version*: the same model/profile under two software keys (or two runs of one key): points
   pair up by (model, profile, workload point), as before.
@@ -78,23 +78,3 @@ def profiling_rows(req: pd.DataFrame, client_only: set[str]) -> pd.DataFrame:
         keep = keep | (req["run_id"].astype(str).isin(client_only) & (req["match_status"] == "client-only") & no_error)
     return req[prof & keep].copy()
 
-
-def protocol_matrix(proto_b: pd.DataFrame, run_b: str, proto_h: pd.DataFrame, run_h: str,
-                    label_b: str = "base", label_h: str = "head") -> pd.DataFrame:
-    """Check by check, which side passed (with what each saw), and whether they differ."""
-    def side(df, rid):
-        if df.empty or "name" not in df:
-            return pd.DataFrame(columns=["name", "passed", "detail"])
-        d = df[df["run_id"] == rid]
-        return d.assign(detail=d["detail"] if "detail" in d else None)[["name", "passed", "detail"]]
-    b, h = side(proto_b, run_b), side(proto_h, run_h)
-    m = b.merge(h, on="name", how="outer", suffixes=("_b", "_h"))
-    out = pd.DataFrame({
-        "check": m["name"],
-        label_b: m["passed_b"].map(lambda v: "not run" if v is None or v != v else ("pass" if v else "FAIL")),
-        label_h: m["passed_h"].map(lambda v: "not run" if v is None or v != v else ("pass" if v else "FAIL")),
-        f"{label_b} saw": m["detail_b"].map(lambda v: "" if v is None or v != v else str(v).splitlines()[0][:160]),
-        f"{label_h} saw": m["detail_h"].map(lambda v: "" if v is None or v != v else str(v).splitlines()[0][:160]),
-    })
-    out["differs"] = out[label_b] != out[label_h]
-    return out.reset_index(drop=True)

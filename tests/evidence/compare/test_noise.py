@@ -11,8 +11,9 @@ import pandas as pd
 import pytest
 
 from qualflow.evidence import store
-from qualflow.evidence.compare import (INCONCLUSIVE, CompareOptions, CompareRefused, compare_evidence,
-                                       compare_samples, resamples_for)
+from qualflow.evidence.compare.comparison import CompareRefused, compare_evidence
+from qualflow.evidence.compare.config import CompareOptions
+from qualflow.evidence.compare.stats import INCONCLUSIVE, compare_samples, resamples_for
 from qualflow.report.compare import run_compare
 
 from fixtures.compare_runs import SETTINGS, write_run

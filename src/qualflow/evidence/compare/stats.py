@@ -1,4 +1,4 @@
-"""The statistics of `qualflow compare` (pure functions over arrays; unit-tested on synthetic data).
+"""The statistics of a comparison (pure functions over arrays; unit-tested on synthetic data).
 
 * Per test (one point, metric and percentile): delta = head - base of the percentile, a **BCa
   bootstrap** (`scipy.stats.bootstrap`, both runs' per-request rows resampled independently) and a
@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass
 
 import numpy as np
+
+from qualflow.evidence.compare.config import CompareOptions
 
 # (requests column, label, unit, lower is better)
 METRICS = (
@@ -37,20 +38,6 @@ TAIL_MIN = 8            # a percentile is tested only with >= 8 requests beyond 
 TAIL_RESAMPLES = 50     # bootstrap values beyond each CI endpoint at the most stringent level
 MAX_RESAMPLES = 200_000
 INCONCLUSIVE = "inconclusive: run-to-run noise not measured"
-
-
-@dataclass
-class CompareOptions:
-    confidence: float = 0.95            # 1 - the false discovery rate over all tests of a comparison
-    resamples: int = 2000               # minimum; scaled up to the corrected level
-    seed: int = 0
-    noise_rel: float | None = None      # configured floor, fraction of the base value (None: not configured)
-    noise_abs_ms: float | None = None   # configured floor for ms metrics (None: not configured)
-    force: bool = False
-
-    @property
-    def floor_configured(self) -> bool:
-        return self.noise_rel is not None or self.noise_abs_ms is not None
 
 
 def min_n(q: float) -> int:

@@ -1,4 +1,4 @@
-"""Comparability and run-to-run noise for `qualflow compare`.
+"""Comparability and run-to-run noise of a comparison.
 
 A run's *fingerprint* at a workload point is what must be equal for two runs to measure the same
 thing: dataset identity (AIPerf inputs.json sha256), workload settings, server settings (device,
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from qualflow.evidence import store
-from qualflow.evidence.compare_stats import METRICS, STATS
+from qualflow.evidence.compare.stats import METRICS, STATS
 
 
 def parse_json(v):
