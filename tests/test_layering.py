@@ -4,9 +4,10 @@ Floors, lowest first: the leaf modules (files, phases) < families < artifacts < 
 server, aiperf} < session < evidence < report < cli. A module imports only from its own package or
 from a lower floor, so nothing runs back up and no package pair can form a circle; the module-level
 import graph has no cycle either. On top: families import nothing from runtime/server/workflow code;
-runtime reaches families only through the registry; the server reaches the model only through the
-Task API (the `qualflow.runtime` package root); the workflow's rules reach code only through the CLI,
-and its DAG parse imports only named light modules (no subprocess of ours, no torch or pandas)."""
+runtime reaches families only through the registry, and its parts import each other as RUNTIME_PARTS
+says; the server reaches the model only through the Task API (the `qualflow.runtime` package root);
+the workflow's rules reach code only through the CLI, and its DAG parse imports only named light
+modules (no subprocess of ours, no torch or pandas)."""
 from __future__ import annotations
 
 import ast
@@ -155,6 +156,74 @@ def test_families_import_no_runtime_server_or_workflow(path):
 def test_runtime_reaches_families_only_through_the_registry(path):
     bad = {m for m in imports_of(path) if m.startswith("qualflow.families.") and m != "qualflow.families.get_family"}
     assert not bad, f"{path} imports {bad}"
+
+
+# Inside the runtime: each part (a subpackage, or a module at the package root) and what else of
+# qualflow.runtime it may import ("engine.loader": that module only). The public types (api) and
+# EngineConfig are the shared vocabulary and import nothing else; kernels are tensor code only; the
+# engine never reaches up to its callers; the caller side (frontend, process) reaches the engine only
+# through its interface and items, and the Task also through its two builders (engine.loader in
+# this process, process.proxy in a child); the benchmark only through the Task.
+RUNTIME_PARTS = {
+    "api": set(),
+    "config": set(),
+    "kernels": set(),
+    "engine": {"api", "config", "kernels"},
+    "frontend": {"api", "engine.interface", "engine.outputs"},
+    "process": {"api", "config", "engine.interface", "engine.outputs"},
+    "task": {"api", "config", "engine.interface", "engine.loader", "engine.outputs", "frontend", "process.proxy"},
+    "bench_point": {"api", "task"},
+    "bench": {"bench_point", "config", "task"},
+    "": {"api", "config", "task"},   # the package root: the public names
+}
+
+
+def runtime_part(mod: str) -> str:
+    """`engine` for qualflow.runtime.engine.scheduler, `task` for qualflow.runtime.task, "" for the root."""
+    return mod.split(".")[2] if mod.count(".") >= 2 else ""
+
+
+def runtime_import_violations(path: Path) -> set[str]:
+    me = runtime_part(module_name(path))
+    allowed = RUNTIME_PARTS[me]
+    known = modules()
+    bad = set()
+    for m in imports_of(path):
+        if not m.startswith("qualflow.runtime"):
+            continue
+        target = m if m in known else ".".join(m.split(".")[:-1])   # `from pkg.mod import name`
+        if target not in known or runtime_part(target) == me:
+            continue
+        part, sub = runtime_part(target), ".".join(target.split(".")[2:4])
+        if part not in allowed and sub not in allowed:
+            bad.add(target)
+    return bad
+
+
+def test_every_runtime_part_has_a_rule():
+    parts = {runtime_part(m) for m in modules() if m.startswith("qualflow.runtime")}
+    assert parts == set(RUNTIME_PARTS), f"runtime parts without a rule or rules without a part: {parts ^ set(RUNTIME_PARTS)}"
+
+
+@pytest.mark.parametrize("path", files("runtime"), ids=lambda p: str(p.relative_to(PKG)))
+def test_runtime_parts_import_only_what_their_rule_allows(path):
+    bad = runtime_import_violations(path)
+    assert not bad, (f"{path.relative_to(PKG)} ({runtime_part(module_name(path)) or 'the root'}) imports {sorted(bad)}; "
+                     f"it may import {sorted(RUNTIME_PARTS[runtime_part(module_name(path))])}")
+
+
+def test_runtime_rule_catches_a_kernel_importing_the_engine(tmp_path, monkeypatch):
+    """The part rule is not vacuous: a kernel importing the engine's scheduler is reported."""
+    rt = tmp_path / "qualflow" / "runtime"
+    for sub in ("kernels", "engine"):
+        (rt / sub).mkdir(parents=True)
+        (rt / sub / "__init__.py").write_text("")
+    for init in (tmp_path / "qualflow" / "__init__.py", rt / "__init__.py"):
+        init.write_text("")
+    (rt / "engine" / "scheduler.py").write_text("")
+    (rt / "kernels" / "attention.py").write_text("from ..engine.scheduler import Batch\n")
+    monkeypatch.setattr(sys.modules[__name__], "PKG", tmp_path / "qualflow")
+    assert runtime_import_violations(rt / "kernels" / "attention.py") == {"qualflow.runtime.engine.scheduler"}
 
 
 @pytest.mark.parametrize("path", files("server"), ids=lambda p: str(p.relative_to(PKG)))

@@ -143,15 +143,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=_correctness)
 
     s = sub.add_parser("bench-task", help="benchmark the Task API (prints figures)")
-    s.add_argument("--bundle", required=True)
-    s.add_argument("--device", default="cpu")
-    s.add_argument("--concurrency", type=int, default=1)
-    s.add_argument("--input-len", type=int, default=128)
-    s.add_argument("--output-len", type=int, default=128)
-    s.add_argument("--requests", type=int, default=0, help="total requests (default: concurrency)")
-    s.add_argument("--max-batch", type=int, default=0, help="engine batch slots (default: concurrency)")
-    s.add_argument("--eager", action="store_true", help="no compiled ops, no CUDA graphs (debugging)")
-    s.add_argument("--json", help="also write the figures as JSON here")
+    from qualflow.runtime.bench import add_bench_args  # light: the Task is imported by _bench_task
+    add_bench_args(s)
     s.set_defaults(func=_bench_task)
 
     s = sub.add_parser("serve", help="serve the bundle over the OpenAI Responses API (POST /v1/responses)")

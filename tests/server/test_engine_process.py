@@ -71,9 +71,9 @@ def stream_text(url: str, body: dict, rid: str) -> str:
 
 
 def test_engine_process_serves_like_the_thread(bundle_dir, tmp_path):
-    from qualflow.runtime import load_task
+    from qualflow.runtime import EngineConfig, load_task
     from qualflow.server.app import create_app
-    local = load_task(bundle_dir, max_batch=4, max_context=256)
+    local = load_task(bundle_dir, EngineConfig(max_batch=4, max_context=256))
     with InProcessServer(create_app(task=local, model_name="m")) as ref:
         want = [stream_text(ref.url, b, f"ref-{i}") for i, b in enumerate(BODIES)]
     srv = ServerUnderTest(bundle_dir, tmp_path, *ARGS, model_name="m").start()

@@ -42,10 +42,10 @@ def _run(args: argparse.Namespace):
 
 
 def _correctness(bundle: str, device: str):
-    from qualflow.runtime import load_task
+    from qualflow.runtime import EngineConfig, load_task
 
     from .criteria import run_correctness
-    task = load_task(bundle, device=device, max_batch=1, max_context=1024)  # the prompts are short
+    task = load_task(bundle, EngineConfig(device=device, max_batch=1, max_context=1024))  # the prompts are short
     try:
         checkpoint_dir = task.manifest["checkpoint"]["path"]
         if not Path(checkpoint_dir).is_dir():

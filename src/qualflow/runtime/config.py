@@ -1,8 +1,16 @@
 """EngineConfig: how a Task runs its engine. The field defaults are the only defaults; the CLI flags
 of `qualflow serve`, `qualflow session` and `qualflow bench-task` are generated from the fields
-(qualflow.configs), and the workflow schema's `server:` defaults agree with them (a test checks)."""
+(qualflow.configs), and the workflow schema's `server:` defaults agree with them (a test checks).
+A field whose help says "0: ..." is resolved in one place: a method of the class below, or, for the
+KV pool size (it needs the device's free memory), the engine's loader.
+
+`cpu_threads` and `gil_switch_ms` are settings of a process (`apply_to_this_process`): the engine
+process applies them to itself; an in-process Task leaves them to the program that runs it (`qualflow
+serve`, `qualflow bench-task`).
+The dataclass is what the engine process receives (pickled) from its parent."""
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 
 from qualflow.configs import setting
@@ -32,3 +40,22 @@ class EngineConfig:
         1.0, help="Python's thread switch interval in ms, so the engine thread gets the GIL back sooner "
                   "after its GPU wait (0: leave Python's 5 ms)")
     step_delay_s: float = setting(0.0, help="sleep per engine step (tests only)", hidden=True)
+
+    def context_limit(self, bundle_limit: int) -> int:
+        """Tokens per request: max_context, at most the bundle's limit (0: the bundle's limit)."""
+        return min(bundle_limit, self.max_context) if self.max_context else bundle_limit
+
+    def kv_block_size(self, device_type: str) -> int:
+        return self.block_size or (64 if device_type == "cuda" else 16)
+
+    def token_budget(self) -> int:
+        """The prefill token budget of one step (at least one token per batch slot)."""
+        return self.max_num_batched_tokens or max(8192, self.max_batch)
+
+    def apply_to_this_process(self) -> None:
+        """Set cpu_threads and gil_switch_ms for the calling process (0: leave that one as it is)."""
+        if self.cpu_threads:
+            import torch  # here only: this module stays light for the CLI
+            torch.set_num_threads(self.cpu_threads)
+        if self.gil_switch_ms:
+            sys.setswitchinterval(self.gil_switch_ms / 1000)

@@ -3,16 +3,11 @@ Task runs its engine, owned by the runtime). The field defaults are the only def
 generated from the fields (qualflow.configs)."""
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 from typing import Literal
 
 from qualflow.configs import setting
-
-try:
-    from qualflow.runtime import EngineConfig
-except ImportError:   # TEMPORARY, until the runtime's package root exports EngineConfig (agreed interface)
-    EngineConfig = importlib.import_module("qualflow.runtime.config").EngineConfig
+from qualflow.runtime import EngineConfig
 
 __all__ = ["EngineConfig", "ServerConfig"]
 

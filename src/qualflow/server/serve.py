@@ -4,8 +4,6 @@ app under uvicorn while the Task loads on a thread."""
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import inspect
 import logging
 import sys
 import time
@@ -26,10 +24,7 @@ def _say(message: str) -> None:
 def load_engine_task(bundle: str, engine: EngineConfig) -> Any:
     """The Task `qualflow serve` runs: `load_task(bundle, engine)`, the runtime's agreed signature."""
     from qualflow.runtime import load_task
-    if "cfg" in inspect.signature(load_task).parameters:
-        return load_task(bundle, engine)
-    # TEMPORARY, until the runtime takes an EngineConfig: the same settings as keywords
-    return load_task(bundle, **dataclasses.asdict(engine))
+    return load_task(bundle, engine)
 
 
 def _tune_process(engine: EngineConfig) -> None:

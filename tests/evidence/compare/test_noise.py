@@ -5,6 +5,7 @@ inconclusive, three identical-software runs compared pairwise flag nothing, the 
 from __future__ import annotations
 
 import itertools
+import json
 
 import numpy as np
 import pandas as pd
@@ -142,3 +143,22 @@ def test_ci_calibration_with_an_injected_p90_shift():
         by = {r["stat"]: r for r in compare_samples(b, h, unit="ms", lower_is_better=True, opts=o)}
         det += by["p90"]["verdict"] == "regression"
     assert det >= seeds - 1 and fp <= 2, (det, fp)
+
+
+def test_a_point_recorded_with_its_set_keys_only_fingerprints_as_the_full_point():
+    """Older evidence recorded a point with the keys the workflow set; newer evidence records every
+    AiperfPoint field (points.json). The same point must fingerprint the same, or a compare across
+    that change refuses as if the workload differed."""
+    from qualflow.aiperf.command import AiperfPoint
+    from qualflow.evidence.compare.noise import fingerprint
+
+    short = {"point_id": "tiny_c2", "concurrency": 2, "isl": 32, "osl": 16, "workload": "tiny",
+             "goodput": {"ttft_ms": 10000}, "repeats": 1}
+    full = AiperfPoint.from_dict(short).to_dict()
+    assert set(full) > set(short)
+    row = {"dataset_sha256": "d", "server_settings": '{"device": "cpu"}', "status": "slo-met"}
+    fb = fingerprint({**row, "workload": json.dumps(short)})
+    fh = fingerprint({**row, "workload": json.dumps(full)})
+    assert fb == fh and fb.comparable_to(fh)
+    other = fingerprint({**row, "workload": json.dumps({**full, "osl": 32})})
+    assert other != fb

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from qualflow.aiperf.command import AiperfPoint
 from qualflow.evidence import store
 from qualflow.evidence.compare.stats import METRICS, STATS
 
@@ -41,6 +42,19 @@ def server_settings(run_row: dict) -> dict | None:
 NOT_MEASURED = ("repeats",)
 
 
+def workload_settings(run_row: dict) -> dict:
+    """The run's workload point with every AiperfPoint default filled in, so a point recorded with
+    only the keys it set (older evidence) equals the same point recorded with all of them; a
+    workload that is not a point (hand-made evidence) is taken as recorded."""
+    wl = parse_json(run_row.get("workload")) or {}
+    if isinstance(wl, dict):
+        try:
+            wl = AiperfPoint.from_dict(wl).to_dict()
+        except (TypeError, ValueError):
+            pass
+    return {k: v for k, v in wl.items() if k not in NOT_MEASURED} if isinstance(wl, dict) else {}
+
+
 @dataclass(frozen=True)
 class Fingerprint:
     dataset_sha256: str | None
@@ -58,7 +72,7 @@ class Fingerprint:
 def fingerprint(run_row: dict, summary_row: dict | None = None) -> Fingerprint:
     ds = (summary_row or {}).get("dataset_sha256") or run_row.get("dataset_sha256") or None
     ss = server_settings(run_row)
-    wl = {k: v for k, v in (parse_json(run_row.get("workload")) or {}).items() if k not in NOT_MEASURED}
+    wl = workload_settings(run_row)
     pf = run_row.get("input_file_sha256")
     return Fingerprint(dataset_sha256=ds, workload=json.dumps(wl, sort_keys=True),
                        server_settings=None if ss is None else json.dumps(ss, sort_keys=True),

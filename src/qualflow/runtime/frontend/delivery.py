@@ -1,10 +1,10 @@
 """Event delivery from the engine thread to a Task caller.
 
-Per asyncio loop one `Mailbox`: the engine thread drops raw items into it, and the loop is woken at
+Per asyncio loop one `Mailbox`: the engine thread drops its items (engine.outputs) into it, and the loop is woken at
 most once per engine step however many requests the step served. Per request one `Delivery`: the
 items waiting for that request's consumer, who is woken at most once per flush and takes them all
 at once, so one engine step makes one event per request (no per-token queue hop). A `Collector`
-turns a batch of raw items into one TokenEvent (one incremental decode of only the new tokens) and
+turns a batch of items into one TokenEvent (one incremental decode of only the new tokens) and
 the FinalEvent.
 
 The mailbox also watches the engine while requests are open: once the Task reports it cannot serve
@@ -18,9 +18,10 @@ import threading
 import time
 from typing import Callable
 
+from ..api.events import FinalEvent, TokenEvent
+from ..engine.interface import SequenceView
+from ..engine.outputs import EngineItem, Final, Tokens
 from .detok import IncrementalDecoder
-from .engine import Seq
-from .events import FinalEvent, TokenEvent
 
 WATCH_INTERVAL_S = 0.25
 
@@ -30,17 +31,17 @@ class Delivery:
     __slots__ = ("items", "waiter", "closed")
 
     def __init__(self):
-        self.items: list[tuple] = []
+        self.items: list[EngineItem] = []
         self.waiter: asyncio.Future | None = None
         self.closed = False
 
-    def _push(self, item: tuple) -> None:  # loop thread
+    def _push(self, item: EngineItem) -> None:  # loop thread
         self.items.append(item)
         w = self.waiter
         if w is not None and not w.done():
             w.set_result(None)
 
-    async def take(self) -> list[tuple]:
+    async def take(self) -> list[EngineItem]:
         while not self.items:
             self.waiter = asyncio.get_running_loop().create_future()
             try:
@@ -62,7 +63,7 @@ class Mailbox:
         self._watch: asyncio.TimerHandle | None = None
 
     # ---- engine thread ---------------------------------------------------------------------------
-    def put(self, delivery: Delivery, item: tuple) -> None:
+    def put(self, delivery: Delivery, item: EngineItem) -> None:
         self.items.append((delivery, item))
         with self.lock:
             if self.scheduled:
@@ -105,38 +106,37 @@ class Mailbox:
     def fail_open(self, reason: str) -> None:
         """End every open request with an error final (the engine will send nothing more)."""
         for d in list(self.open):
-            if not any(it[0] == "final" for it in d.items):
-                d._push(("final", "error", f"engine failed: {reason}"))
+            if not any(isinstance(it, Final) for it in d.items):
+                d._push(Final("error", f"engine failed: {reason}"))
 
 
 class Collector:
-    """Turns the engine's raw items into TokenEvent / FinalEvent with incremental text."""
+    """Turns the engine's items into TokenEvent / FinalEvent with incremental text."""
 
-    def __init__(self, tokenizer, seq: Seq):
+    def __init__(self, tokenizer, seq: SequenceView):
         self.seq, self.decoder, self.parts = seq, IncrementalDecoder(tokenizer), []
         self.final: FinalEvent | None = None
 
-    def handle_many(self, items: list[tuple]) -> list[TokenEvent | FinalEvent]:
+    def handle_many(self, items: list[EngineItem]) -> list[TokenEvent | FinalEvent]:
         """Merge the token items into one event (one decode), keep the final last; nothing after it."""
         if self.final is not None:
             return []
-        toks = [t for it in items if it[0] == "tokens" for t in it[1]]
-        events = [self.handle(("tokens", toks))] if toks else []
-        fin = next((it for it in items if it[0] == "final"), None)
+        toks = [t for it in items if isinstance(it, Tokens) for t in it.ids]
+        events = [self.handle(Tokens(toks))] if toks else []
+        fin = next((it for it in items if isinstance(it, Final)), None)
         return events + [self.handle(fin)] if fin is not None else events
 
-    def handle(self, item: tuple) -> TokenEvent | FinalEvent:
+    def handle(self, item: EngineItem) -> TokenEvent | FinalEvent:
         rid = self.seq.req.request_id
-        if item[0] == "tokens":
-            text = self.decoder.push(item[1])
+        if isinstance(item, Tokens):
+            text = self.decoder.push(item.ids)
             self.parts.append(text)
-            return TokenEvent(rid, item[1], text)
-        _, reason, error = item
+            return TokenEvent(rid, item.ids, text)
         tail = self.decoder.flush()
         self.parts.append(tail)
         timing = self.seq.timing
         if timing.finished_ns is None:   # ended here, not by the engine (it died)
             timing.finished_ns = time.time_ns()
-        self.final = FinalEvent(rid, reason, len(self.seq.req.prompt_token_ids), len(self.seq.out),
-                                "".join(self.parts), list(self.seq.out), timing, error, tail)
+        self.final = FinalEvent(rid, item.reason, len(self.seq.req.prompt_token_ids), len(self.seq.out),
+                                "".join(self.parts), list(self.seq.out), timing, item.error, tail)
         return self.final

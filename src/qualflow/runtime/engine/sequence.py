@@ -3,18 +3,18 @@ table, its timing and where its output goes."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
 
 import torch
 
-from .events import TaskTiming
-from .request import GenerationRequest
+from ..api.events import TaskTiming
+from ..api.request import GenerationRequest
+from .outputs import Sink
 
 
 @dataclass(eq=False)
 class Sequence:
     req: GenerationRequest
-    sink: Callable[[tuple], None]           # ("tokens", [ids]) as sampled, then one ("final", reason, error)
+    sink: Sink                              # Tokens as sampled, then one Final
     timing: TaskTiming
     out: list[int] = field(default_factory=list)
     generator: torch.Generator | None = None

@@ -7,10 +7,9 @@ At every step boundary:
   3. the model runner runs them as one packed forward (a captured graph for decode-only steps);
   4. sample, emit, and free the blocks of finished sequences (nothing is copied).
 
-Delivery goes through each request's `sink` callable: ("tokens", [ids]) as they are sampled, then
-exactly one ("final", reason, error). The sink must be cheap and thread-safe. `on_step`, when set, is
-called on the engine thread after each loop iteration (all of that step's items are out): a caller that
-forwards items elsewhere sends them there once per step.
+Delivery goes through each request's `sink` (engine.outputs): Tokens as they are sampled, then exactly
+one Final. `on_step`, when set, is called on the engine thread after each loop iteration (all of that
+step's items are out): a caller that forwards items elsewhere sends them there once per step.
 """
 from __future__ import annotations
 
@@ -18,21 +17,28 @@ import logging
 import queue
 import threading
 import time
+from dataclasses import dataclass
 from typing import Callable
 
 import torch
 
-from .events import TaskTiming
+from ..api.events import TaskTiming
+from ..api.request import GenerationRequest
 from .model_runner import ModelRunner
-from .request import GenerationRequest
+from .outputs import Final, Sink, Tokens
 from .sampling import sample
 from .scheduler import Batch, Scheduler
 from .sequence import Sequence
-from .sequence import Sequence as Seq  # noqa: F401  (the name delivery imports)
 from .threads import thread_death
 
 log = logging.getLogger("qualflow.engine")
 _STOP = object()
+
+
+@dataclass(frozen=True, slots=True)
+class _Cancel:
+    """An inbox entry: end the request of this id (a submission is its Sequence itself)."""
+    request_id: str
 
 
 class Engine:
@@ -56,16 +62,16 @@ class Engine:
         return [s for s in self.scheduler.running if not s.done]
 
     # ---- called from any thread -------------------------------------------------------------
-    def submit(self, req: GenerationRequest, sink: Callable[[tuple], None],
-               timing: TaskTiming | None = None) -> Sequence:
+    def submit(self, req: GenerationRequest, sink: Sink, timing: TaskTiming | None = None) -> Sequence:
+        """`timing`: stamps begun elsewhere (the engine process gets the caller's submission time)."""
         seq = Sequence(req, sink, timing or TaskTiming(submitted_ns=time.time_ns()))
         if req.params.seed is not None:
             seq.generator = torch.Generator(device=self.device).manual_seed(req.params.seed)
-        self.inbox.put(("submit", seq))
+        self.inbox.put(seq)
         return seq
 
     def cancel(self, request_id: str) -> None:
-        self.inbox.put(("cancel", request_id))
+        self.inbox.put(_Cancel(request_id))
 
     def close(self) -> None:
         self.inbox.put(_STOP)
@@ -86,21 +92,8 @@ class Engine:
     def _loop(self) -> None:
         sched = self.scheduler
         while True:
-            block = not sched.has_work()
-            try:
-                while True:
-                    item = self.inbox.get(block=block)
-                    block = False
-                    if item is _STOP:
-                        return self._shutdown()
-                    kind, val = item
-                    if kind == "submit":
-                        sched.add(val)
-                    else:
-                        for seq in sched.find(val):
-                            self._finish(seq, "cancelled")
-            except queue.Empty:
-                pass
+            if not self._take_inbox(block=not sched.has_work()):
+                return self._shutdown()
             batch = sched.schedule()
             if batch is not None:
                 self._step(batch)
@@ -109,6 +102,24 @@ class Engine:
             sched.reap()
             if self.on_step is not None:
                 self.on_step()
+
+    def _take_inbox(self, block: bool) -> bool:
+        """Apply what was submitted and cancelled since the last step (waiting for the first entry
+        when `block`); False once the engine is told to stop."""
+        sched = self.scheduler
+        try:
+            while True:
+                item = self.inbox.get(block=block)
+                block = False
+                if item is _STOP:
+                    return False
+                if isinstance(item, _Cancel):
+                    for seq in sched.find(item.request_id):
+                        self._finish(seq, "cancelled")
+                else:
+                    sched.add(item)
+        except queue.Empty:
+            return True
 
     def _shutdown(self) -> None:
         for seq in list(self.scheduler.waiting) + self.scheduler.running:
@@ -132,7 +143,7 @@ class Engine:
         if self.step_delay_s:
             time.sleep(self.step_delay_s)
 
-    def _sample_and_emit(self, batch: list[Seq], logits: torch.Tensor) -> None:
+    def _sample_and_emit(self, batch: list[Sequence], logits: torch.Tensor) -> None:
         params = [s.req.params for s in batch]
         for i, s in enumerate(batch):  # stop tokens are suppressed until min_tokens are out
             if len(s.out) < s.req.params.min_tokens and s.req.params.stop_token_ids:
@@ -155,7 +166,7 @@ class Engine:
             if s.timing.first_token_ns is None:
                 s.timing.first_token_ns = now
             p = s.req.params
-            s.sink(("tokens", [t]))
+            s.sink(Tokens([t]))
             if t in p.stop_token_ids and not p.ignore_eos and len(s.out) >= p.min_tokens:
                 self._finish(s, "stop")
             elif len(s.out) >= p.max_new_tokens or s.length >= self.max_len:
@@ -167,4 +178,4 @@ class Engine:
         seq.done = True
         seq.timing.finished_ns = time.time_ns()
         self.scheduler.blocks.release(seq)  # before the final event: its blocks are free when the caller hears
-        seq.sink(("final", reason, error))
+        seq.sink(Final(reason, error))

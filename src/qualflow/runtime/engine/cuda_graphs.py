@@ -13,8 +13,8 @@ import time
 import numpy as np
 import torch
 
-from .attention import PagedAttention, StepMeta
-from .paged_decode import splits_for
+from ..kernels.attention import PagedAttention, StepMeta
+from ..kernels.paged_decode import splits_for
 from .scheduler import Batch
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .attention import PagedAttention, StepMeta
+from ..kernels.attention import PagedAttention, StepMeta
 from .scheduler import Batch
 
 
