@@ -140,5 +140,5 @@ def qualification_status(s: StatusInputs, slo: tuple[bool, list[str]] | None = N
     assert len(rungs) == len(STATUS_LADDER) - 1
     for reached, rung in zip(STATUS_LADDER, rungs):
         if not rung.ok:
-            return reached, rung.reasons
+            return reached, list(rung.reasons)   # a copy: callers append their own notes
     return STATUS_LADDER[-1], []
