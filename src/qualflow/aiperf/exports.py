@@ -2,7 +2,7 @@
 inputs.json, outputs.json, .aiperf_results_ready.json).
 
 Success is judged from these files, not from AIPerf's exit code: 0.13.0 exits 0 when some requests
-failed, on Ctrl-C and on a threshold abort (reference aiperf-0.13.md §4)."""
+failed, on Ctrl-C and on a threshold abort."""
 from __future__ import annotations
 
 import hashlib
