@@ -28,3 +28,13 @@ def test_cites_no_file_outside_the_repository(path):
     text = path.read_text(errors="replace")
     hits = [f"{i}: {line.strip()}" for i, line in enumerate(text.splitlines(), 1) if OUTSIDE.search(line)]
     assert not hits, f"{path.relative_to(ROOT)} cites files outside the repository:\n" + "\n".join(hits)
+
+
+def test_the_readme_layout_names_every_module():
+    """The README's Layout list is how a newcomer finds a module: each one is named there."""
+    readme = (ROOT / "README.md").read_text()
+    layout = readme.split("\n## Layout", 1)[1].split("\n## ", 1)[0]
+    pkg = ROOT / "src" / "qualflow"
+    missing = sorted(str(p.relative_to(pkg)) for p in pkg.rglob("*.py")
+                     if p.name != "__init__.py" and "__pycache__" not in p.parts and p.name not in layout)
+    assert not missing, f"modules the README's Layout list does not name: {missing}"
