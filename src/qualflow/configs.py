@@ -150,6 +150,11 @@ def defaults(cls: type) -> dict[str, Any]:
     return out
 
 
+def hidden(cls: type) -> tuple[str, ...]:
+    """The fields declared `hidden` (test-only knobs): accepted on the command line, not in --help."""
+    return tuple(f.name for f in dataclasses.fields(cls) if f.metadata.get(_SUPPRESS_KEY))
+
+
 def as_dict(cfg: Any) -> dict[str, Any]:
     """The config as JSON-ready data (nested configs as dicts, tuples as lists)."""
     return dataclasses.asdict(cfg, dict_factory=lambda kv: {k: list(v) if isinstance(v, tuple) else v for k, v in kv})

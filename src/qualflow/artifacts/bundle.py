@@ -6,7 +6,8 @@ family (fused qkv / gate_up), casts them to the profile's dtype and writes:
   weights.safetensors       runtime layout, profile dtype, sorted keys
   config.json, generation_config.json, tokenizer.json, tokenizer_config.json   (copied)
   chat_template.jinja       the chat template (from tokenizer_config.json or chat_template.jinja)
-  manifest.json             identity, precision, context limit, hashes of every file, bundle_hash
+  manifest.json             identity, precision, context limit, hashes of every file, bundle_hash,
+                            and the `qualflow build` command line that wrote it (`command`, not hashed)
 
 bundle_hash = sha256 over the sorted 'path sha256' lines of every bundle file except the manifest,
 followed by the canonical JSON of the manifest's content fields (HASHED_FIELDS). It depends only on
@@ -159,7 +160,7 @@ def _copy_files(tmp: Path, s: _Sources) -> None:
     (tmp / CHAT_TEMPLATE).write_text(s.template, encoding="utf-8")
 
 
-def _manifest(tmp: Path, s: _Sources, profile: str, prof: dict, limit: int) -> dict:
+def _manifest(tmp: Path, s: _Sources, profile: str, prof: dict, limit: int, command: str | None) -> dict:
     """The manifest of the files in `tmp`, with its bundle_hash."""
     from qualflow import __version__
     files = {}
@@ -182,6 +183,7 @@ def _manifest(tmp: Path, s: _Sources, profile: str, prof: dict, limit: int) -> d
         "pin": {"path": str(s.pin_path.resolve()), "sha256": sha256_file(s.pin_path)},
         "files": files,
         "hashed_fields": list(HASHED_FIELDS),
+        "command": command,
     }
     manifest["bundle_hash"] = compute_bundle_hash(manifest)
     return manifest
@@ -197,9 +199,10 @@ def _move_into_place(tmp: Path, out: Path) -> None:
 
 
 def build_bundle(pin_path: str | os.PathLike, profile: str, out: str | os.PathLike,
-                 force: bool = False) -> dict:
+                 force: bool = False, command: str | None = None) -> dict:
     """Build the bundle; returns its manifest. The output is written to a temporary sibling
-    directory and renamed into place, so a failed build leaves no half bundle."""
+    directory and renamed into place, so a failed build leaves no half bundle. `command`: the
+    command line that builds it, recorded in the manifest (None in-process)."""
     prof = get_profile(profile)
     dtype = torch_dtype(prof["dtype"])
     out = Path(out)
@@ -212,7 +215,7 @@ def build_bundle(pin_path: str | os.PathLike, profile: str, out: str | os.PathLi
         save_safetensors(native, tmp / WEIGHTS, metadata={"format": "pt"})
         del native
         _copy_files(tmp, s)
-        manifest = _manifest(tmp, s, profile, prof, limit)
+        manifest = _manifest(tmp, s, profile, prof, limit, command)
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
         _move_into_place(tmp, out)
     except BaseException:
@@ -292,7 +295,9 @@ def add_build_args(p: argparse.ArgumentParser) -> None:
 
 
 def main_build(args: argparse.Namespace) -> int:
-    m = build_bundle(args.pin, args.profile, args.out, force=getattr(args, "force", False))
+    from qualflow.invocation import current_command
+    m = build_bundle(args.pin, args.profile, args.out, force=getattr(args, "force", False),
+                     command=current_command())
     print(f"built {args.profile} bundle {args.out} ({m['family']}, {m['precision']}, "
           f"context {m['context_limit']}) bundle_hash={m['bundle_hash']}")
     return 0

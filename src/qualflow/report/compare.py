@@ -10,7 +10,7 @@ from qualflow.evidence import store
 from qualflow.evidence.compare.comparison import compare_evidence
 from qualflow.evidence.compare.config import CompareOptions
 from qualflow.evidence.compare.stats import INCONCLUSIVE
-from qualflow.evidence.join import write_table
+from qualflow.evidence.store import write_table
 from qualflow.report.compare_dir import default_out_dir
 from qualflow.report.compare_page import write_compare_page
 

@@ -130,6 +130,8 @@ def main_endpoint_correctness(a) -> int:
 
     from qualflow.correctness.criteria import COLUMNS
     from qualflow.correctness.endpoint import run_endpoint_correctness
+    from qualflow.correctness.table import write_correctness
+    from qualflow.invocation import current_command
     spec = EndpointSpec.from_json(a.endpoint)
     checkpoint = pinned_checkpoint(a.pin, a.checkpoint)
     out = Path(a.out)
@@ -154,7 +156,7 @@ def main_endpoint_correctness(a) -> int:
             df = failure(f"endpoint correctness did not run: {type(e).__name__}: {e}"[:4000])
         finally:
             srv.stop()
-    df.to_parquet(out, index=False)
+    write_correctness(df, out, current_command())
     for r in df.itertuples():
         print(f"{'PASS' if r.passed else 'FAIL'}  {r.case_id:40s} {r.detail}")
     failed = int((~df["passed"].astype(bool)).sum())

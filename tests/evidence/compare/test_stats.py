@@ -10,7 +10,7 @@ from qualflow.evidence import store
 from qualflow.evidence.compare.comparison import CompareRefused, compare_evidence
 from qualflow.evidence.compare.config import CompareOptions
 from qualflow.evidence.compare.stats import bootstrap_delta, compare_samples, judge, mann_whitney_p, min_n, noise_floor
-from qualflow.evidence.join import write_table
+from qualflow.evidence.store import write_table
 from qualflow.report.compare import run_compare
 
 from fixtures.compare_runs import lognormal, write_run
