@@ -318,7 +318,7 @@ def first_load(task, result: dict, save) -> None:
 def run_modes(a, work: Path, engine: EngineConfig, ckpt: Path, result: dict, save) -> None:
     names = a.points.split(",") if a.points else list(AB_POINTS if a.async_scheduling == "ab" else [p[0] for p in POINTS])
     for i, (tag, overlapped) in enumerate(modes(a.async_scheduling)):
-        task = load_task(work / "bundle", dataclasses.replace(engine, async_scheduling=overlapped))
+        task = load_task(work / "bundle", dataclasses.replace(engine, async_scheduling="on" if overlapped else "off"))
         if i == 0:
             first_load(task, result, save)
             if not a.skip_correctness:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
+from typing import Literal
 
 from qualflow.configs import setting
 
@@ -30,10 +31,11 @@ class EngineConfig:
     max_num_batched_tokens: int = setting(
         0, help="prefill token budget of one engine step (0: max(8192, max-batch))")
     mixed: bool = setting(False, help="let one engine step hold prefill and decode together")
-    async_scheduling: bool = setting(
-        False, help="overlap the host with the device: schedule and build step n+1 while step n runs, read "
-                    "sampled tokens back one step late (a stop is seen one step later; the extra token of a "
-                    "stopped request is discarded); greedy output is identical")
+    async_scheduling: Literal["auto", "on", "off"] = setting(
+        "auto", help="overlap the host with the device: schedule and build step n+1 while step n runs, read "
+                     "sampled tokens back one step late (a stop is seen one step later; the extra token of a "
+                     "stopped request is discarded); greedy output is identical. auto: on for cuda (1.1-1.6x "
+                     "tok/s on an H200), off for cpu (no gain on the embedded default)")
     eager: bool = setting(False, help="no compiled ops, no CUDA graphs (debugging)")
     engine_process: bool = setting(
         False, help="run the engine (model, KV cache, device) in its own process, so the HTTP side's work "
@@ -48,6 +50,12 @@ class EngineConfig:
     def context_limit(self, bundle_limit: int) -> int:
         """Tokens per request: max_context, at most the bundle's limit (0: the bundle's limit)."""
         return min(bundle_limit, self.max_context) if self.max_context else bundle_limit
+
+    def overlaps(self, device_type: str) -> bool:
+        """Whether the engine runs with overlapped scheduling on this device type."""
+        if self.async_scheduling == "auto":
+            return device_type == "cuda"
+        return self.async_scheduling == "on"
 
     def kv_block_size(self, device_type: str) -> int:
         return self.block_size or (64 if device_type == "cuda" else 16)

@@ -60,7 +60,7 @@ def load_engine(bundle, family, cfg: EngineConfig, context_limit: int, started_n
         graphs = DecodeGraphs(model, kv.attention, cfg.max_batch, kv.max_blocks, device)
     engine = Engine(ModelRunner(model, kv.attention, device, graphs),
                     Scheduler(kv.blocks, cfg.max_batch, cfg.token_budget(), mixed=cfg.mixed), context_limit, device,
-                    step_delay_s=cfg.step_delay_s, async_scheduling=cfg.async_scheduling)
+                    step_delay_s=cfg.step_delay_s, async_scheduling=cfg.overlaps(device.type))
     if fast:
         warm_prefill(engine)
     t2 = time.time_ns()
