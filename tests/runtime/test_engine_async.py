@@ -198,7 +198,7 @@ def test_captured_decode_step_async(bundle_dir, reference):
 def test_engine_process_async(bundle_dir, reference):
     plain, stops, stopped = reference
     loaded = []
-    cfg = EngineConfig(max_batch=6, max_context=MAX_CONTEXT, engine_process=True, async_scheduling="on")
+    cfg = EngineConfig(max_batch=6, max_context=MAX_CONTEXT, engine_process="on", async_scheduling="on")
     loader = threading.Thread(target=lambda: loaded.append(load_task(bundle_dir, cfg)))
     loader.start()
     loader.join()

@@ -1,4 +1,4 @@
-"""The engine in its own process (EngineConfig(engine_process=True)), at the Task level on CPU: the same
+"""The engine in its own process (EngineConfig(engine_process="on")), at the Task level on CPU: the same
 greedy tokens and text as the in-process engine, timing stamps ordered, cancel and scoring across the
 process boundary, one message per engine step, a killed engine surfacing through health() and ending
 open requests, and no process left after close()."""
@@ -23,7 +23,7 @@ PROMPTS = [[1, 2, 3, 4, 5], [7] * 17, list(range(30, 70)), [99, 5]]
 @pytest.fixture(scope="module")
 def tasks(bundle_dir):
     loaded = []   # loaded on a thread that then ends, as the server loads its Task
-    remote_cfg = EngineConfig(max_batch=4, max_context=256, engine_process=True)
+    remote_cfg = EngineConfig(max_batch=4, max_context=256, engine_process="on")
     loader = threading.Thread(target=lambda: loaded.append(load_task(bundle_dir, remote_cfg)))
     loader.start()
     loader.join()
@@ -115,7 +115,7 @@ def test_one_message_per_step():
 
 
 def test_killed_engine_process_fails_fast_and_close_leaves_nothing(bundle_dir):
-    task = load_task(bundle_dir, EngineConfig(max_batch=2, max_context=256, engine_process=True))
+    task = load_task(bundle_dir, EngineConfig(max_batch=2, max_context=256, engine_process="on"))
     pid = task.info["engine_pid"]
     try:
         assert task.health() is None
@@ -140,7 +140,7 @@ def test_killed_engine_process_fails_fast_and_close_leaves_nothing(bundle_dir):
     finally:
         task.close()
     assert gone(pid)
-    healthy = load_task(bundle_dir, EngineConfig(max_batch=2, max_context=256, engine_process=True))
+    healthy = load_task(bundle_dir, EngineConfig(max_batch=2, max_context=256, engine_process="on"))
     pid = healthy.info["engine_pid"]
     healthy.close()
     assert gone(pid) and healthy.engine.proc.exitcode == 0

@@ -1,4 +1,4 @@
-"""`qualflow serve --engine-process` over real uvicorn on CPU: greedy streams identical to the in-process
+"""`qualflow serve --engine-process on` over real uvicorn on CPU: greedy streams identical to the in-process
 engine's, timing records ordered, client disconnect cancels the engine request, a killed engine
 process turns /health unhealthy and new requests into 503, and no process is left after the server
 stops, gracefully or killed."""
@@ -17,7 +17,7 @@ from fixtures.server import InProcessServer, ServerUnderTest
 from fixtures.sse import check_stream, sse_frames
 
 pytestmark = pytest.mark.timeout(180)
-ARGS = ("--engine-process", "--max-batch", "4", "--max-context", "256")
+ARGS = ("--engine-process", "on", "--max-batch", "4", "--max-context", "256")
 BODIES = [{"model": "m", "input": text, "stream": True, "temperature": 0, "max_output_tokens": 24, "ignore_eos": True}
           for text in ("Hello", "Tell me about the sea", "1 2 3 4")]
 

@@ -1,6 +1,7 @@
 """Admission control and request limits over a real `qualflow serve`: 429 + Retry-After at the queue
 bound (and /health still answering), 413 over the body cap, 415 for non-JSON bodies, the contract
-nits, and no record left in progress after any of them."""
+nits, and no record left in progress after any of them; with the engine on a thread and in its own
+process."""
 from __future__ import annotations
 
 import statistics
@@ -17,10 +18,12 @@ pytestmark = pytest.mark.timeout(300)
 BODY = {"model": MODEL, "input": "hi", "max_output_tokens": 4}
 
 
-@pytest.fixture(scope="module")
-def srv(bundle_dir, tmp_path_factory):
+@pytest.fixture(scope="module", params=["off", "on"], ids=["engine-thread", "engine-process"])
+def srv(bundle_dir, tmp_path_factory, request):
+    """Both engine modes: the limits are the HTTP side's, so they must hold whichever runs the engine."""
     s = ServerUnderTest(bundle_dir, tmp_path_factory.mktemp("limits"), "--max-batch", "1", "--max-queue", "1",
-                        "--max-body-bytes", "200000", "--step-delay-s", "0.02", model_name=MODEL).start()
+                        "--max-body-bytes", "200000", "--step-delay-s", "0.02", "--engine-process", request.param,
+                        model_name=MODEL).start()
     yield s
     s.stop()
 

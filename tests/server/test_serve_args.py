@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-from qualflow.configs import flag_of, from_args
+from qualflow.configs import flag_of, from_args, to_argv
 from qualflow.server import add_serve_args
 from qualflow.server.config import EngineConfig, ServerConfig
 
@@ -44,10 +44,26 @@ def test_the_existing_spellings_parse_to_the_configs():
                                                        timing_log="t.jsonl", max_queue=3, max_body_bytes=100,
                                                        log_level="warning")
     assert from_args(EngineConfig, ns) == EngineConfig(device="cuda", max_batch=64, max_context=512, cpu_threads=1,
-                                                       gil_switch_ms=0.0, engine_process=True, step_delay_s=0.01)
+                                                       gil_switch_ms=0.0, engine_process="on", step_delay_s=0.01)
 
 
 def test_defaults_are_the_fields_defaults():
     ns = _parser().parse_args(["--bundle", "B"])
     assert from_args(ServerConfig, ns) == ServerConfig(bundle="B")
     assert from_args(EngineConfig, ns) == EngineConfig()
+
+
+def test_engine_process_is_auto_on_off_and_keeps_the_switch_spellings():
+    p = _parser()
+    assert from_args(EngineConfig, p.parse_args(["--bundle", "B"])).engine_process == "auto"
+    for argv, mode in ((["--engine-process"], "on"), (["--no-engine-process"], "off"),
+                       (["--engine-process", "on"], "on"), (["--engine-process", "off"], "off"),
+                       (["--engine-process", "auto"], "auto")):
+        assert from_args(EngineConfig, p.parse_args(["--bundle", "B", *argv])).engine_process == mode, argv
+    # auto resolves per device type: the engine process on cuda, the engine thread on cpu
+    assert EngineConfig(device="cuda").in_own_process("cuda") and not EngineConfig().in_own_process("cpu")
+    assert EngineConfig(engine_process="on").in_own_process("cpu")
+    assert not EngineConfig(engine_process="off").in_own_process("cuda")
+    # a session starts the server with exactly its mode
+    cfg = EngineConfig(engine_process="off", max_batch=2)
+    assert from_args(EngineConfig, p.parse_args(["--bundle", "B", *to_argv(cfg)])) == cfg

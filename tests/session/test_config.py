@@ -68,13 +68,18 @@ def test_recorded_settings_keep_their_keys():
     cfg = SessionConfig(out="s", points="p", warmup_requests=2, warmup_max_tokens=4,
                         engine=EngineConfig(cpu_threads=1))
     assert session_settings(cfg, None) == {
-        "device": "cpu", "max_batch": None, "max_context": None, "cpu_threads": 1, "aiperf_workers": 1,
+        "device": "cpu", "engine_process": "off", "max_batch": None, "max_context": None, "cpu_threads": 1,
+        "aiperf_workers": 1,
         "aiperf_record_processors": 1, "warmup_requests": 2, "warmup_max_tokens": 4, "protocol_checks": True}
     off = dataclasses.replace(cfg, request_extensions=False, protocol=False)
     assert session_settings(off, True) == {
         "stack": "endpoint", "endpoint_launched": True, "aiperf_workers": 1, "aiperf_record_processors": 1,
         "warmup_requests": 2, "warmup_max_tokens": 4, "protocol_checks": False, "request_extensions": False}
     # an engine setting away from its default is recorded, so runs that differ in it are not comparable
-    assert engine_settings(EngineConfig(engine_process=True, max_batch=2))["engine_process"] is True
-    assert engine_settings(EngineConfig(engine_process=True, max_batch=2))["max_batch"] == 2
+    assert engine_settings(EngineConfig(engine_process="on", max_batch=2))["engine_process"] == "on"
+    assert engine_settings(EngineConfig(engine_process="on", max_batch=2))["max_batch"] == 2
+    # the engine's mode is recorded resolved, also at the default "auto": on for cuda, off for cpu
+    assert engine_settings(EngineConfig(device="cuda:0"))["engine_process"] == "on"
+    assert engine_settings(EngineConfig(device="cpu"))["engine_process"] == "off"
+    assert engine_settings(EngineConfig(device="cuda", engine_process="off"))["engine_process"] == "off"
     assert "step_delay_s" not in engine_settings(EngineConfig(step_delay_s=0.2))     # a test-only knob

@@ -111,7 +111,7 @@ def test_server_process_runs_qualflow_serve_with_exactly_its_configs(tmp_path):
     from qualflow.server.config import EngineConfig, ServerConfig
     from qualflow.session.server_process import ServerProcess
     server = ServerConfig(bundle="/b dir", port=free_port(), model_name="m", timing_log=str(tmp_path / "t.jsonl"))
-    engine = EngineConfig(max_batch=3, max_context=0, engine_process=True, step_delay_s=0.01)
+    engine = EngineConfig(max_batch=3, max_context=0, engine_process="on", step_delay_s=0.01)
     srv = ServerProcess(server, engine, log_path=tmp_path / "server.log")
     assert srv.argv[:4] == [sys.executable, "-m", "qualflow.cli", "serve"]
     p = argparse.ArgumentParser()

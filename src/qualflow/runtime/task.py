@@ -32,8 +32,8 @@ class Task:
     capabilities = frozenset({TEXT_GENERATION, STREAMING, SCORING})
 
     def __init__(self, bundle, cfg: EngineConfig):
-        """The engine runs in this process, on its own thread, or with `cfg.engine_process` in a child
-        process (weights, cache, device there; validation, rendering and detokenization here)."""
+        """The engine runs in this process, on its own thread, or in a child process where
+        `cfg.in_own_process(device type)` (weights, cache, device there; validation, rendering and detokenization here)."""
         started_ns = time.time_ns()
         self.cfg = cfg
         self._mailboxes: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -41,7 +41,7 @@ class Task:
         self.device = torch.device(cfg.device)
         self._read_bundle(bundle, cfg)
         self.engine: EngineClient
-        if cfg.engine_process:
+        if cfg.in_own_process(self.device.type):
             self.engine = proxy = EngineProxy(load_verified_task, bundle.path, cfg)
             self.load_timing, self.info = proxy.load_timing, {**proxy.info, "engine_pid": proxy.pid}
             return

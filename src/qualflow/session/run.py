@@ -136,11 +136,14 @@ def _fresh_out(out: Path) -> Path:
 
 
 def engine_settings(engine: EngineConfig) -> dict:
-    """The engine settings a session records: the device; max_batch, max_context and cpu_threads,
-    null at their defaults (the server's own); and every other field set away from its default
-    (test-only knobs aside)."""
+    """The engine settings a session records: the device; the engine's mode resolved for it
+    (engine_process "on"/"off", even at the default "auto", so the evidence says how it was served);
+    max_batch, max_context and cpu_threads, null at their defaults (the server's own); and every
+    other field set away from its default (test-only knobs aside)."""
     base, test_only = defaults(EngineConfig), hidden(EngineConfig)
-    out: dict = {"device": engine.device}
+    device_type = engine.device.split(":")[0]
+    out: dict = {"device": engine.device,
+                 "engine_process": "on" if engine.in_own_process(device_type) else "off"}
     for k in ("max_batch", "max_context", "cpu_threads"):
         out[k] = None if getattr(engine, k) == base[k] else getattr(engine, k)
     out.update({k: v for k, v in as_dict(engine).items() if k not in out and k not in test_only and v != base[k]})

@@ -88,7 +88,7 @@ def main(conn_in, conn_out, load: Callable, bundle_dir: str, cfg: EngineConfig, 
     _become_engine_process(parent_pid, cfg)
     out = Outbox(conn_out)
     try:
-        task = load(bundle_dir, dataclasses.replace(cfg, engine_process=False))
+        task = load(bundle_dir, dataclasses.replace(cfg, engine_process="off"))
     except BaseException as e:  # noqa: BLE001 - the parent raises it
         out.send(LoadFailed(f"{type(e).__name__}: {e}"))
         return
