@@ -162,8 +162,9 @@ def test_runtime_reaches_families_only_through_the_registry(path):
 # qualflow.runtime it may import ("engine.loader": that module only). The public types (api) and
 # EngineConfig are the shared vocabulary and import nothing else; kernels are tensor code only; the
 # engine never reaches up to its callers; the caller side (frontend, process) reaches the engine only
-# through its interface and items, and the Task also through its two builders (engine.loader in
-# this process, process.proxy in a child); the benchmark only through the Task.
+# through its interface and items, and the Task also through its builders (engine.loader in
+# this process, process.proxy in a child, engine.synthetic for no model); the benchmark only through
+# the Task.
 RUNTIME_PARTS = {
     "api": set(),
     "config": set(),
@@ -171,7 +172,8 @@ RUNTIME_PARTS = {
     "engine": {"api", "config", "kernels"},
     "frontend": {"api", "engine.interface", "engine.outputs"},
     "process": {"api", "config", "engine.interface", "engine.outputs"},
-    "task": {"api", "config", "engine.interface", "engine.loader", "engine.outputs", "frontend", "process.proxy"},
+    "task": {"api", "config", "engine.interface", "engine.loader", "engine.outputs", "engine.synthetic", "frontend",
+             "process.proxy"},
     "bench_point": {"api", "task"},
     "bench": {"bench_point", "config", "task"},
     "": {"api", "config", "task"},   # the package root: the public names

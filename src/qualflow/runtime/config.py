@@ -43,6 +43,12 @@ class EngineConfig:
                      "server tok/s at c64 on an H200), off for cpu (the thread measured faster on the embedded "
                      "default); a bare --engine-process means on, --no-engine-process off",
         bare="on", negated="off")
+    engine_kind: Literal["model", "synthetic"] = setting(
+        "model", flag="--engine",
+        help="model: the bundle's model; synthetic: no model, one token per running request every --step-ms "
+             "(the real tokenizer, HTTP path, timing records and accounting), to measure the serving "
+             "path's own ceiling; it runs on a thread of the serving process")
+    step_ms: float = setting(1.0, help="the synthetic engine's step clock in ms (--engine synthetic only)")
     cpu_threads: int = setting(
         0, help="torch intra-op threads (0: torch's choice); 1 when AIPerf shares a small CPU")
     gil_switch_ms: float = setting(
@@ -64,6 +70,8 @@ class EngineConfig:
         """Whether the engine runs in a child process on this device type."""
         if self.engine_process not in ("auto", "on", "off"):     # e.g. the switch's old True/False
             raise ValueError(f"engine_process must be auto, on or off, not {self.engine_process!r}")
+        if self.engine_kind == "synthetic":     # no model to move away from the HTTP side
+            return False
         if self.engine_process == "auto":
             return device_type == "cuda"
         return self.engine_process == "on"

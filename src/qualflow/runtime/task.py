@@ -23,6 +23,7 @@ from .api.request import GenerationRequest, SamplingParams
 from .config import EngineConfig
 from .engine.interface import EngineClient
 from .engine.loader import load_engine
+from .engine.synthetic import SyntheticEngine
 from .frontend.delivery import Collector, Mailbox
 from .frontend.tokenizing import GilFreeEncoder
 from .process.proxy import EngineProxy
@@ -41,6 +42,9 @@ class Task:
         self.device = torch.device(cfg.device)
         self._read_bundle(bundle, cfg)
         self.engine: EngineClient
+        if cfg.engine_kind == "synthetic":
+            self._start_synthetic(cfg, started_ns)
+            return
         if cfg.in_own_process(self.device.type):
             self.engine = proxy = EngineProxy(load_verified_task, bundle.path, cfg)
             self.load_timing, self.info = proxy.load_timing, {**proxy.info, "engine_pid": proxy.pid}
@@ -48,6 +52,17 @@ class Task:
         loaded = load_engine(bundle, self.family, cfg, self.context_limit, started_ns)
         self.engine, self.model, self._max_blocks = loaded.engine, loaded.model, loaded.max_blocks
         self.load_timing, self.info = loaded.load_timing, loaded.info
+
+    def _start_synthetic(self, cfg: EngineConfig, started_ns: int) -> None:
+        """No model: the synthetic engine, emitting the ids of a plain word (never a stop token)."""
+        ids = [i for i in self.tokenizer.encode(" token", add_special_tokens=False).ids
+               if i not in self.stop_token_ids]
+        self.engine = SyntheticEngine(cfg.step_ms / 1000, cfg.max_batch, ids)
+        self.model, self._max_blocks = None, 0
+        loaded_ns = time.time_ns()
+        self.load_timing = {"load_s": (loaded_ns - started_ns) / 1e9, "graph_capture_s": 0.0, "loaded_at_ns": loaded_ns}
+        self.info = {"device": "none", "engine": "synthetic", "step_ms": cfg.step_ms, "max_batch": cfg.max_batch,
+                     "context_limit": self.context_limit, "engine_pid": None}
 
     def _read_bundle(self, bundle, cfg: EngineConfig) -> None:
         """What the caller side needs of the bundle: the family, tokenizer, template and limits."""

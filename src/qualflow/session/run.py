@@ -147,6 +147,8 @@ def engine_settings(engine: EngineConfig) -> dict:
     for k in ("max_batch", "max_context", "cpu_threads"):
         out[k] = None if getattr(engine, k) == base[k] else getattr(engine, k)
     out.update({k: v for k, v in as_dict(engine).items() if k not in out and k not in test_only and v != base[k]})
+    if engine.engine_kind == "synthetic":   # the ceiling's clock, also at its default
+        out["step_ms"] = engine.step_ms
     return out
 
 
