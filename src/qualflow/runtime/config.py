@@ -40,8 +40,9 @@ class EngineConfig:
     engine_process: Literal["auto", "on", "off"] = setting(
         "auto", help="run the engine (model, KV cache, device) in its own process, so the HTTP side's work "
                      "overlaps the device step instead of sharing one GIL with it. auto: on for cuda (1.4-1.6x "
-                     "server tok/s at c64 on an H200), off for cpu (the thread measured faster on the embedded "
-                     "default); a bare --engine-process means on, --no-engine-process off",
+                     "server tok/s at c64 on an H200), off for cpu (every CPU Task user, correctness and "
+                     "bench-task included, keeps the engine in its process); a bare --engine-process means on, "
+                     "--no-engine-process off",
         bare="on", negated="off")
     engine_kind: Literal["model", "synthetic"] = setting(
         "model", flag="--engine",
