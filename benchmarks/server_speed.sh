@@ -6,7 +6,7 @@
 # Prints and writes OUT/server_speed.json: both throughputs, their ratio, TTFT/ITL, and the
 # client-minus-task-call gap (AIPerf request_latency - the record's public_task_call_wall) per point.
 # With PROFILE=1 the server runs under a 10 ms sampling profiler (benchmarks/profiling): OUT/server_profile.txt.
-# SERVE_FLAGS: extra `qualflow serve` flags (e.g. --engine-process); NAME: the result's file name in OUT
+# SERVE_FLAGS: extra `qualflow serve` flags (e.g. --engine-process off; on is the default on cuda); NAME: the result's file name in OUT
 # (default server_speed.json); SKIP_TASK=1 reuses WORK/task_level.json from an earlier run on this machine.
 #   bash benchmarks/server_speed.sh WORK_DIR OUT_DIR
 set -euo pipefail
