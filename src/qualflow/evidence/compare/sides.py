@@ -11,7 +11,7 @@ import pandas as pd
 from qualflow.evidence import store
 from qualflow.evidence.compare.noise import Fingerprint, Pools, fingerprint
 from qualflow.evidence.compare.samples import matched_profiling, point_samples
-from qualflow.evidence.compare.stacks import client_only_runs
+from qualflow.evidence.samples import runs_without_server_timing
 
 PointKey = tuple[str, str, str]          # (model, profile, point id) as compared
 
@@ -62,7 +62,7 @@ class Side:
     @classmethod
     def load(cls, name: str, spec: str, refs: list[store.RunRef]) -> "Side":
         ev = store.load(refs)
-        return cls(name, spec, tuple(refs), ev, matched_profiling(ev["requests"], client_only_runs(ev["runs"])))
+        return cls(name, spec, tuple(refs), ev, matched_profiling(ev["requests"], runs_without_server_timing(ev["runs"])))
 
     @property
     def runs(self) -> pd.DataFrame:
