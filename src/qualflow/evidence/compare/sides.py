@@ -46,8 +46,17 @@ class PointSide:
         return self.summary.get("output_token_throughput_tps")
 
     @property
-    def n(self):
-        return self.summary.get("n_matched")
+    def n(self) -> int:
+        """The point's samples (matched requests, or an endpoint's client-only ones)."""
+        return max((len(v) for v in self.samples.values()), default=0)
+
+    def figures(self) -> dict:
+        """What the first screen shows of this side beside the tested percentiles: AIPerf's output
+        tokens/s, the error rate, the status and the summary's percentiles (a fallback where a
+        metric has no row)."""
+        keep = ("output_token_throughput_tps", "error_rate", "client_ttft_ms_p50", "client_ttft_ms_p99",
+                "client_itl_ms_p50", "client_itl_ms_p99")
+        return {**{k: self.summary.get(k) for k in keep}, "status": self.status}
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from qualflow.evidence.compare.names import no_path
+
 CROSS_STACK, CROSS_VERSION = "cross-stack", "cross-version"
 
 
@@ -34,8 +36,8 @@ def _stack_of(runs: pd.DataFrame, ref) -> str:
     x = r.iloc[0]
     stack = x.get("stack") if "stack" in r else None
     stack = stack if isinstance(stack, str) and stack else "qualflow"
-    served = x.get("served_model") if "served_model" in r else None
-    return f"{stack} ({ref.model}/{ref.profile}" + (f", model {served}" if isinstance(served, str) and served else "") + ")"
+    served = no_path(x.get("served_model")) if "served_model" in r else None
+    return f"{stack} ({ref.model}/{ref.profile}" + (f", model {served}" if served else "") + ")"
 
 
 def comparison_kind(base_refs, head_refs, runs_b: pd.DataFrame, runs_h: pd.DataFrame) -> Kind:
