@@ -44,7 +44,7 @@ def test_first_screen_is_a_table_per_point_then_protocol_then_plots(tmp_path):
     assert "<td class='reg' title='regression beyond a default floor of 50 %'>0.05×</td>" in table
     assert "title='regression beyond a default floor of 50 %'>+1,9" in table
     assert "a default floor of 50 % of the base value" in html
-    assert "20× the output tok/s" in html and "lower TTFT p50" in html
+    assert "<span class='imp'>20× the output tok/s</span>" in html and "× lower TTFT p50</span>" in html
 
 
 def test_sides_are_named_by_config_names_never_paths(tmp_path):

@@ -22,6 +22,9 @@ CSS = (".pt td.side{text-align:left;font-weight:bold}.pt tr.ratio td{background:
        ".ident{color:#555;font-size:12px}")
 
 
+BASE_VIEW = {"reg": "imp", "imp": "reg"}
+
+
 def _finite(v) -> bool:
     return v is not None and not (isinstance(v, float) and not np.isfinite(v)) and not pd.isna(v)
 
@@ -56,17 +59,21 @@ def _row(m: pd.DataFrame, key: tuple, label: str, stat: str) -> dict | None:
     return hit.iloc[0].to_dict() if len(hit) else None
 
 
-def _cells(cmp: Comparison, key: tuple) -> list[tuple[str, str, str, str, str]]:
-    """Per column: (base text, head text, ratio text, ratio class, verdict)."""
+def _values(cmp: Comparison, key: tuple) -> list[tuple]:
+    """Per column: (base, head, verdict): the tested row's figures, else the summary's."""
     figs = cmp.statuses.get(key, {"base": {}, "head": {}})
     out = []
-    for label, stat, col, _, tput in COLUMNS:
+    for label, stat, col, _, _ in COLUMNS:
         r = _row(cmp.metrics, key, label, stat)
-        b = r["base"] if r else figs["base"].get(col)
-        h = r["head"] if r else figs["head"].get(col)
-        verdict = r["verdict"] if r else "not tested"
-        out.append((_num(b), _num(h), ratio_text(b, h, tput), verdict_class(verdict), str(verdict)))
+        out.append((r["base"], r["head"], str(r["verdict"])) if r else
+                   (figs["base"].get(col), figs["head"].get(col), "not tested"))
     return out
+
+
+def _cells(cmp: Comparison, key: tuple) -> list[tuple[str, str, str, str, str]]:
+    """Per column: (base text, head text, ratio text, ratio class, verdict)."""
+    return [(_num(b), _num(h), ratio_text(b, h, c[4]), verdict_class(v), v)
+            for c, (b, h, v) in zip(COLUMNS, _values(cmp, key))]
 
 
 def point_table(cmp: Comparison, key: tuple) -> str:
@@ -101,21 +108,17 @@ def _lower_higher(b: float, h: float) -> str:
 
 
 def point_sentence(cmp: Comparison, key: tuple) -> str:
-    """The point in one sentence, from the base's side: "18.8× the output tok/s, ITL p50 96 % lower"."""
+    """The point in one sentence, from the base's side: "18.8× the output tok/s, 22× lower ITL p50",
+    each coloured as the base fares (green where the head regressed)."""
     names = {n.side: n.name for n in cmp.names} or {"base": "base", "head": "head"}
     parts = []
-    for (label, stat, col, header, tput), (b, h, _, cls, _) in zip(COLUMNS, _cells(cmp, key)):
-        r = _row(cmp.metrics, key, label, stat)
-        figs = cmp.statuses.get(key, {"base": {}, "head": {}})
-        bv = r["base"] if r else figs["base"].get(col)
-        hv = r["head"] if r else figs["head"].get(col)
+    for (_, _, _, header, tput), (bv, hv, verdict) in zip(COLUMNS, _values(cmp, key)):
         if not (_finite(bv) and _finite(hv)) or not float(hv) or not float(bv):
             continue
-        name = header.replace(" ms", "")
-        if tput:
-            parts.append(f"<span class='{cls}'>{ratio_text(hv, bv, True)} the {name}</span>")
-        else:
-            parts.append(f"<span class='{cls}'>{_lower_higher(float(bv), float(hv))} {name}</span>")
+        # told from the base's side: the head's regression is the base's advantage
+        name, cls = header.replace(" ms", ""), BASE_VIEW.get(verdict_class(verdict), verdict_class(verdict))
+        text = f"{ratio_text(hv, bv, True)} the {name}" if tput else f"{_lower_higher(float(bv), float(hv))} {name}"
+        parts.append(f"<span class='{cls}'>{text}</span>")
     if not parts:
         return ""
     return f"<p class='sentence'><b>{html.escape(names['base'])}</b> against the head: {', '.join(parts)}.</p>"
