@@ -19,7 +19,8 @@ from qualflow.configs import from_args
 from qualflow.evidence import slo as slo_mod
 from qualflow.evidence.inputs import EvidenceInputs, Sources
 from qualflow.evidence.requests import request_table
-from qualflow.evidence.schema import SCHEMA_VERSION, TABLES, conform
+from qualflow.evidence.samples import is_server_metric
+from qualflow.evidence.schema import SCHEMA_VERSION, SERVER_METRICS, TABLES, conform
 from qualflow.evidence.status import StatusInputs, accounting_ok, qualification_status, slo_ok
 from qualflow.evidence.store import HISTORY, write_table
 from qualflow.evidence.summary import summarize_point
@@ -29,7 +30,9 @@ from qualflow.session.records import PointRun, reached, repeat_run_id, run_id_of
 
 SERVER_TIMING_UNAVAILABLE = ("server timing not available (external endpoint): accounted on the client side only "
                              "(every AIPerf record once, no errors, each stream's terminal event checked); "
-                             "requests rows are client-only by design")
+                             "requests rows are client-only by design, and the latency figures and SLOs are "
+                             "taken over them; the server-side figures (" + ", ".join(SERVER_METRICS) + ") are null")
+SERVER_FIGURE_NULL = "null: server timing not available (external endpoint), so no server-side figure exists"
 
 
 def _iso(ns):
@@ -99,7 +102,8 @@ def _repeat(j: Joined, p: AiperfPoint, k: int) -> Repeat:
     run = PointRun.read(pdir / "run.json")
     srow = summarize_point(j.requests[j.requests["run_id"] == rid], p, run, exports.read_summary(pdir / "aiperf"),
                            goodput=slo_mod.goodput_bounds(j.slos.get(p.point_id)),
-                           payloads_sha=exports.payloads_sha256(pdir / "aiperf"))
+                           payloads_sha=exports.payloads_sha256(pdir / "aiperf"),
+                           server_timing=not j.src.session.endpoint)
     srow.update(repeat=k, repeats=p.repeats)
     session = j.src.session
     acc_ok, acc_reasons = accounting_ok(srow, server_timing=not session.endpoint)
@@ -122,6 +126,10 @@ def _slo_rung(j: Joined, p: AiperfPoint, reps: list[Repeat]) -> tuple[tuple[bool
         if st != "slo-met":
             below.append(f"run {rep.run_id} is {st} ({'; '.join(why)})")
     figs, misses, configured = slo_mod.evaluate([r.summary for r in reps], j.slos.get(p.point_id))
+    if j.src.session.endpoint:
+        for f in figs:
+            if f.mean is None and is_server_metric(f.figure):
+                f.reason = f"{f.reason}; {SERVER_FIGURE_NULL}" if f.reason else SERVER_FIGURE_NULL
     rids = json.dumps([r.run_id for r in reps])
     targets = [{**j.key, "point_id": p.point_id, "workload": p.workload, "load_kind": reps[0].summary["load_kind"],
                 "load": p.request_rate if p.request_rate is not None else p.concurrency,

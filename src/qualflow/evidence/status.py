@@ -20,7 +20,10 @@ For an external endpoint the rungs are the same, each defined for an endpoint: `
 reachable and `/v1/models` names the configured model; `family-validated` = endpoint correctness
 (its greedy output through the API against the family reference on the pinned checkpoint) passed;
 the protocol rung as for our server; `aiperf-qualified` accounted on the client side only (no server
-timing records exist: every AIPerf record once, no errors, every stream's terminal event checked).
+timing records exist: every AIPerf record once, no errors, every stream's terminal event checked);
+`slo-met` judged on the same client figures as for our server, taken over its client-only rows
+(qualflow.evidence.samples). An SLO on a server-side figure (`task_call_wall_ms`) is not measured
+there, so it is missed.
 """
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """One `summary` row per AIPerf run of a point: the request accounting, the AIPerf verdict and its
-summary figures, and the latency percentiles over the run's matched requests."""
+summary figures, and the latency percentiles over the point's samples (evidence.samples: matched
+requests, or an endpoint's client-only ones)."""
 from __future__ import annotations
 
 import numpy as np
@@ -8,6 +9,7 @@ import pandas as pd
 from qualflow.aiperf.command import AiperfPoint
 from qualflow.aiperf.record import PointRun
 from qualflow.evidence import slo as slo_mod
+from qualflow.evidence.samples import sample_rows
 from qualflow.evidence.schema import SUMMARY_METRICS, SUMMARY_PERCENTILES
 
 
@@ -56,12 +58,14 @@ def _aiperf_figures(point: AiperfPoint, summary_json: dict | None) -> dict:
 
 
 def summarize_point(req: pd.DataFrame, point: AiperfPoint, run: PointRun | None, summary_json: dict | None,
-                    goodput: dict | None = None, payloads_sha: str | None = None) -> dict:
+                    goodput: dict | None = None, payloads_sha: str | None = None,
+                    server_timing: bool = True) -> dict:
     """The summary row of one AIPerf run (`req`: that run's requests; `run`: its run.json, None when
-    AIPerf never recorded one)."""
+    AIPerf never recorded one; `server_timing`: False for an endpoint, whose samples are its
+    client-only rows)."""
     pid = point.point_id
     mine = req[(req["point_id"] == pid) & (req["phase"] == "profiling")]
-    matched = mine[mine["match_status"] == "matched"]
+    samples = sample_rows(mine, () if server_timing else set(mine["run_id"].astype(str)))
     verdict = run.verdict if run else None
     rate = point.request_rate
     row = {
@@ -80,7 +84,7 @@ def summarize_point(req: pd.DataFrame, point: AiperfPoint, run: PointRun | None,
         **_aiperf_figures(point, summary_json),
     }
     for m in SUMMARY_METRICS:
-        vals = pd.to_numeric(matched[m], errors="coerce") if m in matched else pd.Series(dtype=float)
+        vals = pd.to_numeric(samples[m], errors="coerce") if m in samples else pd.Series(dtype=float)
         row[f"{m}_mean"] = None if vals.dropna().empty else float(vals.mean())
         for q in SUMMARY_PERCENTILES:
             row[f"{m}_p{q}"] = _pct(vals, q)

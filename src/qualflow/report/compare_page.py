@@ -1,5 +1,8 @@
 """The compare page: a self-contained HTML page (plots embedded as base64; the PNGs also lie beside
-it for Snakemake's --report) over a `Comparison`."""
+it for Snakemake's --report) over a `Comparison`, a list of sections that answers first: one table
+per point (report.compare_first) and the verdict, then the protocol matrix, then the plots; the
+method, the noise discussion and the full tables after, collapsible. Sides are named by their
+config names and pinned identities (evidence.compare.names), never by the paths they were given as."""
 from __future__ import annotations
 
 import html
@@ -11,8 +14,8 @@ import pandas as pd
 from qualflow.evidence.compare.comparison import Comparison
 from qualflow.evidence.compare.config import CompareOptions
 from qualflow.evidence.compare.method import method_text
-from qualflow.evidence.compare.stats import INCONCLUSIVE
-from qualflow.report import protocol_matrix
+from qualflow.evidence.compare.stats import INCONCLUSIVE, direction
+from qualflow.report import compare_first, protocol_matrix
 from qualflow.report.compare_plots import cdf_plot, delta_plot
 from qualflow.report.markup import img_tag, table_html
 
@@ -25,7 +28,8 @@ CSS = ("body{font-family:sans-serif;max-width:1250px;margin:1.5em auto;font-size
        ".verdict.bad{background:#fdecea;border-color:#e99}"
        ".verdict.inc{background:#fff8e1;border-color:#e0c060}.inc{color:#8a6d00;font-weight:bold}"
        ".reg{color:#b00020;font-weight:bold}.imp{color:#1b7f2a;font-weight:bold}.dim{color:#888}"
-       "img{max-width:100%;border:1px solid #eee}details{margin:.5em 0}code{background:#f5f5f5}" + protocol_matrix.CSS)
+       "img{max-width:100%;border:1px solid #eee}details{margin:.5em 0}code{background:#f5f5f5}"
+       "details>summary{cursor:pointer;font-weight:bold}" + protocol_matrix.CSS + compare_first.CSS)
 
 
 def _fmt(v, pct=False):
@@ -49,7 +53,7 @@ def _metrics_table(m: pd.DataFrame) -> str:
             "<th>delta</th><th>rel</th><th>BCa CI of delta (level)</th><th>noise floor</th><th>q (BH)</th><th>MW p</th>"
             "<th>n base/head</th><th>verdict</th></tr>"]
     for r in m.to_dict("records"):
-        cls = {"regression": "reg", "improvement": "imp"}.get(r["verdict"], "dim")
+        cls = {"regression": "reg", "improvement": "imp"}.get(direction(r["verdict"]), "dim")
         ci = (f"[{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}] ({r['ci_level']:.2%})"
               if np.isfinite(r["ci_low"]) and np.isfinite(r["ci_level"]) else "")
         if r["verdict"] == INCONCLUSIVE:
@@ -94,7 +98,7 @@ def _headline_table(m: pd.DataFrame) -> str:
                 cells.append("<td></td>")
                 continue
             r = hit.iloc[0]
-            cls = {"regression": "reg", "improvement": "imp"}.get(r["verdict"], "dim")
+            cls = {"regression": "reg", "improvement": "imp"}.get(direction(r["verdict"]), "dim")
             cells.append(f"<td class='{cls}' title='{html.escape(str(r['verdict']), quote=True)}'>{_fmt(r['base'])} "
                          f"&rarr; {_fmt(r['head'])} ({_fmt(r['rel_delta'], pct=True)})</td>")
         rows.append(f"<tr><td>{html.escape(k[0])}/{html.escape(k[1])}/{html.escape(str(k[2]))}</td>{''.join(cells)}</tr>")
@@ -111,28 +115,40 @@ def _change(r: dict) -> str:
             f"{html.escape(r['unit'])} ({_fmt(r['rel_delta'], pct=True)}")
 
 
+def _names(cmp: Comparison) -> tuple[str, str]:
+    n = {s.side: s.name for s in cmp.names}
+    return n.get("base", "base"), n.get("head", "head")
+
+
 def _opening(cmp: Comparison) -> list[str]:
-    """The page's head, the forced-comparison banner, the title and the kind of comparison."""
-    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>qualflow compare: {html.escape(cmp.base)} vs "
-             f"{html.escape(cmp.head)}</title><style>{CSS}</style></head><body>"]
+    """The page's head, the forced-comparison banner, the title (the sides by name) and the kind."""
+    base, head = _names(cmp)
+    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>qualflow compare: {html.escape(base)} vs "
+             f"{html.escape(head)}</title><style>{CSS}</style></head><body>"]
     if cmp.problems:
         parts.append("<div class='banner' id='forced'>FORCED COMPARISON: these runs are not comparable; "
                      "deltas below mix a software change with a workload/dataset change.<ul>"
                      + "".join(f"<li>{html.escape(p)}</li>" for p in cmp.problems) + "</ul></div>")
-    parts.append(f"<h1>Compare: base <code>{html.escape(cmp.base)}</code> vs head <code>{html.escape(cmp.head)}</code></h1>")
+    parts.append(f"<h1>Compare: base {html.escape(base)} vs head {html.escape(head)}</h1>")
     parts.append(f"<p id='kind' data-kind='{html.escape(cmp.kind)}'><b>{html.escape(cmp.kind)}</b>: "
                  f"{html.escape(cmp.kind_detail)}</p>")
     return parts
 
 
-def _verdict(m: pd.DataFrame) -> str:
+def m_floor(m: pd.DataFrame) -> str:
+    """The default floor the verdicts name (from the first verdict that names one)."""
+    named = [v for v in m["verdict"].astype(str) if "default floor of" in v] if len(m) else []
+    return named[0].split("default floor of ", 1)[1] if named else "the default floor"
+
+
+def _verdict(m: pd.DataFrame, opts: CompareOptions) -> str:
     """The verdict box: significant changes, nothing testable, inconclusive deltas, or no change."""
     sig = m[m["significant"]] if len(m) else m
     if len(sig):
-        items = "".join(f"<li class='{'reg' if r['verdict'] == 'regression' else 'imp'}'>{_change(r)}, "
-                        f"{r['verdict']})</li>" for r in sig.to_dict("records"))
-        return (f"<div class='verdict bad' id='verdict'>{len(sig)} significant change(s) beyond run-to-run noise:"
-                f"<ul>{items}</ul></div>")
+        items = "".join(f"<li class='{'reg' if direction(r['verdict']) == 'regression' else 'imp'}'>"
+                        f"{_change(r)}, {html.escape(r['verdict'])})</li>" for r in sig.to_dict("records"))
+        return (f"<div class='verdict bad' id='verdict'>{len(sig)} significant change(s) beyond run-to-run noise "
+                f"(or, where it was not measured, beyond the default floor of {m_floor(m)}):<ul>{items}</ul></div>")
     if not len(m) or not m["tested"].any():
         return ("<div class='verdict bad' id='verdict'>Nothing could be tested: too few requests per side "
                 "(a percentile needs >= 8 requests beyond it, p50 >= 16). The deltas below are not judged.</div>")
@@ -141,7 +157,8 @@ def _verdict(m: pd.DataFrame) -> str:
         items = "".join(f"<li>{_change(r)})</li>" for r in inc.to_dict("records"))
         return (f"<div class='verdict inc' id='verdict'>Inconclusive: run-to-run noise not measured. "
                 f"{len(inc)} delta(s) lie outside their within-run CI, but without run-to-run noise measured "
-                f"on both sides (or a configured floor) they cannot be told from it:<ul>{items}</ul></div>")
+                f"on both sides (or a configured floor) they cannot be told from it; none lies wholly beyond "
+                f"the default floor of {opts.default_floor_pct}:<ul>{items}</ul></div>")
     return ("<div class='verdict' id='verdict'>No significant change: every tested delta is within "
             "run-to-run noise.</div>")
 
@@ -192,16 +209,41 @@ def _points_view(pts: pd.DataFrame) -> pd.DataFrame:
             lambda v: "unknown" if v is None or v != v else bool(v))})
 
 
-def _first_screen(cmp: Comparison, delta: Path, cdf: Path) -> list[str]:
-    """Headline figures per point (in load order), the plots, the protocol matrix, provenance differences."""
+def _order(key: tuple) -> tuple:
+    return (key[0], key[1], _load_order(key[2]))
+
+
+def _answer(cmp: Comparison) -> list[str]:
+    """First: per point, each side's figures and the ratios; the verdict; the floor it used."""
+    o = cmp.options
+    floor = (f"<p class='dim' id='floor'>Where run-to-run noise was not measured, a delta whose whole CI lies "
+             f"beyond a default floor of {o.default_floor_pct} of the base value is judged "
+             f"(--default-floor-rel); smaller ones stay inconclusive.</p>")
+    return [*compare_first.first_screen(cmp, _order), _verdict(cmp.metrics, o), floor]
+
+
+def _protocol_and_plots(delta: Path, cdf: Path, cmp: Comparison) -> list[str]:
+    return ["<h2>Protocol checks side by side</h2>", protocol_matrix.protocol_matrix_html(
+                cmp.protocol, between="the sides", empty="No protocol checks on either side."),
+            "<h2>Delta chart with noise bands</h2>", img_tag(delta, "delta chart"),
+            "<h2>Overlaid CDFs of TTFT and ITL per point</h2>", img_tag(cdf, "latency CDFs")]
+
+
+def _details(summary: str, body: list[str] | str, open_: bool = False) -> str:
+    body = "".join(body) if isinstance(body, list) else body
+    return f"<details{' open' if open_ else ''}><summary>{summary}</summary>{body}</details>"
+
+
+def _after(cmp: Comparison) -> list[str]:
+    """Collapsible: the method, the noise discussion and caveats, the headline deltas, the provenance
+    differences and the full tables."""
     prov = cmp.provenance
     diff = prov[prov["differs"]] if len(prov) else prov
-    return ["<h2>Headline figures, base &rarr; head</h2>", _headline_table(cmp.metrics),
-            "<h2>Delta chart with noise bands</h2>", img_tag(delta, "delta chart"),
-            "<h2>Overlaid CDFs of TTFT and ITL per point</h2>", img_tag(cdf, "latency CDFs"),
-            "<h2>Protocol checks side by side</h2>", protocol_matrix.protocol_matrix_html(
-                cmp.protocol, between="the sides", empty="No protocol checks on either side."),
-            f"<h2>Provenance differences ({len(diff)})</h2>", _table(diff)]
+    return [_details("Method", _method(cmp.options)),
+            _details("Run-to-run noise and what was not checked", _caveats(cmp) or ["<p>Nothing to add.</p>"]),
+            _details("Headline figures, base &rarr; head (relative delta)", _headline_table(cmp.metrics)),
+            _details(f"Provenance differences ({len(diff)})", _table(diff)),
+            *_full_tables(cmp)]
 
 
 def _full_tables(cmp: Comparison) -> list[str]:
@@ -218,13 +260,12 @@ def _full_tables(cmp: Comparison) -> list[str]:
 
 
 def write_compare_page(cmp: Comparison, out: str | Path) -> Path:
-    """compare.html (and cdf.png, delta.png beside it) in `out`: the verdict and its caveats, the
-    method, the first screen, then the full tables."""
+    """compare.html (and cdf.png, delta.png beside it) in `out`: the answer (per-point tables, the
+    verdict), the protocol matrix, the plots, then the collapsible method, noise and tables."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     cdf, delta = cdf_plot(cmp, out), delta_plot(cmp, out)
-    parts = [*_opening(cmp), _verdict(cmp.metrics), *_caveats(cmp), _method(cmp.options),
-             *_first_screen(cmp, delta, cdf), *_full_tables(cmp), "</body></html>"]
+    parts = [*_opening(cmp), *_answer(cmp), *_protocol_and_plots(delta, cdf, cmp), *_after(cmp), "</body></html>"]
     page = out / "compare.html"
     page.write_text("\n".join(parts))
     return page

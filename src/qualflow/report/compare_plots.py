@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from qualflow.evidence.compare.comparison import Comparison
-from qualflow.evidence.compare.stats import METRICS
+from qualflow.evidence.compare.stats import METRICS, direction
 
 
 def cdf_plot(cmp: Comparison, out: Path) -> Path:
@@ -31,7 +31,9 @@ def cdf_plot(cmp: Comparison, out: Path) -> Path:
             ax.set_ylabel("fraction of requests", fontsize=8)
             ax.grid(alpha=.3)
             ax.legend(fontsize=7, loc="lower right")
-    fig.suptitle(f"Client latency CDFs: base {cmp.base} (blue) vs head {cmp.head} (red)", fontsize=10)
+    names = {n.side: n.name for n in cmp.names}
+    fig.suptitle(f"Client latency CDFs: base {names.get('base', 'base')} (blue) vs head {names.get('head', 'head')} "
+                 "(red)", fontsize=10)
     fig.tight_layout()
     p = out / "cdf.png"
     fig.savefig(p, dpi=100)
@@ -58,7 +60,8 @@ def delta_plot(cmp: Comparison, out: Path) -> Path:
         fl = 100 * r["noise_floor"] / base if np.isfinite(base) else float("nan")
         if np.isfinite(fl):
             ax.add_patch(plt.Rectangle((-fl, y - .4), 2 * fl, .8, color="#bbb", alpha=.45, lw=0))
-        color = "#b00020" if r["verdict"] == "regression" else "#1b7f2a" if r["verdict"] == "improvement" else "#555"
+        d = direction(r["verdict"])
+        color = "#b00020" if d == "regression" else "#1b7f2a" if d == "improvement" else "#555"
         if np.isfinite(lo) and np.isfinite(hi):
             ax.plot([lo, hi], [y, y], color=color, lw=2)
         ax.plot([rel], [y], "o", color=color)

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from qualflow.evidence.samples import runs_without_server_timing, sample_rows
 from qualflow.evidence.schema import STATUS_LADDER
 from qualflow.evidence.slo import max_load_meeting
 
@@ -224,7 +225,8 @@ def _breakdown_png(prof: pd.DataFrame, order: list[tuple], out: Path) -> tuple[s
 
 def plots(ev: dict[str, pd.DataFrame], out: Path) -> list[tuple[str, str]]:
     """The first screen's figures, (file name, caption) each: the throughput-latency curves, and with
-    matched profiling requests the latency CDFs and the time breakdown."""
+    samples (evidence.samples: an endpoint's client-only rows too) the latency CDFs and the time
+    breakdown."""
     summ, req, targets = ev["summary"], ev["requests"], ev.get("targets", pd.DataFrame())
     if summ.empty:
         return []
@@ -233,7 +235,7 @@ def plots(ev: dict[str, pd.DataFrame], out: Path) -> list[tuple[str, str]]:
     if not groups:
         return []
     figs = [_curves_png(groups, targets, out)]
-    prof = req[(req["phase"] == "profiling") & (req["match_status"] == "matched")] if not req.empty else req
+    prof = sample_rows(req, runs_without_server_timing(ev["runs"])) if not req.empty else req
     order = [(r["run_id"], r["point_id"], f"{r['model']}/{r['profile']}/{r['point_id']}") for r in pts.to_dict("records")]
     if len(prof):
         figs += [_cdfs_png(prof, order, out), _breakdown_png(prof, order, out)]

@@ -11,6 +11,7 @@ import pandas as pd
 
 from qualflow.evidence import store
 from qualflow.evidence.compare.config import CompareOptions
+from qualflow.evidence.compare.names import SideName, side_names
 from qualflow.evidence.compare.noise import Pools
 from qualflow.evidence.compare.pairs import PointPair, aggregate_row, dataset_equal, pair_metric_rows, point_row
 from qualflow.evidence.compare.protocol import ProtocolMatrix, comparison_matrix, protocol_pair, side_checks
@@ -45,6 +46,8 @@ class Comparison:
     kind: str = CROSS_VERSION                            # cross-version | cross-stack (stacks.Kind)
     kind_detail: str = ""
     protocol: ProtocolMatrix = field(default_factory=lambda: ProtocolMatrix(pd.DataFrame()))   # per pair
+    names: tuple[SideName, ...] = ()                     # (base, head) as the page names them (`names`)
+    statuses: dict = field(default_factory=dict)         # (model, profile, point) -> {side: summary figures}
 
 
 def compare_evidence(base_refs: list[store.RunRef], head_refs: list[store.RunRef], *, base: str, head: str,
@@ -69,7 +72,9 @@ def compare_evidence(base_refs: list[store.RunRef], head_refs: list[store.RunRef
                       points=pd.DataFrame([point_row(p) for p in pairs]), provenance=provenance,
                       only_in=pd.DataFrame(only, columns=ONLY_IN_COLUMNS), problems=problems,
                       samples={p.key: {"base": p.base.samples, "head": p.head.samples} for p in pairs},
-                      options=opts, notes=notes, kind=kind.kind, kind_detail=kind.detail, protocol=protocol)
+                      options=opts, notes=notes, kind=kind.kind, kind_detail=kind.detail, protocol=protocol,
+                      names=side_names(base_refs, head_refs, b.runs, h.runs),
+                      statuses={p.key: {"base": p.base.figures(), "head": p.head.figures()} for p in pairs})
 
 
 def _only_in(pb: dict, ph: dict) -> list[dict]:
@@ -95,7 +100,7 @@ def _metric_table(pairs: list[PointPair], opts: CompareOptions) -> pd.DataFrame:
             for p in pairs for mt, *_ in METRICS for _, q in STATS)
     resamples = resamples_for((1 - opts.confidence) / max(m, 1), opts.resamples)
     rows = [r for p in pairs for r in pair_metric_rows(p, opts, resamples)]
-    aggregates = [a for a in map(aggregate_row, pairs) if a]
+    aggregates = [a for a in (aggregate_row(p, opts) for p in pairs) if a]
     table = pd.DataFrame(judge_family(rows, opts) + aggregates)
     if not len(table):
         return table

@@ -10,7 +10,7 @@ from qualflow.evidence.compare.config import CompareOptions
 from qualflow.evidence.compare.noise import Pools, comparability_problems, merged_spread, server_settings
 from qualflow.evidence.compare.sides import PointKey, PointSide
 from qualflow.evidence.compare.stacks import Kind
-from qualflow.evidence.compare.stats import METRICS, metric_rows
+from qualflow.evidence.compare.stats import METRICS, beyond_default_floor, default_floor_applies, metric_rows
 
 
 @dataclass(frozen=True)
@@ -84,19 +84,23 @@ def pair_metric_rows(p: PointPair, opts: CompareOptions, resamples: int) -> list
     return rows
 
 
-def aggregate_row(p: PointPair) -> dict | None:
-    """AIPerf's aggregate output tokens/s, base and head: one value per run, so shown without a test."""
+def aggregate_row(p: PointPair, opts: CompareOptions) -> dict | None:
+    """AIPerf's aggregate output tokens/s, base and head: one value per run, so shown without a test;
+    where run-to-run noise is neither measured nor configured, a delta beyond the default floor is
+    judged all the same (`stats.beyond_default_floor`)."""
     b, h = p.base, p.head
     bt, ht = b.output_tps, h.output_tps
     if bt is None or ht is None or not np.isfinite([bt, ht]).all():
         return None
+    rel = float((ht - bt) / bt) if bt else float("nan")
+    beyond = not p.noise_measured and not opts.floor_configured and default_floor_applies(rel, opts)
     return {"model": p.key[0], "profile": p.key[1], "point_id": p.key[2], "metric": "output_token_throughput_tps",
             "label": "output tokens/s (AIPerf aggregate)", "unit": "tok/s", "lower_is_better": False,
             "stat": "aggregate", "base": float(bt), "head": float(ht), "delta": float(ht - bt),
-            "rel_delta": float((ht - bt) / bt) if bt else float("nan"),
-            "n_base": b.n, "n_head": h.n, "mw_p": float("nan"),
+            "rel_delta": rel, "n_base": b.n, "n_head": h.n, "mw_p": float("nan"),
             "p_value": float("nan"), "q_value": float("nan"), "ci_low": float("nan"), "ci_high": float("nan"),
             "ci_level": float("nan"), "resamples": 0, "noise_floor": float("nan"), "noise_floor_empirical_rel": 0.0,
             "noise_measured": False, "floor_configured": False, "tests_in_family": 0, "tested": False,
-            "significant": False, "verdict": "not tested (one value per run)",
+            "significant": beyond,
+            "verdict": beyond_default_floor(ht < bt, opts) if beyond else "not tested (one value per run)",
             "base_run": b.label, "head_run": h.label}

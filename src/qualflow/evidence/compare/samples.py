@@ -1,21 +1,21 @@
-"""A compared point's per-request samples: the rows that carry a request's figures (`stacks.profiling_rows`)
-and, per metric, their values; per-request output tokens/s is the server's output token count over
-the client request latency."""
+"""A compared point's per-request samples: the rows that carry a request's figures, as the `summary`
+table takes them (qualflow.evidence.samples), and, per metric, their values; per-request output
+tokens/s is the server's output token count over the client request latency."""
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-from qualflow.evidence.compare.stacks import client_only_runs, profiling_rows
 from qualflow.evidence.compare.stats import METRICS
+from qualflow.evidence.samples import runs_without_server_timing, sample_rows
 
 
 def matched_profiling(req: pd.DataFrame, client_only: set[str] = frozenset()) -> pd.DataFrame:
-    """Matched profiling rows (warm-up excluded); for runs in `client_only` (no server timing), their
-    client-only rows without an error."""
+    """The samples (`sample_rows`) with each request's output tokens/s; `client_only`: the runs
+    without server timing."""
     if req.empty:
         return req
-    r = profiling_rows(req, set(client_only))
+    r = sample_rows(req, set(client_only))
     lat = pd.to_numeric(r["client_request_latency_ms"], errors="coerce")
     # the server's count: the client-tokenized OSL re-tokenizes the text and need not match
     out = pd.to_numeric(r["server_output_tokens"], errors="coerce") if "server_output_tokens" in r \
@@ -34,4 +34,4 @@ def point_samples(req: pd.DataFrame, run_id: str, point_id: str) -> dict[str, np
 
 def samples_of(ev: dict, run_id: str, point_id: str) -> dict[str, np.ndarray]:
     """`point_samples` straight from a run's evidence tables (`store.load`)."""
-    return point_samples(matched_profiling(ev["requests"], client_only_runs(ev["runs"])), run_id, point_id)
+    return point_samples(matched_profiling(ev["requests"], runs_without_server_timing(ev["runs"])), run_id, point_id)

@@ -11,7 +11,7 @@ import pandas as pd
 from qualflow.evidence import store
 from qualflow.evidence.compare.noise import Fingerprint, Pools, fingerprint
 from qualflow.evidence.compare.samples import matched_profiling, point_samples
-from qualflow.evidence.compare.stacks import client_only_runs
+from qualflow.evidence.samples import runs_without_server_timing
 
 PointKey = tuple[str, str, str]          # (model, profile, point id) as compared
 
@@ -46,8 +46,17 @@ class PointSide:
         return self.summary.get("output_token_throughput_tps")
 
     @property
-    def n(self):
-        return self.summary.get("n_matched")
+    def n(self) -> int:
+        """The point's samples (matched requests, or an endpoint's client-only ones)."""
+        return max((len(v) for v in self.samples.values()), default=0)
+
+    def figures(self) -> dict:
+        """What the first screen shows of this side beside the tested percentiles: AIPerf's output
+        tokens/s, the error rate, the status and the summary's percentiles (a fallback where a
+        metric has no row)."""
+        keep = ("output_token_throughput_tps", "error_rate", "client_ttft_ms_p50", "client_ttft_ms_p99",
+                "client_itl_ms_p50", "client_itl_ms_p99")
+        return {**{k: self.summary.get(k) for k in keep}, "status": self.status}
 
 
 @dataclass(frozen=True)
@@ -62,7 +71,7 @@ class Side:
     @classmethod
     def load(cls, name: str, spec: str, refs: list[store.RunRef]) -> "Side":
         ev = store.load(refs)
-        return cls(name, spec, tuple(refs), ev, matched_profiling(ev["requests"], client_only_runs(ev["runs"])))
+        return cls(name, spec, tuple(refs), ev, matched_profiling(ev["requests"], runs_without_server_timing(ev["runs"])))
 
     @property
     def runs(self) -> pd.DataFrame:

@@ -7,13 +7,14 @@
   stacks' server settings differ by design, so they are shown, not refused; the dataset identity and
   workload settings must still be equal.
 
-Per-request samples of a run without server timing (an endpoint) are its client-only profiling rows
-without an error (its rows are client-only by design); of a run with server timing, its matched rows."""
+A point's per-request samples are those of the `summary` table (qualflow.evidence.samples)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import pandas as pd
+
+from qualflow.evidence.compare.names import no_path
 
 CROSS_STACK, CROSS_VERSION = "cross-stack", "cross-version"
 
@@ -35,8 +36,8 @@ def _stack_of(runs: pd.DataFrame, ref) -> str:
     x = r.iloc[0]
     stack = x.get("stack") if "stack" in r else None
     stack = stack if isinstance(stack, str) and stack else "qualflow"
-    served = x.get("served_model") if "served_model" in r else None
-    return f"{stack} ({ref.model}/{ref.profile}" + (f", model {served}" if isinstance(served, str) and served else "") + ")"
+    served = no_path(x.get("served_model")) if "served_model" in r else None
+    return f"{stack} ({ref.model}/{ref.profile}" + (f", model {served}" if served else "") + ")"
 
 
 def comparison_kind(base_refs, head_refs, runs_b: pd.DataFrame, runs_h: pd.DataFrame) -> Kind:
@@ -57,24 +58,3 @@ def point_key(ref, point_id: str, kind: Kind, base_refs, head_refs) -> tuple[str
         return (ref.model, ref.profile, point_id)
     b, h = base_refs[0], head_refs[0]
     return (f"{b.model} vs {h.model}", f"{b.profile} vs {h.profile}", point_id)
-
-
-def client_only_runs(runs: pd.DataFrame) -> set[str]:
-    """Run ids whose server timing is unavailable (accounted on the client side)."""
-    if runs.empty or "server_timing" not in runs:
-        return set()
-    return set(runs.loc[runs["server_timing"] == "unavailable", "run_id"].astype(str))
-
-
-def profiling_rows(req: pd.DataFrame, client_only: set[str]) -> pd.DataFrame:
-    """Profiling rows that carry a request's figures: matched, or client-only for a run without
-    server timing (and then only those without an error)."""
-    if req.empty:
-        return req
-    prof = (req["phase"] == "profiling") & ~req["is_warmup"].fillna(False).astype(bool)
-    keep = req["match_status"] == "matched"
-    if client_only:
-        no_error = req["client_error"].isna() if "client_error" in req else True
-        keep = keep | (req["run_id"].astype(str).isin(client_only) & (req["match_status"] == "client-only") & no_error)
-    return req[prof & keep].copy()
-

@@ -14,7 +14,9 @@
   CI excludes 0 **and** |delta| exceeds the noise floor **and** the floor means something: run-to-run
   noise measured on both sides (>= 2 comparable runs each: repeats or history) or a floor configured
   (--noise-rel / --noise-abs-ms). Otherwise a CI that excludes 0 is reported as
-  "inconclusive: run-to-run noise not measured", with its delta.
+  "inconclusive: run-to-run noise not measured", with its delta, unless its whole CI lies beyond the
+  default floor (`default_floor_rel` of the base value, far above any plausible run-to-run spread):
+  then it is "regression (improvement) beyond a default floor of N %".
 """
 from __future__ import annotations
 
@@ -38,6 +40,23 @@ TAIL_MIN = 8            # a percentile is tested only with >= 8 requests beyond 
 TAIL_RESAMPLES = 50     # bootstrap values beyond each CI endpoint at the most stringent level
 MAX_RESAMPLES = 200_000
 INCONCLUSIVE = "inconclusive: run-to-run noise not measured"
+REGRESSION, IMPROVEMENT = "regression", "improvement"
+
+
+def beyond_default_floor(worse: bool, opts: CompareOptions) -> str:
+    """The verdict of a delta beyond the default floor, naming the floor."""
+    return f"{REGRESSION if worse else IMPROVEMENT} beyond a default floor of {opts.default_floor_pct}"
+
+
+def direction(verdict: str) -> str | None:
+    """`regression` or `improvement` for a verdict that says a change (with any floor), else None."""
+    v = str(verdict)
+    return next((d for d in (REGRESSION, IMPROVEMENT) if v == d or v.startswith(d + " beyond")), None)
+
+
+def default_floor_applies(rel_delta: float, opts: CompareOptions) -> bool:
+    """|rel_delta| beyond the default floor (when it is on)."""
+    return bool(opts.default_floor_rel > 0 and np.isfinite(rel_delta) and abs(rel_delta) > opts.default_floor_rel)
 
 
 def min_n(q: float) -> int:
@@ -197,14 +216,25 @@ def judge_family(rows: list[dict], opts: CompareOptions) -> list[dict]:
                       "verdict": "not tested"})
             continue
         lo, hi = t.ci(level_alpha)
-        excl0 = bool(np.isfinite([lo, hi]).all() and (lo > 0 or hi < 0))
-        sig = judge(r["delta"], lo, hi, floor) and (r["noise_measured"] or opts.floor_configured)
-        worse = (r["delta"] > 0) == r["lower_is_better"]
-        verdict = (("regression" if worse else "improvement") if sig else
-                   INCONCLUSIVE if excl0 and not (r["noise_measured"] or opts.floor_configured) else "within noise")
+        sig, verdict = _verdict(r, lo, hi, floor, opts)
         r.update({"p_value": t.p, "ci_low": lo, "ci_high": hi, "ci_level": 1 - level_alpha,
                   "resamples": t.resamples, "significant": sig, "verdict": verdict})
     return rows
+
+
+def _verdict(r: dict, lo: float, hi: float, floor: float, opts: CompareOptions) -> tuple[bool, str]:
+    """(significant, verdict) of one tested row: beyond its noise floor; without a meaningful floor,
+    beyond the default floor, else inconclusive when its CI excludes 0; else within noise."""
+    excl0 = bool(np.isfinite([lo, hi]).all() and (lo > 0 or hi < 0))
+    worse = (r["delta"] > 0) == r["lower_is_better"]
+    if r["noise_measured"] or opts.floor_configured:
+        sig = judge(r["delta"], lo, hi, floor)
+        return sig, ((REGRESSION if worse else IMPROVEMENT) if sig else "within noise")
+    # the whole CI beyond the default floor: a point estimate just past it could be noise plus chance
+    near = min(abs(lo), abs(hi)) if excl0 else float("nan")
+    if excl0 and r["base"] and default_floor_applies(near / abs(r["base"]), opts):
+        return True, beyond_default_floor(worse, opts)
+    return False, INCONCLUSIVE if excl0 else "within noise"
 
 
 def compare_samples(base, head, *, unit: str, lower_is_better: bool, opts: CompareOptions,
