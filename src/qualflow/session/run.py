@@ -10,7 +10,8 @@ one allocation whose members run sequentially (#4223). Here instead:
 
   start server (own process group, PDEATHSIG) -> wait for /health (timeout) -> warm-up ->
   protocol checks -> AIPerf point 1..N (sequential) -> stop server (finally; also on SIGTERM/SIGINT/
-  SIGHUP and when Snakemake itself dies: this process has PDEATHSIG=SIGTERM towards it).
+  SIGHUP, each handled once, and when Snakemake itself dies: this process has PDEATHSIG=SIGTERM
+  towards it).
 
 A crash of the server is noticed while any stage runs and fails the session with the server's last
 log lines. Any failure is recorded in session.json (`error`: stage, exception type, message); with
@@ -56,6 +57,8 @@ def _install_signal_handlers() -> None:
     _RECEIVED["signal"] = None
 
     def handler(signum, frame):
+        if _RECEIVED["signal"] is not None:   # once only: a terminal Ctrl-C reaches the session both
+            return                            # from the terminal and passed on by Snakemake
         _RECEIVED["signal"] = signal.Signals(signum).name
         raise SessionInterrupted(f"received {signal.Signals(signum).name}")
     for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
