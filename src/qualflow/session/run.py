@@ -18,7 +18,8 @@ log lines. Any failure is recorded in session.json (`error`: stage, exception ty
 `record_failures` the session then still writes every output and exits 0, so the join records the
 rung reached and the report shows why (the DAG fails later, at `qualify`). Load, startup and warm-up
 times are recorded separately in startup.json. With `archive_dir`, the session directory is also
-kept under `archive_dir/<run_id>/`, so a failed rerun never deletes the last good raw evidence."""
+kept under `archive_dir/<run_id>/` (copies), so a failed rerun never deletes or changes the last good raw
+evidence."""
 from __future__ import annotations
 
 import dataclasses
@@ -97,18 +98,13 @@ def _write_missing_outputs(out: Path) -> None:
 
 
 def archive(out: Path, archive_dir: Path, run_id: str) -> Path:
-    """Keep this session's raw artifacts under archive_dir/<run_id>/ (hard links where possible)."""
+    """Keep this session's raw artifacts under archive_dir/<run_id>/, as copies: a hard link would
+    share its inode with the session directory's file, which a later run rewrites or appends to."""
     dest = archive_dir / run_id
     if dest.exists():
         shutil.rmtree(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
-
-    def link_or_copy(src, dst):
-        try:
-            os.link(src, dst)
-        except OSError:
-            shutil.copy2(src, dst)
-    shutil.copytree(out, dest, copy_function=link_or_copy)
+    shutil.copytree(out, dest, copy_function=shutil.copy2)
     return dest
 
 
