@@ -39,7 +39,7 @@ def test_dry_run_has_every_stage(configfile, wf):
     r = smk(wf, *args)
     assert r.returncode == 0, r.stderr[-3000:]
     for rule in ("pin_checkpoint", "build_bundle", "family_correctness", "aiperf_profile", "join_evidence",
-                 "report", "qualify"):
+                 "report", "status", "qualify"):
         assert re.search(rf"^{rule}\s+1$", r.stdout + r.stderr, re.M), rule
     out = r.stdout + r.stderr
     if configfile:   # the pilot replaces (is not merged into) the embedded default

@@ -4,11 +4,14 @@
 import json
 import os
 import shlex
+import time
 from pathlib import Path
 
 from snakemake.utils import validate
 
+from qualflow.lifetime import pass_signals_to_jobs
 from qualflow.report.compare_dir import default_out_dir
+from qualflow.report.verdict import print_verdict
 from qualflow.session.provenance import workflow_versions
 from qualflow.workload import check_workload, request_settings
 
@@ -84,6 +87,7 @@ SESSION_HISTORY = f"results/session_history/{SWKEY}/{{model}}/{{profile}}"
 EVIDENCE = f"results/evidence/{SWKEY}/{{model}}/{{profile}}"
 REPORT = f"results/report/{SWKEY}"
 STATUS = f"results/status/{SWKEY}.tsv"
+VERDICT = f"results/status/{SWKEY}.verdict"  # written only when every point reached require_status
 MP = f"{SWKEY}/{{model}}/{{profile}}"  # the key of per-model/profile logs and benchmarks
 
 
@@ -289,3 +293,15 @@ def compare_inputs(wildcards):
     if "current" in (COMPARE.get("base"), COMPARE.get("head")):
         return all_evidence("runs")
     return []
+
+
+# The terminal ends with the verdict (the Snakefile's onsuccess/onerror): the status table (rung,
+# figures, why not further) and the report's (and compare page's) path; after a failure only a
+# table this run wrote is shown as its verdict.
+STARTED = []   # the run's start (time.time()), set in onstart
+
+
+def show_verdict(failed):
+    compare = f"{COMPARE_DIR}/compare.html"
+    print_verdict(STATUS, report=f"{REPORT}/report.html", compare=compare if Path(compare).exists() else None,
+                  written_after=STARTED[0] if failed and STARTED else None)
