@@ -77,6 +77,16 @@ def test_hub_checkpoint_needs_revision(tmp_path, wf):
     assert r.returncode != 0 and "revision must be a full commit sha" in r.stdout + r.stderr
 
 
+def test_a_missing_local_checkpoint_is_named_as_such(tmp_path, wf):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("models: {m: {checkpoint: /nonexistent/ckpt-dir, profiles: [fp16], workloads: [tiny]}}\n"
+                   "workloads: {tiny: {concurrency: [1], isl: 8, osl: 8, request_count: 2}}\n")
+    r = smk(wf, "-n", "qualify", "--configfile", str(cfg))
+    out = r.stdout + r.stderr
+    assert r.returncode != 0 and "models.m.checkpoint: no such directory '/nonexistent/ckpt-dir'" in out, out[-2000:]
+    assert "commit sha" not in out
+
+
 def test_several_models_and_points_fan_out(tmp_path, wf):
     cfg = tmp_path / "c.yaml"
     cfg.write_text("models:\n"

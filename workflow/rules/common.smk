@@ -42,7 +42,11 @@ def _check_config():
         if "endpoint" in mc:
             mc["profiles"] = [ENDPOINT_PROFILE]
         ck = mc.get("checkpoint")
-        hub = ck is not None and ck != "embedded" and not Path(ck).exists()
+        local = ck is not None and ck != "embedded" and (ck.startswith(("/", "./", "../", "~"))
+                                                        or Path(ck).exists())
+        if local and not Path(ck).expanduser().is_dir():
+            raise ValueError(f"config: models.{m}.checkpoint: no such directory {ck!r}")
+        hub = ck is not None and ck != "embedded" and not local
         if hub and not mc["revision"]:
             if not mc["allow_unpinned"]:
                 raise ValueError(
