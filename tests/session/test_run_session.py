@@ -176,3 +176,13 @@ def test_each_run_has_its_own_server_log_and_an_archive_no_later_run_changes(tmp
     assert "no-such-bundle-1" not in (kept / "server.log").read_text()
     assert "no-such-bundle-1" not in s["error"]["message"]
     assert (kept / "server.log").stat().st_ino != (tmp_path / "s" / "server.log").stat().st_ino
+
+
+def test_a_failure_reason_is_one_line_and_the_log_tail_is_in_the_record(tmp_path):
+    rc = _run(tmp_path, 0, tmp_path / "no-such-bundle", record_failures=True)
+    assert rc == 0
+    s = json.loads((tmp_path / "s" / "session.json").read_text())
+    assert s["error"]["type"] == "ServerCrashed" and "\n" not in s["error"]["message"]
+    assert "exited with code" in s["error"]["message"] and "server_log_tail" in s["error"]["message"]
+    tail = s["server_log_tail"]
+    assert isinstance(tail, list) and any("no-such-bundle" in ln for ln in tail), tail

@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -43,7 +44,7 @@ from qualflow.server.timing import read_timing_log
 
 from .config import SessionConfig
 from .records import NOT_REACHED, PointRun, SessionError, SessionRecord, StageTime, StartupRecord, run_id_of
-from .server_process import ServerProcess, free_port
+from .server_process import ServerError, ServerProcess, free_port
 from .stages import Session
 
 
@@ -227,6 +228,17 @@ def _shut_down(session: Session) -> None:
     _restore_signal_handlers()
 
 
+def _one_line(e: BaseException, record: SessionRecord) -> str:
+    """The failure's message as one line (it becomes a status reason); a server error's log tail goes
+    to the record's `server_log_tail` instead."""
+    message = str(e)
+    if isinstance(e, ServerError) and "\n" in message:
+        message, _, tail = message.partition("\n")
+        record.server_log_tail = tail.splitlines()
+        message = re.sub(r"; last lines of (\S+):$", r" (its last log lines: session.json server_log_tail)", message)
+    return " ".join(message.split())
+
+
 def run_session(cfg: SessionConfig, *, server_factory: Callable[..., ServerProcess] | None = None,
                 point_runner: Callable[..., PointRun] | None = None) -> int:
     """One serving session as `cfg` says. With `cfg.endpoint` it qualifies that endpoint instead of
@@ -255,7 +267,7 @@ def run_session(cfg: SessionConfig, *, server_factory: Callable[..., ServerProce
         rc = 0
     except (Exception, SessionInterrupted) as e:  # noqa: BLE001 - every failure is evidence: recorded, not lost
         interrupted = isinstance(e, SessionInterrupted) or _RECEIVED["signal"] is not None
-        session.record.error = SessionError(session.stage_name, type(e).__name__, str(e))
+        session.record.error = SessionError(session.stage_name, type(e).__name__, _one_line(e, session.record))
         print(f"session: error in {session.stage_name}: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
     finally:
         _shut_down(session)
