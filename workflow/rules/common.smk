@@ -7,6 +7,7 @@ import shlex
 import time
 from pathlib import Path
 
+from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
 from qualflow.lifetime import pass_signals_to_jobs
@@ -23,7 +24,14 @@ for _m, _mc in (config.get("models") or {}).items():  # the schema's anyOf, said
             "'endpoint' ({url, model, api_key_env?, tokenizer?, launch?}: an external Responses endpoint)"
         )
 
-validate(config, schema="../schemas/config.schema.yaml")
+try:
+    validate(config, schema="../schemas/config.schema.yaml")
+except WorkflowError as _e:  # only the error that matters, not the schema it was checked against
+    _cause = _e.__context__
+    if not hasattr(_cause, "message"):
+        raise
+    _where = ".".join(str(p) for p in getattr(_cause, "absolute_path", ())) or "(top level)"
+    raise ValueError(f"config: {_where}: {_cause.message}") from None
 
 
 def _check_config():
@@ -42,8 +50,8 @@ def _check_config():
         if "endpoint" in mc:
             mc["profiles"] = [ENDPOINT_PROFILE]
         ck = mc.get("checkpoint")
-        local = ck is not None and ck != "embedded" and (ck.startswith(("/", "./", "../", "~"))
-                                                        or Path(ck).exists())
+        local = ck is not None and ck != "embedded" and (os.path.isabs(ck) or Path(ck).exists()
+                                                        or ck.startswith((".", "~")))
         if local and not Path(ck).expanduser().is_dir():
             raise ValueError(f"config: models.{m}.checkpoint: no such directory {ck!r}")
         hub = ck is not None and ck != "embedded" and not local
