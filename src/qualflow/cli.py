@@ -96,6 +96,11 @@ def add_report_stages(sub) -> None:
     s.add_argument("--require", choices=STATUS_LADDER)
     s.set_defaults(func=_workflow_stage("qualflow.report.page", "main_status"))
 
+    from qualflow.report.verdict import add_verdict_args   # light: csv only
+    s = sub.add_parser("verdict", help="the status table's verdict: exit 1 unless every point reached --require")
+    add_verdict_args(s)
+    s.set_defaults(func=_workflow_stage("qualflow.report.verdict", "main_verdict"))
+
 
 def add_compare_stages(sub) -> None:
     """The versioned evidence store and compare."""

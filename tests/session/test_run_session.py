@@ -5,6 +5,7 @@ written and the raw artifacts are kept per run id."""
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import socket
@@ -147,3 +148,41 @@ def test_collaborators_are_injected_and_the_session_records_their_outcome(tmp_pa
     assert s["command"] == f"qualflow session --points {tmp_path / 'points.json'}"
     assert s["settings"]["max_batch"] == 2 and "--max-batch" in s["server_command"]
     assert s["timing_records_missing"] == 0 and s["error"] is None
+
+
+def _hashes(root) -> dict[str, str]:
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_each_run_has_its_own_server_log_and_an_archive_no_later_run_changes(tmp_path):
+    """Two sessions into the same directory and history: the first run's archived files keep their
+    hashes, and the second run's log, archive and failure reason hold only its own server's lines."""
+    history = tmp_path / "history"
+    firsts = []
+    for n in (1, 2):
+        rc = _run(tmp_path, 0, tmp_path / f"no-such-bundle-{n}", record_failures=True,
+                  run_name=("embedded", "fp16"), archive_dir=str(history))
+        assert rc == 0
+        s = json.loads((tmp_path / "s" / "session.json").read_text())
+        kept = history / s["run_id"]
+        if n == 1:
+            firsts = [kept, _hashes(kept)]
+            assert "no-such-bundle-1" in (kept / "server.log").read_text()
+    first, before = firsts
+    assert kept != first and _hashes(first) == before
+    log = (tmp_path / "s" / "server.log").read_text()
+    assert "no-such-bundle-2" in log and "no-such-bundle-1" not in log
+    assert "no-such-bundle-1" not in (kept / "server.log").read_text()
+    assert "no-such-bundle-1" not in s["error"]["message"]
+    assert (kept / "server.log").stat().st_ino != (tmp_path / "s" / "server.log").stat().st_ino
+
+
+def test_a_failure_reason_is_one_line_and_the_log_tail_is_in_the_record(tmp_path):
+    rc = _run(tmp_path, 0, tmp_path / "no-such-bundle", record_failures=True)
+    assert rc == 0
+    s = json.loads((tmp_path / "s" / "session.json").read_text())
+    assert s["error"]["type"] == "ServerCrashed" and "\n" not in s["error"]["message"]
+    assert "exited with code" in s["error"]["message"] and "server_log_tail" in s["error"]["message"]
+    tail = s["server_log_tail"]
+    assert isinstance(tail, list) and any("no-such-bundle" in ln for ln in tail), tail

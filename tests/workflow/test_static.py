@@ -39,7 +39,7 @@ def test_dry_run_has_every_stage(configfile, wf):
     r = smk(wf, *args)
     assert r.returncode == 0, r.stderr[-3000:]
     for rule in ("pin_checkpoint", "build_bundle", "family_correctness", "aiperf_profile", "join_evidence",
-                 "report", "qualify"):
+                 "report", "status", "qualify"):
         assert re.search(rf"^{rule}\s+1$", r.stdout + r.stderr, re.M), rule
     out = r.stdout + r.stderr
     if configfile:   # the pilot replaces (is not merged into) the embedded default
@@ -59,6 +59,10 @@ def test_bad_config_key_is_named(wf):
     r = smk(wf, "-n", "qualify", "--config", "software_key=x", "bogus_key=1")
     assert r.returncode != 0
     assert "bogus_key" in r.stdout + r.stderr
+    # only the error that matters, not the schema it was checked against
+    out = r.stdout + r.stderr
+    assert "config: (top level): Additional properties are not allowed ('bogus_key' was unexpected)" in out, out
+    assert "Failed validating" not in out and len(out.splitlines()) < 30, out
 
 
 def test_unknown_workload_is_named(tmp_path, wf):
@@ -75,6 +79,16 @@ def test_hub_checkpoint_needs_revision(tmp_path, wf):
                    "workloads: {tiny: {concurrency: [1], isl: 8, osl: 8, request_count: 2}}\n")
     r = smk(wf, "-n", "qualify", "--configfile", str(cfg))
     assert r.returncode != 0 and "revision must be a full commit sha" in r.stdout + r.stderr
+
+
+def test_a_missing_local_checkpoint_is_named_as_such(tmp_path, wf):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("models: {m: {checkpoint: /nonexistent/ckpt-dir, profiles: [fp16], workloads: [tiny]}}\n"
+                   "workloads: {tiny: {concurrency: [1], isl: 8, osl: 8, request_count: 2}}\n")
+    r = smk(wf, "-n", "qualify", "--configfile", str(cfg))
+    out = r.stdout + r.stderr
+    assert r.returncode != 0 and "models.m.checkpoint: no such directory '/nonexistent/ckpt-dir'" in out, out[-2000:]
+    assert "commit sha" not in out
 
 
 def test_several_models_and_points_fan_out(tmp_path, wf):

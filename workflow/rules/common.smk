@@ -4,11 +4,15 @@
 import json
 import os
 import shlex
+import time
 from pathlib import Path
 
+from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
+from qualflow.lifetime import pass_signals_to_jobs
 from qualflow.report.compare_dir import default_out_dir
+from qualflow.report.verdict import print_verdict
 from qualflow.session.provenance import workflow_versions
 from qualflow.workload import check_workload, request_settings
 
@@ -20,7 +24,14 @@ for _m, _mc in (config.get("models") or {}).items():  # the schema's anyOf, said
             "'endpoint' ({url, model, api_key_env?, tokenizer?, launch?}: an external Responses endpoint)"
         )
 
-validate(config, schema="../schemas/config.schema.yaml")
+try:
+    validate(config, schema="../schemas/config.schema.yaml")
+except WorkflowError as _e:  # only the error that matters, not the schema it was checked against
+    _cause = _e.__context__
+    if not hasattr(_cause, "message"):
+        raise
+    _where = ".".join(str(p) for p in getattr(_cause, "absolute_path", ())) or "(top level)"
+    raise ValueError(f"config: {_where}: {_cause.message}") from None
 
 
 def _check_config():
@@ -39,7 +50,11 @@ def _check_config():
         if "endpoint" in mc:
             mc["profiles"] = [ENDPOINT_PROFILE]
         ck = mc.get("checkpoint")
-        hub = ck is not None and ck != "embedded" and not Path(ck).exists()
+        local = ck is not None and ck != "embedded" and (os.path.isabs(ck) or Path(ck).exists()
+                                                        or ck.startswith((".", "~")))
+        if local and not Path(ck).expanduser().is_dir():
+            raise ValueError(f"config: models.{m}.checkpoint: no such directory {ck!r}")
+        hub = ck is not None and ck != "embedded" and not local
         if hub and not mc["revision"]:
             if not mc["allow_unpinned"]:
                 raise ValueError(
@@ -84,6 +99,7 @@ SESSION_HISTORY = f"results/session_history/{SWKEY}/{{model}}/{{profile}}"
 EVIDENCE = f"results/evidence/{SWKEY}/{{model}}/{{profile}}"
 REPORT = f"results/report/{SWKEY}"
 STATUS = f"results/status/{SWKEY}.tsv"
+VERDICT = f"results/status/{SWKEY}.verdict"  # written only when every point reached require_status
 MP = f"{SWKEY}/{{model}}/{{profile}}"  # the key of per-model/profile logs and benchmarks
 
 
@@ -289,3 +305,15 @@ def compare_inputs(wildcards):
     if "current" in (COMPARE.get("base"), COMPARE.get("head")):
         return all_evidence("runs")
     return []
+
+
+# The terminal ends with the verdict (the Snakefile's onsuccess/onerror): the status table (rung,
+# figures, why not further) and the report's (and compare page's) path; after a failure only a
+# table this run wrote is shown as its verdict.
+STARTED = []   # the run's start (time.time()), set in onstart
+
+
+def show_verdict(failed):
+    compare = f"{COMPARE_DIR}/compare.html"
+    print_verdict(STATUS, report=f"{REPORT}/report.html", compare=compare if Path(compare).exists() else None,
+                  written_after=STARTED[0] if failed and STARTED else None)

@@ -12,7 +12,8 @@
 # the service marker (#2816), a crashed service is not noticed, a failing consumer gets the service
 # shell SIGKILLed (orphaning a background server), and on SLURM a service group must run in one
 # allocation whose members run sequentially (#4223). `qualflow session` is started with `exec`, so
-# the job's signals reach it directly; it detects a busy port and names it, notices a crashed
+# the job's signals reach it directly (a signal to Snakemake's PID alone is passed on to the jobs by
+# the Snakefile's `onstart`); it detects a busy port and names it, notices a crashed
 # server in every stage, and always stops the server and waits until its port is free.
 #
 # Reruns: the rule is named `aiperf_profile`, so `snakemake -R aiperf_profile` reruns the session

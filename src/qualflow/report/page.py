@@ -40,7 +40,8 @@ def status_table(ev: dict[str, pd.DataFrame]) -> pd.DataFrame:
             "correctness_passed": f"{int(c['passed'].sum()) if len(c) else 0}/{len(c)}",
             "protocol_passed": f"{int(p['passed'].sum()) if len(p) else 0}/{len(p)}",
             "aiperf_records": s.get("n_client"), "server_records": s.get("n_server"), "matched": s.get("n_matched"),
-            "status_reasons": r["status_reasons"],
+            "output_tps": s.get("output_token_throughput_tps"), "ttft_p50_ms": s.get("client_ttft_ms_p50"),
+            "itl_p50_ms": s.get("client_itl_ms_p50"), "status_reasons": r["status_reasons"],
         })
     return pd.DataFrame(rows)
 

@@ -37,8 +37,9 @@ def _tune_process(engine: EngineConfig) -> None:
 
 
 def serve(server: ServerConfig, engine: EngineConfig) -> int:
-    """Run the server until interrupted. Returns the process exit code: 2 for a busy port, 1 if the Task
-    failed to load."""
+    """Run the server until interrupted. Returns the process exit code: 2 for a busy port or bad input
+    (the loader's ValueError: a missing, tampered or invalid bundle), 1 if the Task failed to load
+    otherwise."""
     started_ns = time.time_ns()
     try:
         sock = bind(server.host, server.port)
@@ -72,7 +73,7 @@ def serve(server: ServerConfig, engine: EngineConfig) -> int:
     uv.run(sockets=[sock])
     if failed:
         _say(f"error: task load failed: {failed[0]}")
-        return 1
+        return 2 if isinstance(failed[0], ValueError) else 1
     return 0
 
 

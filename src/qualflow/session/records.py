@@ -157,6 +157,7 @@ class SessionRecord:
     server_exit_code: int | None | NotReached = NOT_REACHED
     session_ended_ns: int | None | NotReached = NOT_REACHED
     cleanup_errors: list[str] | NotReached = NOT_REACHED
+    server_log_tail: list[str] | NotReached = NOT_REACHED   # the failed server's last log lines
 
     @property
     def endpoint(self) -> bool:

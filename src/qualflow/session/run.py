@@ -10,19 +10,22 @@ one allocation whose members run sequentially (#4223). Here instead:
 
   start server (own process group, PDEATHSIG) -> wait for /health (timeout) -> warm-up ->
   protocol checks -> AIPerf point 1..N (sequential) -> stop server (finally; also on SIGTERM/SIGINT/
-  SIGHUP and when Snakemake itself dies: this process has PDEATHSIG=SIGTERM towards it).
+  SIGHUP, each handled once, and when Snakemake itself dies: this process has PDEATHSIG=SIGTERM
+  towards it).
 
 A crash of the server is noticed while any stage runs and fails the session with the server's last
 log lines. Any failure is recorded in session.json (`error`: stage, exception type, message); with
 `record_failures` the session then still writes every output and exits 0, so the join records the
 rung reached and the report shows why (the DAG fails later, at `qualify`). Load, startup and warm-up
 times are recorded separately in startup.json. With `archive_dir`, the session directory is also
-kept under `archive_dir/<run_id>/`, so a failed rerun never deletes the last good raw evidence."""
+kept under `archive_dir/<run_id>/` (copies), so a failed rerun never deletes or changes the last good raw
+evidence."""
 from __future__ import annotations
 
 import dataclasses
 import json
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -41,7 +44,7 @@ from qualflow.server.timing import read_timing_log
 
 from .config import SessionConfig
 from .records import NOT_REACHED, PointRun, SessionError, SessionRecord, StageTime, StartupRecord, run_id_of
-from .server_process import ServerProcess, free_port
+from .server_process import ServerError, ServerProcess, free_port
 from .stages import Session
 
 
@@ -56,6 +59,8 @@ def _install_signal_handlers() -> None:
     _RECEIVED["signal"] = None
 
     def handler(signum, frame):
+        if _RECEIVED["signal"] is not None:   # once only: a terminal Ctrl-C reaches the session both
+            return                            # from the terminal and passed on by Snakemake
         _RECEIVED["signal"] = signal.Signals(signum).name
         raise SessionInterrupted(f"received {signal.Signals(signum).name}")
     for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
@@ -94,18 +99,13 @@ def _write_missing_outputs(out: Path) -> None:
 
 
 def archive(out: Path, archive_dir: Path, run_id: str) -> Path:
-    """Keep this session's raw artifacts under archive_dir/<run_id>/ (hard links where possible)."""
+    """Keep this session's raw artifacts under archive_dir/<run_id>/, as copies: a hard link would
+    share its inode with the session directory's file, which a later run rewrites or appends to."""
     dest = archive_dir / run_id
     if dest.exists():
         shutil.rmtree(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
-
-    def link_or_copy(src, dst):
-        try:
-            os.link(src, dst)
-        except OSError:
-            shutil.copy2(src, dst)
-    shutil.copytree(out, dest, copy_function=link_or_copy)
+    shutil.copytree(out, dest, copy_function=shutil.copy2)
     return dest
 
 
@@ -233,6 +233,17 @@ def _shut_down(session: Session) -> None:
     _restore_signal_handlers()
 
 
+def _one_line(e: BaseException, record: SessionRecord) -> str:
+    """The failure's message as one line (it becomes a status reason); a server error's log tail goes
+    to the record's `server_log_tail` instead."""
+    message = str(e)
+    if isinstance(e, ServerError) and "\n" in message:
+        message, _, tail = message.partition("\n")
+        record.server_log_tail = tail.splitlines()
+        message = re.sub(r"; last lines of (\S+):$", r" (its last log lines: session.json server_log_tail)", message)
+    return " ".join(message.split())
+
+
 def run_session(cfg: SessionConfig, *, server_factory: Callable[..., ServerProcess] | None = None,
                 point_runner: Callable[..., PointRun] | None = None) -> int:
     """One serving session as `cfg` says. With `cfg.endpoint` it qualifies that endpoint instead of
@@ -261,7 +272,7 @@ def run_session(cfg: SessionConfig, *, server_factory: Callable[..., ServerProce
         rc = 0
     except (Exception, SessionInterrupted) as e:  # noqa: BLE001 - every failure is evidence: recorded, not lost
         interrupted = isinstance(e, SessionInterrupted) or _RECEIVED["signal"] is not None
-        session.record.error = SessionError(session.stage_name, type(e).__name__, str(e))
+        session.record.error = SessionError(session.stage_name, type(e).__name__, _one_line(e, session.record))
         print(f"session: error in {session.stage_name}: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
     finally:
         _shut_down(session)

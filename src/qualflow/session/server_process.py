@@ -118,7 +118,10 @@ class OwnedServer:
     def start(self) -> None:
         check_port(self.host, self.port)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        self._log = open(self.log_path, "ab")
+        # This server's own log: a new file (never truncating, or appending to, a file an archive
+        # of an earlier run may still share), so its crash reason quotes only its own lines.
+        self.log_path.unlink(missing_ok=True)
+        self._log = open(self.log_path, "wb")
         env = dict(os.environ, PYTHONUNBUFFERED="1", **self.env)
         self.spawn_ns = time.time_ns()
         self.proc = subprocess.Popen(self.argv, stdout=self._log, stderr=subprocess.STDOUT,
