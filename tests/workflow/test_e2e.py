@@ -22,33 +22,24 @@ import yaml
 from qualflow.session.server_process import port_is_free
 
 from fixtures import REPO
-from fixtures.snakemake import SWKEY, TINY, copy_workflow, job_counts, pids_in, smk, smk_env
+from fixtures.snakemake import SWKEY, TINY, job_counts, pids_in, smk, smk_env
 
 UPSTREAM = ("embedded_checkpoint", "pin_checkpoint", "build_bundle", "family_correctness")
 DOWNSTREAM = ("aiperf_profile", "join_evidence", "report", "status", "qualify")
 
 
-@pytest.fixture(scope="module")
-def workflow_copy(tmp_path_factory):
-    return copy_workflow(tmp_path_factory.mktemp("wf"), config=TINY)
-
-
 @pytest.mark.slow
-def test_qualify_end_to_end(workflow_copy):
-    wf = workflow_copy
-    t0 = time.monotonic()
-    r = smk(wf, "qualify", "--configfile", "tiny.yaml", cores=2, check=True)
-    wall = time.monotonic() - t0
+def test_qualify_end_to_end(tiny_qualify):
+    run = tiny_qualify
+    ev, sess = run.evidence(), run.session()
     # the terminal ends with the verdict: the status table and the report's path
-    tail = r.stdout.strip().splitlines()[-4:]
+    tail = run.stdout.strip().splitlines()[-4:]
     assert tail[0] == "qualflow status:" and tail[1].split()[:2] == ["point", "rung"], tail
     assert tail[2].split()[:2] == ["embedded/fp16/tiny_c2", "aiperf-qualified"], tail
     assert tail[3] == f"report: results/report/{SWKEY}/report.html", tail
-    ev = wf / "results" / "evidence" / SWKEY / "embedded" / "fp16"
     req = pd.read_parquet(ev / "requests.parquet")
     summ = pd.read_parquet(ev / "summary.parquet")
     runs = pd.read_parquet(ev / "runs.parquet")
-    sess = wf / "results" / "session" / SWKEY / "embedded" / "fp16"
     point = "tiny_c2"
 
     # accounting: AIPerf records = server records = joined profiling rows
@@ -82,19 +73,21 @@ def test_qualify_end_to_end(workflow_copy):
     assert runs.iloc[0]["dataset_sha256"] and runs.iloc[0]["bundle_hash"]
     startup = json.loads((sess / "startup.json").read_text())
     assert startup["startup_s"] > 0 and startup["warmup_s"] > 0
-    assert (wf / "results" / "report" / SWKEY / "report.html").exists()
-    assert (wf / "results" / "status" / f"{SWKEY}.tsv").read_text().count("aiperf-qualified") == 1
+    assert (run.results / "report" / SWKEY / "report.html").exists()
+    assert (run.results / "status" / f"{SWKEY}.tsv").read_text().count("aiperf-qualified") == 1
     for rule in ("build_bundle", "family_correctness", "aiperf_profile"):
-        assert list((wf / "results" / "benchmarks" / rule).rglob("*.tsv")), rule
-    # no server left, port free
-    session = json.loads((sess / "session.json").read_text())
-    port = int(session["url"].rsplit(":", 1)[1])
-    assert not Path(f"/proc/{session['server_pid']}").exists() or \
-        Path(f"/proc/{session['server_pid']}/stat").read_text().split()[2] == "Z"
-    assert port_is_free("127.0.0.1", port)
-    assert not pids_in(wf)
-    print(f"\nqualify wall time on the tiny workload: {wall:.0f}s")
+        assert list((run.results / "benchmarks" / rule).rglob("*.tsv")), rule
+    # no server left, port free (as found right after the run)
+    assert run.server_gone
+    assert run.port_free
+    assert not run.left
+    print(f"\nqualify wall time on the tiny workload: {run.wall_s:.0f}s")
 
+
+@pytest.mark.slow
+def test_nothing_to_do_after_qualify_and_reruns_stay_downstream(tiny_qualify):
+    """Dry runs in the copy the shared run left (before the tests below run more there)."""
+    wf = tiny_qualify.wf
     # nothing to do afterwards
     r = smk(wf, "qualify", "--configfile", "tiny.yaml", "-n", cores=2, check=True)
     assert "Nothing to be done" in r.stdout + r.stderr, r.stdout[-2000:]
@@ -115,12 +108,10 @@ def test_qualify_end_to_end(workflow_copy):
 
 
 @pytest.mark.slow
-def test_a_failed_rung_still_writes_status_and_report(workflow_copy):
+def test_a_failed_rung_still_writes_status_and_report(tiny_qualify):
     """Family correctness judged against thresholds the family does not have: the join records
     `implemented` with the reason, the report renders it, and `qualify` exits non-zero naming it."""
-    wf = workflow_copy
-    if not (wf / "results" / "evidence" / SWKEY).exists():
-        pytest.skip("needs the end-to-end run first")
+    wf = tiny_qualify.wf
     strict = json.loads(json.dumps(TINY))
     strict["models"]["embedded"]["thresholds_version"] = "qwen3-correctness-v999"
     (wf / "strict.yaml").write_text(yaml.safe_dump(strict))
@@ -147,12 +138,10 @@ def test_a_failed_rung_still_writes_status_and_report(workflow_copy):
 
 
 @pytest.mark.slow
-def test_ctrl_c_during_serving_session_leaves_no_server(workflow_copy):
+def test_ctrl_c_during_serving_session_leaves_no_server(tiny_qualify):
     """Real `-R aiperf_profile` run, interrupted (SIGINT to the process group, like a terminal Ctrl-C)
     once the server is up; the run starts only downstream jobs, and nothing is left running."""
-    wf = workflow_copy
-    if not (wf / "results" / "evidence" / SWKEY).exists():
-        pytest.skip("needs the end-to-end run first")
+    wf = tiny_qualify.wf
     sess = wf / "results" / "session" / SWKEY / "embedded" / "fp16"
     cmd = [sys.executable, "-m", "snakemake", "--cores", "2", "qualify", "--configfile", "tiny.yaml", "-R",
            "aiperf_profile"]
@@ -186,10 +175,10 @@ def test_ctrl_c_during_serving_session_leaves_no_server(workflow_copy):
 
 
 @pytest.mark.slow
-def test_plain_rerun_after_ctrl_c_completes(workflow_copy):
+def test_plain_rerun_after_ctrl_c_completes(tiny_qualify):
     """After the Ctrl-C above cut the serving session off, a plain `snakemake qualify` (no
     --rerun-incomplete) completes: the default profile's rerun-incomplete is in effect."""
-    wf = workflow_copy
+    wf = tiny_qualify.wf
     if not (wf / "interrupted.log").exists():
         pytest.skip("needs the Ctrl-C run first")
     r = smk(wf, "qualify", "--configfile", "tiny.yaml", cores=2, check=False)
@@ -202,13 +191,13 @@ def test_plain_rerun_after_ctrl_c_completes(workflow_copy):
 
 
 @pytest.mark.slow
-def test_slos_sweep_repeats_and_real_prompts(workflow_copy):
+def test_slos_sweep_repeats_and_real_prompts(tiny_qualify):
     """One qualify over a concurrency sweep (c1 with the embedded default's loose SLOs, c2 with an
     impossible TTFT bound), a Poisson rate point, and the real-prompt workload with sampling and
     `repeats: 3`: the points meeting their SLOs reach slo-met, c2 stops below naming the metric, each
     sweep reports its max load meeting the SLO, the repeats are three runs with a CI, and the prompt
     file's sha256 is in provenance."""
-    wf = workflow_copy
+    wf = tiny_qualify.wf
     default = yaml.safe_load((REPO / "config" / "config.yaml").read_text())["workloads"]
     cfg = json.loads(json.dumps(TINY))
     cfg["models"]["embedded"]["workloads"] = ["tiny", "chat"]

@@ -2,8 +2,8 @@
 (tests/slurm/cluster.sh), snakemake-executor-plugin-slurm, the `slurm-local` profile.
 
 Checks that the embedded default (the end-to-end test's tiny workload) ends `aiperf-qualified`, that
-its evidence tables have the same schema, row counts and accounting as a local run's (the one the
-end-to-end test left, else one made here), that no job and no server is left, and that an `scancel`
+its evidence tables have the same schema, row counts and accounting as a local run's (the shared
+run of the end-to-end tests), that no job and no server is left, and that an `scancel`
 of the serving-session job fails the DAG with a message and leaves no server behind.
 
 Where SLURM cannot be set up (not root, no apt-get, no plugin) the tests are skipped with the reason.
@@ -55,15 +55,9 @@ def _squeue() -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def local_evidence(tmp_path_factory):
-    """The evidence of a local run of the same config: the end-to-end test's, if it ran in this
-    session, else made here."""
-    base = tmp_path_factory.getbasetemp()
-    for runs in sorted(base.glob(f"wf[0-9]*/results/evidence/{SWKEY}/embedded/fp16/runs.parquet")):
-        return runs.parent
-    wf = copy_workflow(tmp_path_factory.mktemp("slurm_local_ref"), config=TINY)
-    smk(wf, "qualify", "--configfile", "tiny.yaml", cores=2, check=True)
-    return wf / "results" / "evidence" / SWKEY / "embedded" / "fp16"
+def local_evidence(tiny_qualify):
+    """The evidence of a local run of the same config: the shared one of the end-to-end tests."""
+    return tiny_qualify.evidence()
 
 
 @pytest.fixture(scope="module")
