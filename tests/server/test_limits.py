@@ -33,15 +33,18 @@ def post(srv, **kw) -> httpx.Response:
 
 
 def test_429_at_the_queue_bound_with_retry_after(srv):
-    long = {**BODY, "max_output_tokens": 60, "ignore_eos": True, "stream": True}
-    held = []
+    # long enough (400 steps of 20 ms) that the bound stays full while the machine is slow; the holders
+    # disconnect once the over-the-bound requests are sent
+    long = {**BODY, "max_output_tokens": 400, "ignore_eos": True, "stream": True}
+    held, sent = [], threading.Event()
 
     def hold(i):
         with httpx.stream("POST", srv.url + "/v1/responses", json=long, headers={"X-Request-ID": f"hold-{i}"},
                           timeout=60) as r:
             held.append(r.status_code)
             for _ in r.iter_raw():
-                pass
+                if sent.is_set():
+                    break
 
     threads = [threading.Thread(target=hold, args=(i,)) for i in range(2)]   # 1 running + 1 waiting = the bound
     for t in threads:
@@ -53,6 +56,7 @@ def test_429_at_the_queue_bound_with_retry_after(srv):
         assert httpx.get(srv.url + "/health", timeout=10).status_code == 200
         health_ms.append((time.perf_counter() - t0) * 1e3)
         refused.append(post(srv, json=BODY, headers={"X-Request-ID": f"over-{i}"}))
+    sent.set()
     for t in threads:
         t.join()
     assert held == [200, 200]
