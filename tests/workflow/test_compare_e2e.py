@@ -209,10 +209,12 @@ def test_requalification_is_a_new_run_not_an_overwrite(three_runs, capsys):
 
 def test_slowdown_is_significant(three_runs):
     tmp, root, runs = three_runs
-    # v-slow has one run: its run-to-run noise is not measured, so without a configured floor the
-    # slowdown is shown but not judged
-    res = run_compare("v-base", "v-slow", root=root, out=tmp / "cmp-slow-unmeasured")
+    # v-slow has one run: its run-to-run noise is not measured, so with no floor at all (the default
+    # floor off) the slowdown is shown but not judged
+    res = run_compare("v-base", "v-slow", root=root, out=tmp / "cmp-slow-unmeasured",
+                      opts=CompareOptions(default_floor_rel=0))
     assert res["significant"] == [] and any("ITL p50" in s for s in res["inconclusive"]), res
+    # (the default floor's verdicts: tests/evidence/compare/test_default_floor.py)
     res = run_compare("v-base", "v-slow", root=root, out=tmp / "cmp-slow",
                       opts=CompareOptions(noise_rel=0.10, noise_abs_ms=2.0))
     m = __import__("pandas").read_parquet(tmp / "cmp-slow" / "compare.parquet")
