@@ -45,8 +45,9 @@ def wf(tmp_path_factory):
 def tiny_qualify(request, tmp_path_factory):
     """The one real `snakemake qualify` of the tiny embedded config (fixtures.snakemake.TINY) that the
     end-to-end assertions share: those that only read its outputs read `.results`, the copy taken
-    right after it; the end-to-end tests that run more (a failed rung, a Ctrl-C, the SLO sweep) run
-    in `.wf`, in test_e2e.py's order. First launches the background runs that selected tests read."""
+    right after it; the end-to-end tests that run more there (a failed rung, a Ctrl-C and the rerun
+    after it) run in `.wf`, in test_e2e.py's order. First launches the background runs that the
+    selected tests read."""
     wanted = {name for item in request.session.items for name in item.fixturenames}
     for name in BACKGROUND:
         if name in wanted:

@@ -3,7 +3,8 @@
 Asserts the evidence accounting (AIPerf records = server records = joined profiling rows), warm-up
 flagged, status aiperf-qualified, no server process or bound port left (after success and after a
 Ctrl-C in the middle of a serving session), `-n` has nothing to do afterwards, and `-R aiperf_profile`
-reruns the serving session and downstream but not pin/build/correctness."""
+reruns the serving session and downstream but not pin/build/correctness; those reading the
+outputs only share one run (the `tiny_qualify` fixture). And an SLO sweep in its own copy."""
 from __future__ import annotations
 
 import json
