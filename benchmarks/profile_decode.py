@@ -11,7 +11,7 @@ from torch.profiler import ProfilerActivity, profile
 from qualflow.artifacts.bundle import build_bundle
 from qualflow.artifacts.pin import pin_checkpoint, write_pin
 from qualflow.families.qwen3.synthetic import write_embedded
-from qualflow.runtime import load_task
+from qualflow.runtime import EngineConfig, load_task
 
 
 def main() -> int:
@@ -23,7 +23,7 @@ def main() -> int:
     if not (work / "bundle" / "manifest.json").exists():
         ckpt = write_embedded(work / "ckpt", "qwen3-0.6b")
         build_bundle(write_pin(pin_checkpoint(str(ckpt)), work / "pin.json"), "fp16", work / "bundle", force=True)
-    task = load_task(work / "bundle", device="cuda", max_batch=64, max_context=1100)
+    task = load_task(work / "bundle", EngineConfig(device="cuda", max_batch=64, max_context=1100))
     print(f"load {task.load_timing}")
     graphs, runner = task.engine.runner.graphs, task.engine.runner
     for bs, T in ((1, 1), (64, 1), (1, 1024)):  # decode at batch 1 and 64 (context 256); a 1024-token prefill

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # The server's share of the Task's throughput on the GPU. On a Qwen3-0.6B-shaped fp16 bundle (seeded
 # random weights), ISL 128 / OSL 128, ignore_eos, greedy, --max-batch 64 --max-context 512:
-#   1. the Task alone (runtime.bench.run_point, one process) at concurrency 1, 64 and 256;
+#   1. the Task alone (runtime.bench_point.run_point, one process) at concurrency 1, 64 and 256;
 #   2. `qualflow serve` + the published AIPerf (responses, streaming) at the same points.
 # Prints and writes OUT/server_speed.json: both throughputs, their ratio, TTFT/ITL, and the
 # client-minus-task-call gap (AIPerf request_latency - the record's public_task_call_wall) per point.
 # With PROFILE=1 the server runs under a 10 ms sampling profiler (benchmarks/profiling): OUT/server_profile.txt.
-# SERVE_FLAGS: extra `qualflow serve` flags (e.g. --engine-process); NAME: the result's file name in OUT
+# SERVE_FLAGS: extra `qualflow serve` flags (e.g. --engine-process off; on is the default on cuda); NAME: the result's file name in OUT
 # (default server_speed.json); SKIP_TASK=1 reuses WORK/task_level.json from an earlier run on this machine.
 #   bash benchmarks/server_speed.sh WORK_DIR OUT_DIR
 set -euo pipefail
@@ -25,10 +25,10 @@ requests() { case $1 in 1) echo 16;; 64) echo 256;; *) echo $(( $1 * 4 ));; esac
 # 1. the Task alone
 [ "${SKIP_TASK:-0}" = 1 ] && [ -f "$WORK/task_level.json" ] || python3 - "$WORK" "$MAX_BATCH" "$DEVICE" $POINTS <<'PY'
 import asyncio, json, sys
-from qualflow.runtime import load_task
-from qualflow.runtime.bench import run_point
+from qualflow.runtime import EngineConfig, load_task
+from qualflow.runtime.bench_point import run_point
 work, mb, points = sys.argv[1], int(sys.argv[2]), [int(c) for c in sys.argv[4:]]
-task = load_task(f"{work}/bundle", device=sys.argv[3], max_batch=mb, max_context=512)
+task = load_task(f"{work}/bundle", EngineConfig(device=sys.argv[3], max_batch=mb, max_context=512))
 res = {"load_timing": task.load_timing}
 try:
     asyncio.run(run_point(task, 64, 128, 16, 128))   # warm-up: every batch size's graph once

@@ -4,12 +4,15 @@ Floors, lowest first: the leaf modules (files, phases) < families < artifacts < 
 server, aiperf} < session < evidence < report < cli. A module imports only from its own package or
 from a lower floor, so nothing runs back up and no package pair can form a circle; the module-level
 import graph has no cycle either. On top: families import nothing from runtime/server/workflow code;
-runtime reaches families only through the registry; the server reaches the model only through the
-Task API (the `qualflow.runtime` package root); the workflow reaches code only through the CLI."""
+runtime reaches families only through the registry, and its parts import each other as RUNTIME_PARTS
+says; the server reaches the model only through the Task API (the `qualflow.runtime` package root);
+the workflow's rules reach code only through the CLI, and its DAG parse imports only named light
+modules (no subprocess of ours, no torch or pandas)."""
 from __future__ import annotations
 
 import ast
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -155,6 +158,76 @@ def test_runtime_reaches_families_only_through_the_registry(path):
     assert not bad, f"{path} imports {bad}"
 
 
+# Inside the runtime: each part (a subpackage, or a module at the package root) and what else of
+# qualflow.runtime it may import ("engine.loader": that module only). The public types (api) and
+# EngineConfig are the shared vocabulary and import nothing else; kernels are tensor code only; the
+# engine never reaches up to its callers; the caller side (frontend, process) reaches the engine only
+# through its interface and items, and the Task also through its builders (engine.loader in
+# this process, process.proxy in a child, engine.synthetic for no model); the benchmark only through
+# the Task.
+RUNTIME_PARTS = {
+    "api": set(),
+    "config": set(),
+    "kernels": set(),
+    "engine": {"api", "config", "kernels"},
+    "frontend": {"api", "engine.interface", "engine.outputs"},
+    "process": {"api", "config", "engine.interface", "engine.outputs"},
+    "task": {"api", "config", "engine.interface", "engine.loader", "engine.outputs", "engine.synthetic", "frontend",
+             "process.proxy"},
+    "bench_point": {"api", "task"},
+    "bench": {"bench_point", "config", "task"},
+    "": {"api", "config", "task"},   # the package root: the public names
+}
+
+
+def runtime_part(mod: str) -> str:
+    """`engine` for qualflow.runtime.engine.scheduler, `task` for qualflow.runtime.task, "" for the root."""
+    return mod.split(".")[2] if mod.count(".") >= 2 else ""
+
+
+def runtime_import_violations(path: Path) -> set[str]:
+    me = runtime_part(module_name(path))
+    allowed = RUNTIME_PARTS[me]
+    known = modules()
+    bad = set()
+    for m in imports_of(path):
+        if not m.startswith("qualflow.runtime"):
+            continue
+        target = m if m in known else ".".join(m.split(".")[:-1])   # `from pkg.mod import name`
+        if target not in known or runtime_part(target) == me:
+            continue
+        part, sub = runtime_part(target), ".".join(target.split(".")[2:4])
+        if part not in allowed and sub not in allowed:
+            bad.add(target)
+    return bad
+
+
+def test_every_runtime_part_has_a_rule():
+    parts = {runtime_part(m) for m in modules() if m.startswith("qualflow.runtime")}
+    assert parts == set(RUNTIME_PARTS), f"runtime parts without a rule or rules without a part: {parts ^ set(RUNTIME_PARTS)}"
+
+
+@pytest.mark.parametrize("path", files("runtime"), ids=lambda p: str(p.relative_to(PKG)))
+def test_runtime_parts_import_only_what_their_rule_allows(path):
+    bad = runtime_import_violations(path)
+    assert not bad, (f"{path.relative_to(PKG)} ({runtime_part(module_name(path)) or 'the root'}) imports {sorted(bad)}; "
+                     f"it may import {sorted(RUNTIME_PARTS[runtime_part(module_name(path))])}")
+
+
+def test_runtime_rule_catches_a_kernel_importing_the_engine(tmp_path, monkeypatch):
+    """The part rule is not vacuous: a kernel importing the engine's scheduler is reported."""
+    rt = tmp_path / "qualflow" / "runtime"
+    for sub in ("kernels", "engine"):
+        (rt / sub).mkdir(parents=True)
+        (rt / sub / "__init__.py").write_text("")
+    for init in (tmp_path / "qualflow" / "__init__.py", rt / "__init__.py"):
+        init.write_text("")
+    (rt / "engine" / "scheduler.py").write_text("")
+    (rt / "kernels" / "attention.py").write_text("from ..engine.scheduler import Batch\n")
+    monkeypatch.setattr(sys.modules[__name__], "PKG", tmp_path / "qualflow")
+    assert runtime_import_violations(rt / "kernels" / "attention.py") == {"qualflow.runtime.engine.scheduler"}
+
+
 @pytest.mark.parametrize("path", files("server"), ids=lambda p: str(p.relative_to(PKG)))
 def test_server_reaches_the_model_only_through_the_task_api(path):
     allowed = re.compile(r"qualflow\.runtime($|\.[A-Z]\w*$|\.(load_task|STREAMING|TEXT_GENERATION|SCORING)$)")
@@ -163,20 +236,48 @@ def test_server_reaches_the_model_only_through_the_task_api(path):
     assert not bad, f"{path} imports {bad}"
 
 
-def test_workflow_reaches_code_only_through_the_cli():
-    sources = [ROOT / "workflow" / "Snakefile", *sorted((ROOT / "workflow").rglob("*.smk"))]
+# What the Snakefile and common.smk may import while the DAG is parsed: light modules only (the
+# workload checks and its points' JSON, the versions that key the rules' params, the compare dir,
+# the hook that passes signals on to the jobs, the verdict printed at the end)
+WORKFLOW_IMPORTS = {"qualflow.workload", "qualflow.session.provenance", "qualflow.report.compare_dir",
+                    "qualflow.lifetime", "qualflow.report.verdict"}
+HEAVY = ("torch", "pandas", "pyarrow", "numpy", "matplotlib", "transformers", "fastapi", "uvicorn", "aiperf",
+         "openai", "httpx", "safetensors", "tokenizers")
+
+
+def workflow_sources() -> list[Path]:
+    return [ROOT / "workflow" / "Snakefile", *sorted((ROOT / "workflow").rglob("*.smk"))]
+
+
+def test_workflow_reaches_code_through_the_cli_and_named_light_modules():
+    sources = workflow_sources()
     assert len(sources) > 1
     for path in sources:
         text = path.read_text()
-        assert not re.search(r"^\s*(from|import)\s+qualflow", text, re.M), f"{path} imports qualflow"
+        mods = set(re.findall(r"^\s*from\s+(qualflow[\w.]*)\s+import", text, re.M)) | \
+            set(re.findall(r"^\s*import\s+(qualflow[\w.]*)", text, re.M))
+        assert mods <= WORKFLOW_IMPORTS, f"{path} imports {sorted(mods - WORKFLOW_IMPORTS)}"
+        assert not re.search(r"^\s*(import|from)\s+subprocess|\bsubprocess\.|os\.system|os\.popen", text, re.M), \
+            f"{path} starts a subprocess"
     shells = re.findall(r"shell:\s*\n\s*(?:\"\"\"|\"|')(.*?)(?:\"\"\"|\"|')\s*\n", "\n".join(p.read_text() for p in sources), re.S)
     assert shells and all("qualflow " in s for s in shells), "every rule's shell calls the qualflow CLI"
 
 
+def test_the_workflow_imports_are_light():
+    """Imported in a fresh interpreter, the modules the DAG parse uses pull in no heavy package."""
+    code = ("import sys\n" + "".join(f"import {m}\n" for m in sorted(WORKFLOW_IMPORTS)) +
+            f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                       env={"PYTHONPATH": str(PKG.parent), "PATH": ""})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "[]", f"the workflow's imports load {r.stdout.strip()}"
+
+
 def test_each_rule_file_maps_to_one_package():
     rule_files = {p.stem for p in (ROOT / "workflow" / "rules").glob("*.smk")} - {"common"}
-    owner = {"artifacts": "artifacts", "correctness": "correctness", "session": "session",
-             "evidence": "evidence", "report": "report", "compare": "report"}
+    owner = {"artifacts": "artifacts", "correctness": "correctness", "workload": "workload",
+             "session": "session", "evidence": "evidence", "report": "report", "compare": "report"}
     assert rule_files == set(owner), f"rule files changed: {sorted(rule_files)}; update the mapping"
     for rf, pkg in owner.items():
-        assert (PKG / pkg / "__init__.py").exists(), f"workflow/rules/{rf}.smk has no package {pkg}/"
+        assert (PKG / pkg / "__init__.py").exists() or (PKG / f"{pkg}.py").exists(), \
+            f"workflow/rules/{rf}.smk has no package {pkg}/ (or module {pkg}.py)"

@@ -46,96 +46,44 @@ def _workflow_stage(module: str, func: str):
 def add_workflow_stages(sub) -> None:
     """Subcommands of the qualify DAG: the serving session and its client-side stages, AIPerf, the
     evidence join and the report."""
+    from qualflow.aiperf.cli import add_aiperf_args   # light: the handlers import the stages
+    from qualflow.evidence.inputs import add_join_args
+    from qualflow.session import cli as session_cli
+
     s = sub.add_parser("session", help="serving session: start server, warm-up, protocol, AIPerf points, stop")
-    s.add_argument("--bundle", help="our server on this bundle (or --endpoint)")
-    s.add_argument("--endpoint", help="JSON {url, model, api_key_env?, tokenizer?, launch?}: qualify that endpoint")
-    s.add_argument("--checkpoint", help="pinned checkpoint dir of an endpoint (tokenizer, {checkpoint} in launch)")
-    s.add_argument("--pin", help="pin.json of the checkpoint an endpoint claims to serve (instead of --checkpoint)")
-    s.add_argument("--no-request-extensions", action="store_true",
-                   help="send standard Responses fields only (no ignore_eos / min_tokens)")
-    s.add_argument("--out", required=True, help="session directory")
-    s.add_argument("--points", required=True, help="JSON list of workload points (or a file holding it)")
-    s.add_argument("--device", default="cpu")
-    s.add_argument("--host", default="127.0.0.1")
-    s.add_argument("--port", type=int, default=0, help="0: pick a free port")
-    s.add_argument("--model-name", default="qualflow")
-    s.add_argument("--max-batch", type=int, default=0)
-    s.add_argument("--max-context", type=int, default=0, help="server --max-context (0: the server's default)")
-    s.add_argument("--cpu-threads", type=int, default=0, help="server --cpu-threads (0: torch's default)")
-    s.add_argument("--startup-timeout", type=float, default=600.0)
-    s.add_argument("--warmup-requests", type=int, default=4)
-    s.add_argument("--warmup-max-tokens", type=int, default=16)
-    s.add_argument("--aiperf-workers", type=int, default=1)
-    s.add_argument("--aiperf-record-processors", type=int, default=1)
-    s.add_argument("--aiperf-timeout", type=float, default=3600.0)
-    s.add_argument("--no-protocol", action="store_true")
-    s.add_argument("--record-failures", action="store_true",
-                   help="a failed stage is recorded in session.json and every output is written; exit 0")
-    s.add_argument("--allow-unpinned-client", action="store_true",
-                   help="run with an aiperf/openai that is not the pinned version (caps the status, with the reason)")
-    s.add_argument("--run-name", nargs=2, metavar=("MODEL", "PROFILE"),
-                   help="name the evidence run id (MODEL.PROFILE.<start time>), recorded in session.json")
-    s.add_argument("--archive-dir", help="also keep the session's raw artifacts under ARCHIVE_DIR/<run id>/")
-    s.set_defaults(func=_workflow_stage("qualflow.session.run", "main_session"))
+    session_cli.add_session_args(s)
+    s.set_defaults(func=_workflow_stage("qualflow.session.cli", "main_session"))
 
     s = sub.add_parser("endpoint-correctness",
                        help="endpoint correctness: an endpoint's greedy output against the family reference")
-    s.add_argument("--endpoint", required=True, help="JSON {url, model, api_key_env?, tokenizer?, launch?}")
-    s.add_argument("--checkpoint", help="the pinned checkpoint dir the endpoint claims to serve")
-    s.add_argument("--pin", help="pin.json of that checkpoint (its files are re-hashed first)")
-    s.add_argument("--out", required=True)
-    s.add_argument("--startup-timeout", type=float, default=600.0)
-    s.add_argument("--record-failures", action="store_true",
-                   help="write failed cases (or a run that could not complete) to --out and exit 0")
+    session_cli.add_endpoint_correctness_args(s)
     s.set_defaults(func=_workflow_stage("qualflow.session.endpoint", "main_endpoint_correctness"))
 
     s = sub.add_parser("warmup", help="send fixed warm-up requests to a running server, record them")
-    s.add_argument("--url", required=True)
-    s.add_argument("--model", default="qualflow")
-    s.add_argument("--requests", type=int, default=4)
-    s.add_argument("--max-output-tokens", type=int, default=16)
-    s.add_argument("--no-stream", action="store_true")
-    s.add_argument("--out", required=True)
+    session_cli.add_warmup_args(s)
     s.set_defaults(func=_workflow_stage("qualflow.session.warmup", "main_warmup"))
 
     s = sub.add_parser("protocol", help="Responses conformance checks with the openai SDK against a server")
-    s.add_argument("--url", required=True)
-    s.add_argument("--model", default="qualflow")
-    s.add_argument("--out", required=True)
+    session_cli.add_protocol_args(s)
     s.set_defaults(func=_workflow_stage("qualflow.session.conformance", "main_protocol"))
 
     s = sub.add_parser("aiperf", help="run one pinned AIPerf point against a running server and judge it")
-    s.add_argument("--url", required=True)
-    s.add_argument("--model", default="qualflow")
-    s.add_argument("--tokenizer", required=True, help="local tokenizer dir (the bundle dir)")
-    s.add_argument("--out", required=True, help="point directory (AIPerf artifacts go to OUT/aiperf)")
-    s.add_argument("--point", help="JSON of the workload point (overrides the flags below)")
-    s.add_argument("--point-id", default="point")
-    s.add_argument("--concurrency", type=int, default=1)
-    s.add_argument("--isl", type=int, default=32)
-    s.add_argument("--osl", type=int, default=16)
-    s.add_argument("--request-count", type=int, default=16)
-    s.add_argument("--warmup-request-count", type=int, default=4)
-    s.add_argument("--seed", type=int, default=42)
-    s.add_argument("--print-command", action="store_true", help="print the command and exit")
+    add_aiperf_args(s)
     s.set_defaults(func=_workflow_stage("qualflow.aiperf.cli", "main_aiperf"))
 
     s = sub.add_parser("join", help="join AIPerf and server records into the evidence tables")
-    s.add_argument("--session", required=True)
-    s.add_argument("--correctness", required=True)
-    s.add_argument("--bundle", help="the bundle our server ran (absent for an endpoint)")
-    s.add_argument("--pin", help="pin.json (absent for an endpoint that names no checkpoint)")
-    s.add_argument("--model", required=True)
-    s.add_argument("--profile", required=True)
-    s.add_argument("--software-key", required=True)
-    s.add_argument("--points", required=True)
-    s.add_argument("--device")
-    s.add_argument("--thresholds-version")
-    s.add_argument("--commands", help="JSON of the stage commands, recorded in runs")
-    s.add_argument("--slo", help="JSON {point_id: SLO block} (qualflow.evidence.slo)")
-    s.add_argument("--out", required=True)
+    add_join_args(s)
     s.set_defaults(func=_workflow_stage("qualflow.evidence.join", "main_join"))
 
+    add_report_stages(sub)
+
+    s = sub.add_parser("provenance", help="print software/hardware provenance and the software key")
+    session_cli.add_provenance_args(s)
+    s.set_defaults(func=_workflow_stage("qualflow.session.provenance", "main_provenance"))
+
+
+def add_report_stages(sub) -> None:
+    """The run report and the status table over evidence directories."""
     s = sub.add_parser("report", help="HTML report + PNGs from evidence directories")
     s.add_argument("--evidence", nargs="+", required=True)
     s.add_argument("--out", required=True)
@@ -148,13 +96,10 @@ def add_workflow_stages(sub) -> None:
     s.add_argument("--require", choices=STATUS_LADDER)
     s.set_defaults(func=_workflow_stage("qualflow.report.page", "main_status"))
 
-    s = sub.add_parser("provenance", help="print software/hardware provenance and the software key")
-    s.add_argument("--out")
-    s.add_argument("--no-torch", action="store_true")
-    s.add_argument("--key", action="store_true", help="print only the software key")
-    s.add_argument("--workflow", action="store_true",
-                   help="print the software key and the package versions the workflow's rules depend on (JSON)")
-    s.set_defaults(func=_workflow_stage("qualflow.session.provenance", "main_provenance"))
+    from qualflow.report.verdict import add_verdict_args   # light: csv only
+    s = sub.add_parser("verdict", help="the status table's verdict: exit 1 unless every point reached --require")
+    add_verdict_args(s)
+    s.set_defaults(func=_workflow_stage("qualflow.report.verdict", "main_verdict"))
 
 
 def add_compare_stages(sub) -> None:
@@ -170,13 +115,9 @@ def add_compare_stages(sub) -> None:
     s.add_argument("--head", required=True, help="VERSION, RUN_ID, VERSION@RUN_ID or an evidence dir")
     s.add_argument("--root", default="results/evidence")
     s.add_argument("--out", help="output dir (default results/compare/<base>__vs__<head>)")
-    s.add_argument("--force", action="store_true", help="compare even if dataset, workload or server settings differ")
-    s.add_argument("--confidence", type=float, default=0.95, help="1 - false discovery rate over all tests")
-    s.add_argument("--resamples", type=int, default=2000, help="minimum bootstrap resamples (scaled to the level)")
-    s.add_argument("--noise-rel", type=float, default=None,
-                   help="configured noise floor, fraction of the base value (default: none; run-to-run noise "
-                        "must then be measured from comparable runs on both sides)")
-    s.add_argument("--noise-abs-ms", type=float, default=None, help="configured noise floor for ms metrics")
+    from qualflow.configs import add_arguments
+    from qualflow.evidence.compare.config import NOT_ON_CLI, CompareOptions  # light: fields only
+    add_arguments(s, CompareOptions, skip=NOT_ON_CLI)
     s.add_argument("--print-out-dir", action="store_true", help="print the default output dir and exit")
     s.set_defaults(func=_workflow_stage("qualflow.report.compare", "main_compare"))
 
@@ -188,6 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
     from qualflow.artifacts.bundle import add_build_args  # these modules are light at import
     from qualflow.artifacts.pin import add_pin_args
     from qualflow.artifacts.embedded import add_embedded_args
+    from qualflow.correctness.cli import add_correctness_args
 
     s = sub.add_parser("embedded", help="write the embedded default checkpoint (offline)")
     add_embedded_args(s)
@@ -202,29 +144,23 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=_build)
 
     s = sub.add_parser("correctness", help="family correctness: native Task vs the family's reference")
-    s.add_argument("--bundle", required=True)
-    s.add_argument("--out", required=True)
-    s.add_argument("--device", default="cpu")
-    s.add_argument("--record-failures", action="store_true",
-                   help="write failed criteria (or a run that could not complete) to --out and exit 0")
+    add_correctness_args(s)
     s.set_defaults(func=_correctness)
 
     s = sub.add_parser("bench-task", help="benchmark the Task API (prints figures)")
-    s.add_argument("--bundle", required=True)
-    s.add_argument("--device", default="cpu")
-    s.add_argument("--concurrency", type=int, default=1)
-    s.add_argument("--input-len", type=int, default=128)
-    s.add_argument("--output-len", type=int, default=128)
-    s.add_argument("--requests", type=int, default=0, help="total requests (default: concurrency)")
-    s.add_argument("--max-batch", type=int, default=0, help="engine batch slots (default: concurrency)")
-    s.add_argument("--eager", action="store_true", help="no compiled ops, no CUDA graphs (debugging)")
-    s.add_argument("--json", help="also write the figures as JSON here")
+    from qualflow.runtime.bench import add_bench_args  # light: the Task is imported by _bench_task
+    add_bench_args(s)
     s.set_defaults(func=_bench_task)
 
     s = sub.add_parser("serve", help="serve the bundle over the OpenAI Responses API (POST /v1/responses)")
     from qualflow.server import add_serve_args  # light: the server itself is imported by _serve
     add_serve_args(s)
     s.set_defaults(func=_serve)
+
+    s = sub.add_parser("points", help="expand a model's workloads into its points and their SLOs (points.json)")
+    from qualflow.workload import add_points_args  # light: the points and their file only
+    add_points_args(s)
+    s.set_defaults(func=_workflow_stage("qualflow.workload", "main_points"))
 
     add_workflow_stages(sub)
     add_compare_stages(sub)

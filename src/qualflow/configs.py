@@ -22,10 +22,13 @@ _SUPPRESS_KEY = "qualflow_suppress"
 
 
 def setting(default: Any = dataclasses.MISSING, *, help: str, flag: str | None = None,
-            hidden: bool = False, metavar: Any = None) -> Any:
+            hidden: bool = False, metavar: Any = None, bare: Any = None, negated: Any = None) -> Any:
     """A config field with its help text. `flag`: the flag name when it is not `--<field-name>`;
-    `hidden`: accepted on the command line but left out of --help (test-only knobs)."""
-    meta = {"help": help, "flag": flag, _SUPPRESS_KEY: hidden, "metavar": metavar}
+    `hidden`: accepted on the command line but left out of --help (test-only knobs). For a choice
+    field that was once a switch, `bare` is the value of the flag given without one and `negated` the
+    value of `--no-<flag>` (so the switch's old spellings keep working)."""
+    meta = {"help": help, "flag": flag, _SUPPRESS_KEY: hidden, "metavar": metavar, "bare": bare,
+            "negated": negated}
     if default is dataclasses.MISSING:
         return dataclasses.field(metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
@@ -70,6 +73,8 @@ def _argument(f: dataclasses.Field, tp: Any) -> tuple[str, dict]:
     elif origin is Literal:
         kw["choices"] = list(typing.get_args(tp))
         kw["type"] = type(kw["choices"][0])
+        if f.metadata.get("bare") is not None:
+            kw.update(nargs="?", const=f.metadata["bare"])
     elif origin is tuple:
         args = typing.get_args(tp)
         kw["nargs"] = len(args)
@@ -93,6 +98,9 @@ def add_arguments(parser: argparse.ArgumentParser | Any, cls: type, *, skip: tup
             continue
         flag, kw = _argument(f, hints[f.name])
         parser.add_argument(flag, **kw)
+        if f.metadata.get("negated") is not None:
+            parser.add_argument("--no-" + flag[2:], dest=f.name, action="store_const",
+                                const=f.metadata["negated"], help=argparse.SUPPRESS)
 
 
 def from_args(cls: type[C], ns: argparse.Namespace | dict, **overrides: Any) -> C:
@@ -148,6 +156,11 @@ def defaults(cls: type) -> dict[str, Any]:
         elif f.default is not dataclasses.MISSING:
             out[f.name] = f.default
     return out
+
+
+def hidden(cls: type) -> tuple[str, ...]:
+    """The fields declared `hidden` (test-only knobs): accepted on the command line, not in --help."""
+    return tuple(f.name for f in dataclasses.fields(cls) if f.metadata.get(_SUPPRESS_KEY))
 
 
 def as_dict(cfg: Any) -> dict[str, Any]:

@@ -1,5 +1,5 @@
-"""The pinned AIPerf command and the judgement of its exports (hand-made fixture files following the
-0.13.0 schema in shared/reference/aiperf-0.13.md §2-4)."""
+"""The pinned AIPerf command and the judgement of its exports (hand-made fixture files following
+AIPerf 0.13.0's export schema)."""
 from __future__ import annotations
 
 import json
@@ -7,6 +7,7 @@ import json
 import pytest
 
 from qualflow.aiperf.command import AiperfPoint, build_command
+from qualflow.aiperf.options import ClientOptions
 from qualflow.aiperf.exports import judge_run, payload_text, read_inputs, read_outputs, read_records
 
 from fixtures.aiperf_exports import write_run
@@ -23,7 +24,7 @@ def _flag(cmd, name):
 
 
 def test_command_pins_every_workload_flag():
-    cmd = build_command(_point(isl_stddev=2), url="http://127.0.0.1:9", model_name="m", tokenizer_dir="/b",
+    cmd = build_command(_point(isl_stddev=2), ClientOptions(url="http://127.0.0.1:9", model_name="m", tokenizer="/b"),
                         artifact_dir="/a", phase_header="aiperf:tiny_c2")
     assert cmd[:2] == ["aiperf", "profile"]
     assert _flag(cmd, "--endpoint-type") == "responses" and "--streaming" in cmd
@@ -45,8 +46,8 @@ def test_command_pins_every_workload_flag():
 
 
 def test_command_non_streaming_and_min_tokens_override():
-    cmd = build_command(_point(streaming=False, min_tokens=4, warmup_request_count=0), url="u", model_name="m",
-                        tokenizer_dir="t", artifact_dir="a")
+    cmd = build_command(_point(streaming=False, min_tokens=4, warmup_request_count=0),
+                        ClientOptions(url="u", model_name="m", tokenizer="t"), artifact_dir="a")
     assert "--streaming" not in cmd and "--warmup-request-count" not in cmd
     assert json.loads(_flag(cmd, "--extra-inputs"))["min_tokens"] == 4
 
@@ -55,7 +56,7 @@ def test_point_rejects_unknown_keys_and_bad_values():
     with pytest.raises(ValueError, match="unknown workload point keys"):
         AiperfPoint.from_dict({"point_id": "x", "concurrency": 1, "isl": 1, "osl": 1, "bogus": 1})
     with pytest.raises(ValueError):
-        build_command(_point(concurrency=0), url="u", model_name="m", tokenizer_dir="t", artifact_dir="a")
+        build_command(_point(concurrency=0), ClientOptions(url="u", model_name="m", tokenizer="t"), artifact_dir="a")
 
 
 def test_read_records_flattens_metadata_and_metrics(tmp_path):

@@ -115,3 +115,13 @@ def test_tampered_manifest_refused_at_load(bundle_dir, tmp_path):
 def test_not_a_bundle(tmp_path):
     with pytest.raises(BundleError, match="manifest.json"):
         load_bundle(tmp_path)
+
+
+def test_the_build_command_is_recorded_and_not_hashed(pinned, bundle_dir, tmp_path):
+    out = tmp_path / "b"
+    argv = ["build", "--pin", str(pinned), "--profile", "fp16", "--out", str(out)]
+    assert main(argv) == 0
+    m = json.loads((out / "manifest.json").read_text())
+    assert m["command"] == "qualflow " + " ".join(argv) and "command" not in m["hashed_fields"]
+    assert m["bundle_hash"] == json.loads((bundle_dir / "manifest.json").read_text())["bundle_hash"]
+    verify_bundle(out)

@@ -138,3 +138,11 @@ def test_hub_client_errors_become_clear_errors(monkeypatch):
     monkeypatch.setattr(huggingface_hub, "snapshot_download", offline)
     with pytest.raises(CheckpointError, match=f"could not download hub checkpoint Qwen/Qwen3-0.6B@{SHA}"):
         pin_checkpoint("Qwen/Qwen3-0.6B", SHA)
+
+
+def test_the_pin_command_is_recorded(embedded_dir, tmp_path):
+    argv = ["pin", "--checkpoint", str(embedded_dir), "--out", str(tmp_path / "pin.json")]
+    assert main(argv) == 0
+    pin = read_pin(tmp_path / "pin.json")
+    assert pin["command"] == "qualflow " + " ".join(argv)
+    assert {k: v for k, v in pin.items() if k != "command"} == pin_checkpoint(str(embedded_dir))

@@ -68,3 +68,19 @@ def test_unknown_precision_has_no_thresholds():
     assert set(spec["thresholds"]) == {"float32", "float16", "bfloat16"}
     with pytest.raises(KeyError):
         spec["thresholds"]["int4"]
+
+
+def test_the_table_records_the_command_that_wrote_it(tmp_path):
+    """The correctness file carries `qualflow correctness ...` in its key-value metadata (the join's
+    runs.commands), and reads back as the table it always was."""
+    import pyarrow.parquet as pq
+
+    from qualflow.correctness.table import recorded_command
+    out = tmp_path / "correctness.parquet"
+    argv = ["correctness", "--bundle", str(tmp_path / "no-bundle"), "--out", str(out), "--record-failures"]
+    assert main(argv) == 0
+    assert recorded_command(out) == "qualflow " + " ".join(argv)
+    df = pd.read_parquet(out)
+    df.to_parquet(tmp_path / "plain.parquet", index=False)
+    assert pq.read_schema(out).remove_metadata().equals(pq.read_schema(tmp_path / "plain.parquet").remove_metadata())
+    assert recorded_command(tmp_path / "plain.parquet") is None and recorded_command(None) is None

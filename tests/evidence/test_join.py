@@ -8,12 +8,12 @@ import json
 import pandas as pd
 import pytest
 
-from qualflow.evidence.join import match
+from qualflow.evidence.requests import match
 from qualflow.evidence.schema import SCHEMA_VERSION, TABLES
-from qualflow.evidence.status import accounting_ok, qualification_status
+from qualflow.evidence.status import StatusInputs, accounting_ok, qualification_status
 from qualflow.server.timing import new_record
 
-from fixtures.sessions import build_joined
+from fixtures.sessions import POINT, build_joined, join, make_session
 
 
 def test_all_matched_qualifies(tmp_path):
@@ -133,7 +133,8 @@ def test_status_ladder(kw, expected):
     args = dict(implemented=True, correctness=CORR_OK, protocol=PROTO_OK, protocol_enabled=True, aiperf_ok=True,
                 aiperf_reasons=["x"], accounting_ok=True, accounting_reasons=["y"], expected_thresholds_version=None)
     args.update(kw)
-    status, reasons = qualification_status(**args)
+    slo = args.pop("slo", None)
+    status, reasons = qualification_status(StatusInputs(**args), slo)
     assert status == expected
     assert bool(reasons) == (expected != "slo-met")     # aiperf-qualified says why not slo-met
 
@@ -144,3 +145,47 @@ def test_accounting_requires_equal_counts():
     assert accounting_ok(base)[0]
     assert not accounting_ok({**base, "n_server": 2, "n_matched": 2, "n_client_only": 1})[0]
     assert not accounting_ok({**base, "n_errors": 1})[0]
+
+
+def test_runs_commands_hold_what_each_stage_recorded(tmp_path):
+    """runs.commands: the server's argv and the AIPerf command as the session recorded them, and
+    the command line each stage recorded in its own output (pin.json, the bundle manifest, the
+    correctness file, session.json), and the join's own."""
+    from qualflow.correctness.table import write_correctness
+    from qualflow.invocation import set_argv
+
+    s, _ = make_session(tmp_path, session_extra={"command": "qualflow session --out s"})
+    for name, cmd in (("pin.json", "qualflow pin --out pin.json"),
+                      ("bundle/manifest.json", "qualflow build --out bundle")):
+        d = json.loads((tmp_path / name).read_text())
+        (tmp_path / name).write_text(json.dumps({**d, "command": cmd}))
+    write_correctness(pd.read_parquet(tmp_path / "corr.parquet"), tmp_path / "corr.parquet",
+                      "qualflow correctness --out corr.parquet")
+    set_argv(["join", "--out", "ev"])
+    try:
+        _, ev = join(tmp_path, s)
+    finally:
+        set_argv([])
+    assert json.loads(ev["runs"].iloc[0]["commands"]) == {
+        "server": ["qualflow", "serve"], "aiperf": "aiperf profile ...", "pin": "qualflow pin --out pin.json",
+        "build": "qualflow build --out bundle", "correctness": "qualflow correctness --out corr.parquet",
+        "session": "qualflow session --out s", "join": "qualflow join --out ev"}
+
+
+def test_the_join_takes_points_and_their_slos_from_points_json(tmp_path, capsys):
+    from qualflow.cli import main
+    from qualflow.workload import PointPlan
+
+    s, _ = make_session(tmp_path)
+    loose = {"ttft_ms": {"p50": 1000}, "max_error_rate": 0}
+    PointPlan.from_json({"points": [POINT], "slos": {"tiny_c2": loose}}).write(tmp_path / "points.json")
+    argv = ["join", "--session", str(s), "--correctness", str(tmp_path / "corr.parquet"), "--bundle",
+            str(tmp_path / "bundle"), "--pin", str(tmp_path / "pin.json"), "--model", "embedded", "--profile", "fp16",
+            "--software-key", "k", "--points", str(tmp_path / "points.json"), "--out", str(tmp_path / "ev")]
+    assert main(argv) == 0
+    assert json.loads(capsys.readouterr().out)["statuses"] == {"tiny_c2": "slo-met"}
+    runs = pd.read_parquet(tmp_path / "ev" / "runs.parquet")
+    assert json.loads(runs.iloc[0]["commands"])["join"] == "qualflow " + " ".join(argv)
+    assert json.loads(runs.iloc[0]["workload"])["seed"] == 42          # the point as the session ran it
+    for gone in (["--slo", "{}"], ["--commands", "{}"]):                # the plan and the stages say it now
+        assert main(argv + gone) == 2

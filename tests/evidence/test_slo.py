@@ -11,23 +11,20 @@ import pytest
 import yaml
 
 from qualflow.aiperf.command import AiperfPoint, build_command
+from qualflow.aiperf.options import ClientOptions
 from qualflow.aiperf.runner import Progress
 from qualflow.evidence import slo, store
-from qualflow.evidence.join import build_evidence
 from qualflow.evidence.schema import TABLES
 from qualflow.phases import aiperf_tag, parse_point_key, point_key
 
 from fixtures import REPO
-from fixtures.sessions import POINT, make_session, server_record
+from fixtures.sessions import POINT, join, make_session, server_record
 
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
 
 
 def _join(tmp_path, s, slos, points=(POINT,)):
-    res = build_evidence(session_dir=s, correctness=tmp_path / "corr.parquet", bundle_dir=tmp_path / "bundle",
-                         pin=tmp_path / "pin.json", model="embedded", profile="fp16", software_key="0.1.0+gabc",
-                         out=tmp_path / "ev", points=list(points), slos=slos)
-    return res, {t: pd.read_parquet(tmp_path / "ev" / f"{t}.parquet") for t in TABLES}
+    return join(tmp_path, s, points, slos)
 
 
 def test_slo_names_are_one_vocabulary():
@@ -135,7 +132,7 @@ def test_rate_prompt_file_goodput_and_sampling_flags():
     p = AiperfPoint(point_id="chat_r2", workload="chat", concurrency=None, isl=None, osl=16, request_rate=2.0,
                     arrival_pattern="poisson", input_file="workloads/prompts/chat-v1.jsonl",
                     sampling={"temperature": 0.7, "top_p": 0.9}, goodput={"ttft_ms": 200, "itl_ms": 20})
-    cmd = build_command(p, url="u", model_name="m", tokenizer_dir="t", artifact_dir="a")
+    cmd = build_command(p, ClientOptions(url="u", model_name="m", tokenizer="t"), artifact_dir="a")
     assert _flag(cmd, "--request-rate") == "2" and _flag(cmd, "--request-rate-mode") == "poisson"
     assert "--concurrency" not in cmd and "--synthetic-input-tokens-mean" not in cmd
     assert _flag(cmd, "--input-file") == "workloads/prompts/chat-v1.jsonl"
@@ -144,8 +141,8 @@ def test_rate_prompt_file_goodput_and_sampling_flags():
     extra = json.loads(_flag(cmd, "--extra-inputs"))
     assert extra["temperature"] == 0.7 and extra["top_p"] == 0.9 and extra["store"] is False
     with pytest.raises(ValueError, match="exactly one of isl"):
-        build_command(AiperfPoint(point_id="x", concurrency=1, isl=8, osl=4, input_file="f"), url="u",
-                      model_name="m", tokenizer_dir="t", artifact_dir="a")
+        build_command(AiperfPoint(point_id="x", concurrency=1, isl=8, osl=4, input_file="f"),
+                      ClientOptions(url="u", model_name="m", tokenizer="t"), artifact_dir="a")
 
 
 def test_point_keys_and_progress_lines(capsys):

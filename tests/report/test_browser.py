@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from qualflow.evidence.compare import CompareOptions
+from qualflow.evidence.compare.config import CompareOptions
 from qualflow.report.compare import run_compare
 from qualflow.report.browser import check_page, find_chromium
 from qualflow.report.page import write_report

@@ -13,7 +13,7 @@ pytest.importorskip("triton")
 
 CHECK = textwrap.dedent("""
     import torch
-    from qualflow.runtime.paged_decode import paged_decode, reference
+    from qualflow.runtime.kernels.paged_decode import paged_decode, reference
     g = torch.Generator().manual_seed(1)
     for B, H, KV, D, BS, splits in [(3, 4, 2, 32, 16, 1), (3, 4, 2, 32, 16, 4), (2, 16, 8, 64, 16, 2)]:
         nb, M = 40, 8
@@ -38,9 +38,9 @@ def test_paged_decode_kernel_matches_reference():
 
 GRAPH_STEP = textwrap.dedent("""
     import sys
-    from qualflow.runtime import GenerationRequest, load_task
-    from qualflow.runtime.cuda_graphs import DecodeGraphs
-    task = load_task(sys.argv[1], device="cpu", max_batch=3, max_context=64, block_size=16)
+    from qualflow.runtime import EngineConfig, GenerationRequest, load_task
+    from qualflow.runtime.engine.cuda_graphs import DecodeGraphs
+    task = load_task(sys.argv[1], EngineConfig(device="cpu", max_batch=3, max_context=64, block_size=16))
     def reqs():
         return [GenerationRequest(f"g{i}", [11 + i] * (3 + 7 * i), task.default_params(
             max_new_tokens=6, temperature=0.0, ignore_eos=True)) for i in range(3)]

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from qualflow.runtime import GenerationRequest, load_task
+from qualflow.runtime import EngineConfig, GenerationRequest, load_task
 
 TEXTS = ["Hi", "Tell me about the sea in many words please", "1 2 3", "¿Qué tal? 🐍", "x" * 40, "ok"]
 
@@ -33,16 +33,16 @@ def spy_steps(task):
     """Record (counts, starts) of every scheduled step."""
     steps, real = [], task.engine.runner.run
 
-    def run(batch):
+    def run(batch, *args):
         steps.append((list(batch.counts), list(batch.starts)))
-        return real(batch)
+        return real(batch, *args)
     task.engine.runner.run = run
     return steps
 
 
 @pytest.fixture(scope="module")
 def alone(bundle_dir):
-    task = load_task(bundle_dir, device="cpu", max_batch=1, max_context=96)
+    task = load_task(bundle_dir, EngineConfig(device="cpu", max_batch=1, max_context=96))
     try:
         lengths = [30, 25, 40, 20, 12, 35]
         yield lengths, [task.generate_sync(r).token_ids for r in requests(task, lengths)]
@@ -55,8 +55,8 @@ def test_small_pool_preempts_and_matches_alone(bundle_dir, alone, mixed):
     lengths, expected = alone
     # one full-context sequence (96 tokens = 24 blocks of 4) is all the pool holds; six requests of
     # ~40-70 tokens each need far more, so the newest are preempted and recomputed
-    task = load_task(bundle_dir, device="cpu", max_batch=6, max_context=96, kv_cache_gb=1e-9, block_size=4,
-                     max_num_batched_tokens=24, mixed=mixed)
+    task = load_task(bundle_dir, EngineConfig(device="cpu", max_batch=6, max_context=96, kv_cache_gb=1e-9, block_size=4,
+                                              max_num_batched_tokens=24, mixed=mixed))
     try:
         steps = spy_steps(task)
         finals = asyncio.run(_gather(task, requests(task, lengths)))
@@ -74,8 +74,8 @@ def test_small_pool_preempts_and_matches_alone(bundle_dir, alone, mixed):
 def test_chunked_prompt_interleaves_decodes(bundle_dir):
     """Alternating mode: while a long prompt is prefilled chunk by chunk, the running decode gets a
     step between every two chunks."""
-    task = load_task(bundle_dir, device="cpu", max_batch=2, max_context=256, block_size=8,
-                     max_num_batched_tokens=16, step_delay_s=0.0)
+    task = load_task(bundle_dir, EngineConfig(device="cpu", max_batch=2, max_context=256, block_size=8,
+                                              max_num_batched_tokens=16, step_delay_s=0.0))
     try:
         steps = spy_steps(task)
         short = GenerationRequest("short", [5] * 4, greedy(task, 40))
@@ -100,8 +100,8 @@ def test_chunked_prompt_interleaves_decodes(bundle_dir):
 
 def test_fifo_head_is_not_overtaken(bundle_dir):
     """A big waiting request at the head is not overtaken by later small ones while it waits for blocks."""
-    task = load_task(bundle_dir, device="cpu", max_batch=4, max_context=64, kv_cache_gb=1e-9, block_size=4,
-                     max_num_batched_tokens=64)
+    task = load_task(bundle_dir, EngineConfig(device="cpu", max_batch=4, max_context=64, kv_cache_gb=1e-9, block_size=4,
+                                              max_num_batched_tokens=64))
     try:
         reqs = [GenerationRequest("a", [7] * 30, greedy(task, 20)), GenerationRequest("big", [8] * 40, greedy(task, 20)),
                 GenerationRequest("c", [9] * 4, greedy(task, 4))]
@@ -114,8 +114,8 @@ def test_fifo_head_is_not_overtaken(bundle_dir):
 
 
 def _seqs(lengths):
-    from qualflow.runtime.events import TaskTiming
-    from qualflow.runtime.sequence import Sequence
+    from qualflow.runtime.api.events import TaskTiming
+    from qualflow.runtime.engine.sequence import Sequence
     return [Sequence(GenerationRequest(f"s{i}", [3] * n), lambda item: None, TaskTiming(0)) for i, n in enumerate(lengths)]
 
 
@@ -123,8 +123,8 @@ def test_scheduler_packs_prompts_and_chunks_long_ones():
     """Deterministic, no engine thread: waiting prompts are packed into one step up to the budget,
     the rest of a long prompt continues in the next steps, and the decode of a finished prefill
     gets a step between two chunks."""
-    from qualflow.runtime.block_manager import BlockManager
-    from qualflow.runtime.scheduler import Scheduler
+    from qualflow.runtime.engine.block_manager import BlockManager
+    from qualflow.runtime.engine.scheduler import Scheduler
     sched = Scheduler(BlockManager(200, 4), max_batch=8, max_num_batched_tokens=16)
     a, b, c = _seqs([5, 6, 40])
     for s in (a, b, c):

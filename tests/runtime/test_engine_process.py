@@ -1,4 +1,4 @@
-"""The engine in its own process (load_task(engine_process=True)), at the Task level on CPU: the same
+"""The engine in its own process (EngineConfig(engine_process="on")), at the Task level on CPU: the same
 greedy tokens and text as the in-process engine, timing stamps ordered, cancel and scoring across the
 process boundary, one message per engine step, a killed engine surfacing through health() and ending
 open requests, and no process left after close()."""
@@ -12,7 +12,8 @@ import time
 
 import pytest
 
-from qualflow.runtime import EngineFailed, FinalEvent, GenerationRequest, SamplingParams, TokenEvent, load_task
+from qualflow.runtime import (EngineConfig, EngineFailed, FinalEvent, GenerationRequest, SamplingParams, TokenEvent,
+                              load_task)
 
 pytestmark = pytest.mark.timeout(120)
 GREEDY = SamplingParams(max_new_tokens=24, temperature=0, ignore_eos=True)
@@ -22,12 +23,12 @@ PROMPTS = [[1, 2, 3, 4, 5], [7] * 17, list(range(30, 70)), [99, 5]]
 @pytest.fixture(scope="module")
 def tasks(bundle_dir):
     loaded = []   # loaded on a thread that then ends, as the server loads its Task
-    loader = threading.Thread(target=lambda: loaded.append(load_task(bundle_dir, max_batch=4, max_context=256,
-                                                                     engine_process=True)))
+    remote_cfg = EngineConfig(max_batch=4, max_context=256, engine_process="on")
+    loader = threading.Thread(target=lambda: loaded.append(load_task(bundle_dir, remote_cfg)))
     loader.start()
     loader.join()
     remote = loaded[0]
-    local = load_task(bundle_dir, max_batch=4, max_context=256)
+    local = load_task(bundle_dir, EngineConfig(max_batch=4, max_context=256))
     yield remote, local
     remote.close()
     local.close()
@@ -91,8 +92,10 @@ def test_cancel_and_score_cross_the_process(tasks):
 
 
 def test_one_message_per_step():
-    from qualflow.runtime.engine_process import Outbox
-    from qualflow.runtime.events import TaskTiming
+    from qualflow.runtime.api.events import TaskTiming
+    from qualflow.runtime.engine.outputs import Final, Tokens
+    from qualflow.runtime.process.child import Outbox
+    from qualflow.runtime.process.messages import Finished, Step
 
     class Conn:
         sent: list = []
@@ -103,16 +106,16 @@ def test_one_message_per_step():
     out, timing = Outbox(Conn()), TaskTiming(submitted_ns=1, first_scheduled_ns=2, first_token_ns=3)
     sinks = [out.sink(k, timing) for k in range(3)]
     for s in sinks:
-        s(("tokens", [10]))
+        s(Tokens([10]))
     timing.finished_ns = 4
-    sinks[1](("final", "length", None))
+    sinks[1](Final("length", None))
     out.flush()
     out.flush()  # nothing new: nothing sent
-    assert Conn.sent == [("step", [(0, [10]), (1, [10]), (2, [10])], [(1, "length", None, 2, 3, 4)])]
+    assert Conn.sent == [Step({0: [10], 1: [10], 2: [10]}, [Finished(1, "length", None, 2, 3, 4)])]
 
 
 def test_killed_engine_process_fails_fast_and_close_leaves_nothing(bundle_dir):
-    task = load_task(bundle_dir, max_batch=2, max_context=256, engine_process=True)
+    task = load_task(bundle_dir, EngineConfig(max_batch=2, max_context=256, engine_process="on"))
     pid = task.info["engine_pid"]
     try:
         assert task.health() is None
@@ -137,7 +140,7 @@ def test_killed_engine_process_fails_fast_and_close_leaves_nothing(bundle_dir):
     finally:
         task.close()
     assert gone(pid)
-    healthy = load_task(bundle_dir, max_batch=2, max_context=256, engine_process=True)
+    healthy = load_task(bundle_dir, EngineConfig(max_batch=2, max_context=256, engine_process="on"))
     pid = healthy.info["engine_pid"]
     healthy.close()
     assert gone(pid) and healthy.engine.proc.exitcode == 0

@@ -6,14 +6,14 @@ import time
 
 import pytest
 
-from qualflow.runtime import (CapabilityMissing, FinalEvent, GenerationRequest, InvalidRequest, PromptTooLong,
-                              TokenEvent, load_task)
-from qualflow.runtime.detok import IncrementalDecoder
+from qualflow.runtime import (CapabilityMissing, EngineConfig, FinalEvent, GenerationRequest, InvalidRequest,
+                              PromptTooLong, TokenEvent, load_task)
+from qualflow.runtime.frontend.detok import IncrementalDecoder
 
 
 @pytest.fixture(scope="module")
 def task(bundle_dir):
-    t = load_task(bundle_dir, device="cpu", max_batch=4)
+    t = load_task(bundle_dir, EngineConfig(device="cpu", max_batch=4))
     yield t
     t.close()
 
@@ -63,7 +63,7 @@ def test_incremental_delivery_counts_and_timing(task):
 
 
 def test_cancellation_frees_slot_and_others_continue(bundle_dir):
-    task = load_task(bundle_dir, device="cpu", max_batch=2, step_delay_s=0.01)
+    task = load_task(bundle_dir, EngineConfig(device="cpu", max_batch=2, step_delay_s=0.01))
     try:
         async def scenario():
             keep = asyncio.create_task(collect(task, GenerationRequest("keep", prompt(task, "a"), greedy(task, 30, ignore_eos=True))))
@@ -86,7 +86,7 @@ def test_cancellation_frees_slot_and_others_continue(bundle_dir):
 
 
 def test_closing_the_stream_cancels(bundle_dir):
-    task = load_task(bundle_dir, device="cpu", max_batch=1, step_delay_s=0.005)
+    task = load_task(bundle_dir, EngineConfig(device="cpu", max_batch=1, step_delay_s=0.005))
     try:
         async def scenario():
             gen = task.generate(GenerationRequest("gone", prompt(task, "x"), greedy(task, 1000, ignore_eos=True)))
@@ -100,7 +100,7 @@ def test_closing_the_stream_cancels(bundle_dir):
 
 
 def test_fifo_queue_under_full_batch(bundle_dir):
-    task = load_task(bundle_dir, device="cpu", max_batch=1, step_delay_s=0.002)
+    task = load_task(bundle_dir, EngineConfig(device="cpu", max_batch=1, step_delay_s=0.002))
     try:
         async def scenario():
             reqs = [GenerationRequest(f"q{i}", prompt(task, str(i)), greedy(task, 6, ignore_eos=True)) for i in range(4)]
@@ -116,7 +116,7 @@ def test_fifo_queue_under_full_batch(bundle_dir):
 
 
 def test_error_isolation(bundle_dir, monkeypatch):
-    task = load_task(bundle_dir, device="cpu", max_batch=4)
+    task = load_task(bundle_dir, EngineConfig(device="cpu", max_batch=4))
     try:
         real = task.model.forward
         calls = {"n": 0}

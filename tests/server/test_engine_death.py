@@ -21,9 +21,9 @@ class DeviceLost(BaseException):
 
 
 def test_dead_engine_fails_fast(bundle_dir):
-    from qualflow.runtime import load_task
+    from qualflow.runtime import EngineConfig, load_task
     from qualflow.server.app import create_app
-    task = load_task(bundle_dir, max_batch=4, max_context=256)
+    task = load_task(bundle_dir, EngineConfig(max_batch=4, max_context=256))
     forward, armed = task.model.forward, threading.Event()
 
     def faulty(*a, **kw):

@@ -1,6 +1,7 @@
-"""`qualflow serve --engine-process` over real uvicorn on CPU: greedy streams identical to the in-process
+"""`qualflow serve --engine-process on` over real uvicorn on CPU: greedy streams identical to the in-process
 engine's, timing records ordered, client disconnect cancels the engine request, a killed engine
-process turns /health unhealthy and new requests into 503, and no process is left after the server
+process fails its open streams (`error` + `response.failed`), turns /health unhealthy and new requests
+into 503, and no process is left after the server
 stops, gracefully or killed."""
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from fixtures.server import InProcessServer, ServerUnderTest
 from fixtures.sse import check_stream, sse_frames
 
 pytestmark = pytest.mark.timeout(180)
-ARGS = ("--engine-process", "--max-batch", "4", "--max-context", "256")
+ARGS = ("--engine-process", "on", "--max-batch", "4", "--max-context", "256")
 BODIES = [{"model": "m", "input": text, "stream": True, "temperature": 0, "max_output_tokens": 24, "ignore_eos": True}
           for text in ("Hello", "Tell me about the sea", "1 2 3 4")]
 
@@ -71,9 +72,9 @@ def stream_text(url: str, body: dict, rid: str) -> str:
 
 
 def test_engine_process_serves_like_the_thread(bundle_dir, tmp_path):
-    from qualflow.runtime import load_task
+    from qualflow.runtime import EngineConfig, load_task
     from qualflow.server.app import create_app
-    local = load_task(bundle_dir, max_batch=4, max_context=256)
+    local = load_task(bundle_dir, EngineConfig(max_batch=4, max_context=256))
     with InProcessServer(create_app(task=local, model_name="m")) as ref:
         want = [stream_text(ref.url, b, f"ref-{i}") for i, b in enumerate(BODIES)]
     srv = ServerUnderTest(bundle_dir, tmp_path, *ARGS, model_name="m").start()
@@ -126,9 +127,30 @@ def test_engine_process_serves_like_the_thread(bundle_dir, tmp_path):
 
 
 def test_killed_engine_process_gives_503_and_no_orphans(bundle_dir, tmp_path):
-    srv = ServerUnderTest(bundle_dir, tmp_path, *ARGS, model_name="m").start()
+    srv = ServerUnderTest(bundle_dir, tmp_path, *ARGS, "--step-delay-s", "0.02", model_name="m").start()
     try:
+        # a stream open when the engine process dies ends with `error` + `response.failed`
+        out, streaming = {}, threading.Event()
+
+        def open_stream():
+            with httpx.Client(timeout=60) as c, c.stream("POST", srv.url + "/v1/responses", headers={"X-Request-ID": "open"},
+                                                         json={**BODIES[0], "max_output_tokens": 200}) as r:
+                text = ""
+                for chunk in r.iter_text():
+                    text += chunk
+                    if "event: response.output_text.delta" in text:
+                        streaming.set()
+                out["text"] = text
+
+        t = threading.Thread(target=open_stream)
+        t.start()
+        assert streaming.wait(30)
         os.kill(engine_pid(srv.proc.pid), signal.SIGKILL)
+        t.join(timeout=30)
+        frames = sse_frames(out["text"])
+        assert [k for k, _ in frames][-2:] == ["error", "response.failed"], [k for k, _ in frames][-4:]
+        assert "engine process" in frames[-1][1]["response"]["error"]["message"]
+        assert srv.wait_record("open")["status"] == "failed"
         deadline = time.monotonic() + 5
         while (h := httpx.get(srv.url + "/health", timeout=5)).status_code == 200 and time.monotonic() < deadline:
             time.sleep(0.05)

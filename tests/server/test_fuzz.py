@@ -56,9 +56,9 @@ def bodies(draw) -> tuple[bytes, str]:
 
 @pytest.fixture(scope="module")
 def client(bundle_dir):
-    from qualflow.runtime import load_task
+    from qualflow.runtime import EngineConfig, load_task
     from qualflow.server.app import create_app
-    with TestClient(create_app(task=load_task(bundle_dir, max_batch=4, max_context=64), model_name=MODEL),
+    with TestClient(create_app(task=load_task(bundle_dir, EngineConfig(max_batch=4, max_context=64)), model_name=MODEL),
                     raise_server_exceptions=False) as c:
         yield c
 

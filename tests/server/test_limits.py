@@ -1,6 +1,7 @@
 """Admission control and request limits over a real `qualflow serve`: 429 + Retry-After at the queue
 bound (and /health still answering), 413 over the body cap, 415 for non-JSON bodies, the contract
-nits, and no record left in progress after any of them."""
+nits, and no record left in progress after any of them; with the engine on a thread and in its own
+process."""
 from __future__ import annotations
 
 import statistics
@@ -17,10 +18,12 @@ pytestmark = pytest.mark.timeout(300)
 BODY = {"model": MODEL, "input": "hi", "max_output_tokens": 4}
 
 
-@pytest.fixture(scope="module")
-def srv(bundle_dir, tmp_path_factory):
+@pytest.fixture(scope="module", params=["off", "on"], ids=["engine-thread", "engine-process"])
+def srv(bundle_dir, tmp_path_factory, request):
+    """Both engine modes: the limits are the HTTP side's, so they must hold whichever runs the engine."""
     s = ServerUnderTest(bundle_dir, tmp_path_factory.mktemp("limits"), "--max-batch", "1", "--max-queue", "1",
-                        "--max-body-bytes", "200000", "--step-delay-s", "0.02", model_name=MODEL).start()
+                        "--max-body-bytes", "200000", "--step-delay-s", "0.02", "--engine-process", request.param,
+                        model_name=MODEL).start()
     yield s
     s.stop()
 
@@ -30,15 +33,18 @@ def post(srv, **kw) -> httpx.Response:
 
 
 def test_429_at_the_queue_bound_with_retry_after(srv):
-    long = {**BODY, "max_output_tokens": 60, "ignore_eos": True, "stream": True}
-    held = []
+    # long enough (400 steps of 20 ms) that the bound stays full while the machine is slow; the holders
+    # disconnect once the over-the-bound requests are sent
+    long = {**BODY, "max_output_tokens": 400, "ignore_eos": True, "stream": True}
+    held, sent = [], threading.Event()
 
     def hold(i):
         with httpx.stream("POST", srv.url + "/v1/responses", json=long, headers={"X-Request-ID": f"hold-{i}"},
                           timeout=60) as r:
             held.append(r.status_code)
             for _ in r.iter_raw():
-                pass
+                if sent.is_set():
+                    break
 
     threads = [threading.Thread(target=hold, args=(i,)) for i in range(2)]   # 1 running + 1 waiting = the bound
     for t in threads:
@@ -50,6 +56,7 @@ def test_429_at_the_queue_bound_with_retry_after(srv):
         assert httpx.get(srv.url + "/health", timeout=10).status_code == 200
         health_ms.append((time.perf_counter() - t0) * 1e3)
         refused.append(post(srv, json=BODY, headers={"X-Request-ID": f"over-{i}"}))
+    sent.set()
     for t in threads:
         t.join()
     assert held == [200, 200]

@@ -23,15 +23,16 @@ def test_bind_listens_at_once_so_a_second_bind_fails():
         a.close()
 
 
-def serve(bundle, port):
+def serve(bundle, port, mode):
     return subprocess.Popen([sys.executable, "-m", "qualflow.cli", "serve", "--bundle", str(bundle), "--port",
-                             str(port)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             str(port), "--engine-process", mode], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
 
 
-def test_two_servers_started_together_one_exits_2(bundle_dir):
+@pytest.mark.parametrize("mode", ["off", "on"], ids=["engine-thread", "engine-process"])
+def test_two_servers_started_together_one_exits_2(bundle_dir, mode):
     port = free_port()
-    procs = [serve(bundle_dir, port), serve(bundle_dir, port)]
+    procs = [serve(bundle_dir, port, mode), serve(bundle_dir, port, mode)]
     try:
         deadline = time.monotonic() + 60
         while all(p.poll() is None for p in procs) and time.monotonic() < deadline:

@@ -21,8 +21,8 @@ pytestmark = pytest.mark.timeout(300)
 @pytest.fixture(scope="module")
 def greedy(bundle_dir):
     """Greedy token ids of PROMPT on the pristine bundle, and the step at which the extra stop token sits."""
-    from qualflow.runtime import GenerationRequest, load_task
-    task = load_task(bundle_dir, max_batch=1)
+    from qualflow.runtime import EngineConfig, GenerationRequest, load_task
+    task = load_task(bundle_dir, EngineConfig(max_batch=1))
     try:
         ids = task.render_prompt(None, [{"role": "user", "content": PROMPT}])
         out = task.generate_sync(GenerationRequest("probe", ids, task.default_params(

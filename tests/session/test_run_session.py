@@ -4,21 +4,29 @@ message), and leave no process and no bound port behind; with record_failures ev
 written and the raw artifacts are kept per run id."""
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
 import os
 import socket
 import stat
 
-from qualflow.session.server_process import port_is_free
+from qualflow.runtime.config import EngineConfig
+from qualflow.session.config import SessionConfig
 from qualflow.session.run import run_session
+from qualflow.session.server_process import port_is_free
 
 POINTS = [{"point_id": "tiny_c1", "concurrency": 1, "isl": 8, "osl": 4, "request_count": 2}]
 
 
+def _cfg(tmp_path, bundle, device="cpu", **kw) -> SessionConfig:
+    return SessionConfig(bundle=str(bundle), out=str(tmp_path / "s"), points=json.dumps(POINTS), model_name="m",
+                         startup_timeout=120, warmup_requests=1, warmup_max_tokens=2,
+                         engine=EngineConfig(device=device), **kw)
+
+
 def _run(tmp_path, port, bundle, **kw):
-    return run_session(bundle=str(bundle), out=tmp_path / "s", device="cpu", host="127.0.0.1", port=port,
-                       model_name="m", points=POINTS, startup_timeout_s=120, warmup_requests=1,
-                       warmup_max_tokens=2, **kw)
+    return run_session(_cfg(tmp_path, bundle, port=port, **kw))
 
 
 def test_server_that_dies_fails_the_session(tmp_path, capsys):
@@ -46,7 +54,7 @@ def test_busy_port_is_named(tmp_path):
 
 def test_record_failures_writes_every_output_and_keeps_the_raw_artifacts(tmp_path):
     rc = _run(tmp_path, 0, tmp_path / "no-such-bundle", record_failures=True, run_name=("embedded", "fp16"),
-              archive_dir=tmp_path / "history")
+              archive_dir=str(tmp_path / "history"))
     assert rc == 0
     out = tmp_path / "s"
     for name in ("session.json", "startup.json", "warmup.parquet", "protocol.parquet", "server_timing.jsonl",
@@ -64,7 +72,7 @@ def test_a_wrong_aiperf_version_is_refused(tmp_path, bundle_dir, monkeypatch):
     fake.write_text("#!/bin/sh\necho 0.12.1\n")
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
-    rc = _run(tmp_path, 0, bundle_dir, run_protocol=False)
+    rc = _run(tmp_path, 0, bundle_dir, protocol=False)
     assert rc == 1
     s = json.loads((tmp_path / "s" / "session.json").read_text())
     assert s["error"]["stage"] == "aiperf:tiny_c1" and s["error"]["type"] == "ClientPinError"
@@ -83,9 +91,7 @@ def test_a_cuda_session_leases_a_free_gpu_and_records_it(tmp_path, monkeypatch, 
     cores = os.sched_getaffinity(0)
     other = acquire("cuda:0", holder={"job": "other session"})
     try:
-        rc = run_session(bundle=str(bundle_dir), out=tmp_path / "s", device="cuda", host="127.0.0.1", port=0,
-                         model_name="m", points=POINTS, startup_timeout_s=120, warmup_requests=1,
-                         warmup_max_tokens=2, record_failures=True)
+        rc = run_session(_cfg(tmp_path, bundle_dir, device="cuda", record_failures=True))
     finally:
         other.release()
     assert rc == 0
@@ -97,3 +103,86 @@ def test_a_cuda_session_leases_a_free_gpu_and_records_it(tmp_path, monkeypatch, 
     with acquire("cuda:1", timeout_s=1):   # released
         pass
     assert s["gpu"]["cores"] and os.sched_getaffinity(0) == cores   # pinned for the session only
+
+
+def test_collaborators_are_injected_and_the_session_records_their_outcome(tmp_path, bundle_dir):
+    """The server comes from `server_factory` with the session's exact settings, each point's run from
+    `point_runner`; session.json records the outcome of each run and the session's own command."""
+    from qualflow.aiperf.exports import Verdict
+    from qualflow.aiperf.record import PointRun
+    from qualflow.invocation import set_argv
+    from qualflow.session.server_process import ServerProcess
+
+    made, ran = [], []
+
+    def factory(server, engine, *, log_path):
+        made.append((server, engine))
+        return ServerProcess(server, engine, log_path=log_path)
+
+    def runner(point, client, *, point_dir, phase_header=None, options=None, **_):
+        ran.append((point.point_id, client.url, client.model_name, client.tokenizer, phase_header,
+                    options.workers_max, options.timeout_s))
+        rec = PointRun(point=point, command="stand-in", exit_code=0, verdict=Verdict(ok=False, reasons=["stand-in"]))
+        point_dir.mkdir(parents=True, exist_ok=True)
+        rec.write(point_dir / "run.json")
+        return rec
+
+    plan = [{**POINTS[0], "repeats": 2}]
+    (tmp_path / "points.json").write_text(json.dumps({"points": plan, "slos": {}}))
+    set_argv(["session", "--points", str(tmp_path / "points.json")])
+    try:
+        cfg = dataclasses.replace(_cfg(tmp_path, bundle_dir, protocol=False, aiperf_workers=2, aiperf_timeout=60),
+                                  points=str(tmp_path / "points.json"), engine=EngineConfig(max_batch=2))
+        rc = run_session(cfg, server_factory=factory, point_runner=runner)
+    finally:
+        set_argv([])
+    assert rc == 0
+    (server, engine), = made
+    assert engine == EngineConfig(max_batch=2) and server.bundle == str(bundle_dir) and server.model_name == "m"
+    assert server.timing_log == str(tmp_path / "s" / "server_timing.jsonl") and server.port != 0
+    s = json.loads((tmp_path / "s" / "session.json").read_text())
+    assert [r[0] for r in ran] == ["tiny_c1", "tiny_c1"] and [r[4] for r in ran] == ["aiperf:tiny_c1", "aiperf:tiny_c1.r2"]
+    assert ran[0][1:4] == (s["url"], "m", str(bundle_dir)) and ran[0][5:] == (2, 60.0)
+    assert s["points"] == {key: {"command": "stand-in", "exit_code": 0, "ok": False, "reasons": ["stand-in"]}
+                           for key in ("tiny_c1", "tiny_c1.r2")}
+    assert s["command"] == f"qualflow session --points {tmp_path / 'points.json'}"
+    assert s["settings"]["max_batch"] == 2 and "--max-batch" in s["server_command"]
+    assert s["timing_records_missing"] == 0 and s["error"] is None
+
+
+def _hashes(root) -> dict[str, str]:
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_each_run_has_its_own_server_log_and_an_archive_no_later_run_changes(tmp_path):
+    """Two sessions into the same directory and history: the first run's archived files keep their
+    hashes, and the second run's log, archive and failure reason hold only its own server's lines."""
+    history = tmp_path / "history"
+    firsts = []
+    for n in (1, 2):
+        rc = _run(tmp_path, 0, tmp_path / f"no-such-bundle-{n}", record_failures=True,
+                  run_name=("embedded", "fp16"), archive_dir=str(history))
+        assert rc == 0
+        s = json.loads((tmp_path / "s" / "session.json").read_text())
+        kept = history / s["run_id"]
+        if n == 1:
+            firsts = [kept, _hashes(kept)]
+            assert "no-such-bundle-1" in (kept / "server.log").read_text()
+    first, before = firsts
+    assert kept != first and _hashes(first) == before
+    log = (tmp_path / "s" / "server.log").read_text()
+    assert "no-such-bundle-2" in log and "no-such-bundle-1" not in log
+    assert "no-such-bundle-1" not in (kept / "server.log").read_text()
+    assert "no-such-bundle-1" not in s["error"]["message"]
+    assert (kept / "server.log").stat().st_ino != (tmp_path / "s" / "server.log").stat().st_ino
+
+
+def test_a_failure_reason_is_one_line_and_the_log_tail_is_in_the_record(tmp_path):
+    rc = _run(tmp_path, 0, tmp_path / "no-such-bundle", record_failures=True)
+    assert rc == 0
+    s = json.loads((tmp_path / "s" / "session.json").read_text())
+    assert s["error"]["type"] == "ServerCrashed" and "\n" not in s["error"]["message"]
+    assert "exited with code" in s["error"]["message"] and "server_log_tail" in s["error"]["message"]
+    tail = s["server_log_tail"]
+    assert isinstance(tail, list) and any("no-such-bundle" in ln for ln in tail), tail

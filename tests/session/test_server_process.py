@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from qualflow.session.server_process import PortConflict, ServerCrashed, ServerError, ServerProcess, check_port, \
+from qualflow.session.server_process import OwnedServer, PortConflict, ServerCrashed, ServerError, check_port, \
     free_port, port_is_free
 
 FAKE = textwrap.dedent("""
@@ -31,9 +31,8 @@ FAKE = textwrap.dedent("""
 def _server(tmp_path, port, delay=0.5, script=FAKE):
     f = tmp_path / "fake_server.py"
     f.write_text(script)
-    return ServerProcess(bundle="-", device="cpu", host="127.0.0.1", port=port, model_name="m",
-                         timing_log=tmp_path / "t.jsonl", log_path=tmp_path / "server.log",
-                         command=[sys.executable, str(f), str(port), str(delay)])
+    return OwnedServer([sys.executable, str(f), str(port), str(delay)], host="127.0.0.1", port=port,
+                       log_path=tmp_path / "server.log")
 
 
 def _alive(pid):
@@ -100,3 +99,23 @@ def test_busy_port_refused_before_start(tmp_path):
             srv.start()
         assert srv.proc is None
     assert os.getpid()  # nothing started
+
+
+def test_server_process_runs_qualflow_serve_with_exactly_its_configs(tmp_path):
+    """The argv rebuilds the same two configs through `qualflow serve`'s own parser; `.cmd` is it quoted."""
+    import argparse
+    import shlex
+
+    from qualflow.configs import from_args
+    from qualflow.server import add_serve_args
+    from qualflow.server.config import EngineConfig, ServerConfig
+    from qualflow.session.server_process import ServerProcess
+    server = ServerConfig(bundle="/b dir", port=free_port(), model_name="m", timing_log=str(tmp_path / "t.jsonl"))
+    engine = EngineConfig(max_batch=3, max_context=0, engine_process="on", step_delay_s=0.01)
+    srv = ServerProcess(server, engine, log_path=tmp_path / "server.log")
+    assert srv.argv[:4] == [sys.executable, "-m", "qualflow.cli", "serve"]
+    p = argparse.ArgumentParser()
+    add_serve_args(p)
+    ns = p.parse_args(srv.argv[4:])
+    assert (from_args(ServerConfig, ns), from_args(EngineConfig, ns)) == (server, engine)
+    assert shlex.split(srv.cmd) == srv.argv and (srv.host, srv.port) == ("127.0.0.1", server.port)

@@ -26,7 +26,8 @@ from pathlib import Path
 import pytest
 
 from qualflow.evidence import store
-from qualflow.evidence.compare import CompareOptions, CompareRefused
+from qualflow.evidence.compare.comparison import CompareRefused
+from qualflow.evidence.compare.config import CompareOptions
 from qualflow.report.compare import run_compare
 
 DELAY = 0.2
@@ -66,9 +67,12 @@ async def _one(client, url, model, text, osl, rid, tag):
     return rid, start, end, t_tokens, "".join(out), usage, err
 
 
-def fake_aiperf_point(point, *, url, model_name, tokenizer_dir, point_dir, phase_header=None, **_):
+def fake_aiperf_point(point, client, *, point_dir, phase_header=None, **_):
     """Stand-in for qualflow.aiperf.runner.run_point: same inputs, AIPerf 0.13's export files."""
     import httpx
+
+    from qualflow.aiperf.record import PointRun
+    url, model_name = client.url, client.model_name
 
     from qualflow.aiperf.exports import judge_run
 
@@ -129,28 +133,22 @@ def fake_aiperf_point(point, *, url, model_name, tokenizer_dir, point_dir, phase
         "benchmark_duration": {"avg": duration}}))
     (adir / ".aiperf_results_ready.json").write_text(json.dumps({"ready": True}))
     v = judge_run(adir, expected_requests=n_p, expected_warmup=n_w, expected_seed=point.seed, exit_code=0)
-    rec = {"point": point.to_dict(), "command": "stand-in load generator (tests/workflow/test_compare_e2e.py)",
-           "exit_code": 0, "verdict": v.to_dict(), "dataset_sha256": v.dataset_sha256}
-    (point_dir / "run.json").write_text(json.dumps(rec, indent=2))
+    rec = PointRun(point=point, command="stand-in load generator (tests/workflow/test_compare_e2e.py)",
+                   exit_code=0, verdict=v, dataset_sha256=v.dataset_sha256)
+    rec.write(point_dir / "run.json")
     return rec
 
 
 def serving_session(bundle: str, out: str, delay: float) -> int:
     """One serving session (real server with a step delay), in its own process (run as a script)."""
-    import qualflow.aiperf.runner as runner
-    import qualflow.session.run as session
-    from qualflow.session.server_process import ServerProcess
+    from qualflow.runtime.config import EngineConfig
+    from qualflow.session.config import SessionConfig
+    from qualflow.session.run import run_session
 
-    class DelayedServer(ServerProcess):
-        def __init__(self, **kw):
-            super().__init__(**kw, extra_args=["--step-delay-s", str(delay)])
-
-    session.ServerProcess = DelayedServer
-    if not REAL_AIPERF:
-        runner.run_point = fake_aiperf_point
-    return session.run_session(bundle=bundle, out=out, device="cpu", host="127.0.0.1", port=0, model_name="m",
-                               points=[POINT], startup_timeout_s=180, warmup_requests=2, warmup_max_tokens=4,
-                               run_protocol=False)
+    cfg = SessionConfig(bundle=bundle, out=out, points=json.dumps([POINT]), model_name="m", startup_timeout=180,
+                        warmup_requests=2, warmup_max_tokens=4, protocol=False,
+                        engine=EngineConfig(step_delay_s=delay))
+    return run_session(cfg, point_runner=None if REAL_AIPERF else fake_aiperf_point)
 
 
 # (name, version key, step delay). The three sessions run at the same time (started 1.1 s apart, so
@@ -161,6 +159,8 @@ SESSIONS = (("base", "v-base", DELAY), ("rerun", "v-base", DELAY), ("slow", "v-s
 
 @pytest.fixture(scope="module")
 def three_runs(bundle_dir, pinned, tmp_path_factory):
+    from qualflow.aiperf.command import AiperfPoint
+    from qualflow.evidence.inputs import EvidenceInputs
     from qualflow.evidence.join import build_evidence
     tmp = tmp_path_factory.mktemp("compare")
     root = tmp / "evidence"
@@ -184,9 +184,10 @@ def three_runs(bundle_dir, pinned, tmp_path_factory):
                 p.wait()
     runs = {}
     for name, version, _ in SESSIONS:
-        runs[name] = build_evidence(session_dir=tmp / name, correctness=None, bundle_dir=bundle_dir, pin=pinned,
-                                    model="embedded", profile="fp16", software_key=version,
-                                    out=root / version / "embedded" / "fp16", points=[POINT])
+        inputs = EvidenceInputs(session=str(tmp / name), correctness=None, bundle=str(bundle_dir), pin=str(pinned),
+                                model="embedded", profile="fp16", software_key=version,
+                                out=str(root / version / "embedded" / "fp16"))
+        runs[name] = build_evidence(inputs, [AiperfPoint.from_dict(POINT)])
     print(f"three serving sessions + joins: {time.monotonic() - t0:.1f}s")
     return tmp, root, runs
 
@@ -237,7 +238,7 @@ def test_identical_configurations_show_nothing_significant(three_runs):
 def test_different_workload_is_refused_unless_forced(three_runs):
     import pandas as pd
 
-    from qualflow.evidence.join import write_table
+    from qualflow.evidence.store import write_table
     tmp, root, runs = three_runs
     d = tmp / "other" / "v-other" / "embedded" / "fp16"
     shutil.copytree(root / "v-slow" / "embedded" / "fp16", d, ignore=shutil.ignore_patterns("history"))

@@ -26,7 +26,7 @@ from fixtures import REPO
 from fixtures.snakemake import SWEEP_KEY, SWKEY, TINY, copy_workflow, job_counts, pids_in, smk, smk_env, sweep_config
 
 UPSTREAM = ("embedded_checkpoint", "pin_checkpoint", "build_bundle", "family_correctness")
-DOWNSTREAM = ("aiperf_profile", "join_evidence", "report", "qualify")
+DOWNSTREAM = ("aiperf_profile", "join_evidence", "report", "status", "qualify")
 
 
 @pytest.mark.slow
@@ -81,6 +81,11 @@ def test_slos_sweep_repeats_and_real_prompts(tmp_path):
 def test_qualify_end_to_end(tiny_qualify):
     run = tiny_qualify
     ev, sess = run.evidence(), run.session()
+    # the terminal ends with the verdict: the status table and the report's path
+    tail = run.stdout.strip().splitlines()[-4:]
+    assert tail[0] == "qualflow status:" and tail[1].split()[:2] == ["point", "rung"], tail
+    assert tail[2].split()[:2] == ["embedded/fp16/tiny_c2", "aiperf-qualified"], tail
+    assert tail[3] == f"report: results/report/{SWKEY}/report.html", tail
     req = pd.read_parquet(ev / "requests.parquet")
     summ = pd.read_parquet(ev / "summary.parquet")
     runs = pd.read_parquet(ev / "runs.parquet")
@@ -161,6 +166,13 @@ def test_a_failed_rung_still_writes_status_and_report(tiny_qualify):
     (wf / "strict.yaml").write_text(yaml.safe_dump(strict))
     r = smk(wf, "qualify", "--configfile", "strict.yaml", cores=2, check=False)
     assert r.returncode != 0
+    # the status table is kept, and the terminal ends with it and the report's path
+    status = (wf / "results" / "status" / f"{SWKEY}.tsv").read_text()
+    assert status.count("implemented") == 1 and "thresholds changed" in status, status
+    assert not (wf / "results" / "status" / f"{SWKEY}.verdict").exists()
+    tail = r.stdout.strip().splitlines()[-2:]
+    assert tail[0].split()[:2] == ["embedded/fp16/tiny_c2", "implemented"] and "thresholds changed" in tail[0], tail
+    assert tail[1] == f"report: results/report/{SWKEY}/report.html", tail
     jobs = job_counts(r.stdout + r.stderr)
     assert not any(j in jobs for j in UPSTREAM + ("aiperf_profile",)), jobs
     runs = pd.read_parquet(wf / "results" / "evidence" / SWKEY / "embedded" / "fp16" / "runs.parquet")

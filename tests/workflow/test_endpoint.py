@@ -56,6 +56,14 @@ def test_two_stacks_qualify_and_compare(two_stacks_launched):
     assert (prof["client_terminal_event"] == "response.completed").all() and prof["client_error"].isna().all()
     summ = pd.read_parquet(theirs / "summary.parquet").iloc[0]
     assert summ["n_client"] == 4 and summ["n_server"] == 0 and summ["n_errors"] == 0
+    # the endpoint's latency figures: its client-only rows, agreeing with AIPerf's own summary
+    aiperf = json.loads(next((wf / "results" / "session" / SWKEY / "tserve" / "endpoint").rglob(
+        "profile_export_aiperf.json")).read_text())
+    for col, tag in (("client_ttft_ms", "time_to_first_token"), ("client_itl_ms", "inter_token_latency")):
+        for q in ("p50", "p99"):
+            assert pd.notna(summ[f"{col}_{q}"]), (col, q)
+            assert summ[f"{col}_{q}"] == pytest.approx(aiperf[tag][q], rel=1e-6), (col, q)
+    assert pd.isna(summ["public_task_call_wall_ms_p50"])        # no server timing: null, reason in runs
 
     html = (wf / "results" / "report" / SWKEY / "report.html").read_text()
     assert "id='protocol-matrix'" in html and "9 of 11 checks differ between the stacks" in html

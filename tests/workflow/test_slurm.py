@@ -51,7 +51,7 @@ def test_qualify_through_slurm_matches_local(local_evidence, slurm_wf):
     # the heavy rules were SLURM jobs, the light ones local
     submitted = set(re.findall(r"rule_(\w+)/", "\n".join(re.findall(r"has been submitted with SLURM jobid .*", out))))
     assert submitted == {"build_bundle", "family_correctness", "aiperf_profile"}, submitted
-    for light in ("pin_checkpoint", "join_evidence", "report", "qualify"):
+    for light in ("pin_checkpoint", "join_evidence", "report", "status", "qualify"):
         assert re.search(rf"^localrule {light}:", out, re.M), light
     status = (wf / "results" / "status" / f"{SWKEY}.tsv").read_text()
     assert status.count("aiperf-qualified") == 1, status

@@ -1,12 +1,20 @@
-# Config validation, derived names and input functions. All logic lives in src/qualflow and is
-# reached only through the `qualflow` CLI; this file only maps config to paths and arguments.
+# Config validation, derived names and input functions. All logic lives in src/qualflow: the rules
+# reach it through the `qualflow` CLI, and this file calls only the light modules imported below
+# (no subprocess of ours while the DAG is parsed); it maps config to paths and arguments.
 import json
 import os
 import shlex
-import subprocess
+import time
 from pathlib import Path
 
+from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
+
+from qualflow.lifetime import pass_signals_to_jobs
+from qualflow.report.compare_dir import default_out_dir
+from qualflow.report.verdict import print_verdict
+from qualflow.session.provenance import workflow_versions
+from qualflow.workload import check_workload, request_settings
 
 
 for _m, _mc in (config.get("models") or {}).items():  # the schema's anyOf, said by key
@@ -16,18 +24,14 @@ for _m, _mc in (config.get("models") or {}).items():  # the schema's anyOf, said
             "'endpoint' ({url, model, api_key_env?, tokenizer?, launch?}: an external Responses endpoint)"
         )
 
-validate(config, schema="../schemas/config.schema.yaml")
-
-
-def load_label(kind, value):
-    """c<concurrency> or r<rate> (no dot: 0.5 -> r0p5), the suffix of a point id and the key of
-    `slo_by_load`."""
-    return f"c{value}" if kind == "concurrency" else f"r{value:g}".replace(".", "p")
-
-
-def _loads(wc):
-    return [("concurrency", c) for c in wc.get("concurrency") or []] + \
-        [("request_rate", r) for r in wc.get("request_rate") or []]
+try:
+    validate(config, schema="../schemas/config.schema.yaml")
+except WorkflowError as _e:  # only the error that matters, not the schema it was checked against
+    _cause = _e.__context__
+    if not hasattr(_cause, "message"):
+        raise
+    _where = ".".join(str(p) for p in getattr(_cause, "absolute_path", ())) or "(top level)"
+    raise ValueError(f"config: {_where}: {_cause.message}") from None
 
 
 def _check_config():
@@ -46,7 +50,11 @@ def _check_config():
         if "endpoint" in mc:
             mc["profiles"] = [ENDPOINT_PROFILE]
         ck = mc.get("checkpoint")
-        hub = ck is not None and ck != "embedded" and not Path(ck).exists()
+        local = ck is not None and ck != "embedded" and (os.path.isabs(ck) or Path(ck).exists()
+                                                        or ck.startswith((".", "~")))
+        if local and not Path(ck).expanduser().is_dir():
+            raise ValueError(f"config: models.{m}.checkpoint: no such directory {ck!r}")
+        hub = ck is not None and ck != "embedded" and not local
         if hub and not mc["revision"]:
             if not mc["allow_unpinned"]:
                 raise ValueError(
@@ -54,13 +62,10 @@ def _check_config():
                     f"{mc['checkpoint']!r} (or set allow_unpinned: true)"
                 )
     for w, wc in config["workloads"].items():
-        if not (wc.get("concurrency") or wc.get("request_rate")):
-            raise ValueError(f"config: workloads.{w}: concurrency or request_rate must list at least one load")
-        labels = {load_label(k, v) for k, v in _loads(wc)}
-        for lab in wc.get("slo_by_load") or {}:
-            if lab not in labels:
-                raise ValueError(f"config: workloads.{w}.slo_by_load.{lab} names no load of the workload "
-                                 f"(loads: {sorted(labels)})")
+        try:
+            check_workload(w, wc)
+        except ValueError as e:
+            raise ValueError(f"config: {e}") from None
         if wc.get("input_file") and not Path(wc["input_file"]).is_file():
             raise ValueError(f"config: workloads.{w}.input_file: no such file {wc['input_file']!r}")
 
@@ -68,16 +73,12 @@ def _check_config():
 ENDPOINT_PROFILE = "endpoint"  # the profile wildcard of an endpoint model (it has no bundle)
 _check_config()
 
-# The workflow reaches qualflow only through its CLI, here too.
-_VERSIONS = json.loads(
-    subprocess.run(
-        ["qualflow", "provenance", "--workflow"], check=True, capture_output=True, text=True
-    ).stdout
-)
+# In-process (qualflow.session.provenance imports nothing heavy; the git state is read by `git`).
+_VERSIONS = workflow_versions()
 # Evidence and everything measured with this software live under this key.
 SWKEY = config["software_key"] or _VERSIONS["software_key"]
 DEVICE = config["device"]
-# Package versions that change results: params, so an upgrade reruns what it should (reference §3.3).
+# Package versions that change results: params, so an upgrade reruns what it should.
 SOFTWARE_MODEL = _VERSIONS["model"]
 SOFTWARE_SESSION = _VERSIONS["session"]
 SOFTWARE_EVIDENCE = _VERSIONS["evidence"]
@@ -87,6 +88,9 @@ MODEL_PROFILES = [(m, p) for m, mc in config["models"].items() for p in mc["prof
 # ---- paths: every rule's outputs live under these prefixes (wildcards left for the rules) ----
 CHECKPOINT = "results/checkpoints/{model}"
 PIN = "results/pin/{model}.json"
+# a model's workload points: the plan (points + SLOs, for the join) and the points a session runs
+POINT_PLAN = f"results/points/{SWKEY}/{{model}}/plan.json"
+SESSION_POINTS = f"results/points/{SWKEY}/{{model}}/points.json"
 BUNDLE = f"results/bundle/{SWKEY}/{{model}}/{{profile}}"
 CORRECTNESS = f"results/correctness/{SWKEY}/{{model}}/{{profile}}.parquet"
 SESSION = f"results/session/{SWKEY}/{{model}}/{{profile}}"
@@ -95,6 +99,7 @@ SESSION_HISTORY = f"results/session_history/{SWKEY}/{{model}}/{{profile}}"
 EVIDENCE = f"results/evidence/{SWKEY}/{{model}}/{{profile}}"
 REPORT = f"results/report/{SWKEY}"
 STATUS = f"results/status/{SWKEY}.tsv"
+VERDICT = f"results/status/{SWKEY}.verdict"  # written only when every point reached require_status
 MP = f"{SWKEY}/{{model}}/{{profile}}"  # the key of per-model/profile logs and benchmarks
 
 
@@ -120,51 +125,35 @@ def model_cfg(wildcards):
     return config["models"][wildcards.model]
 
 
-# workload keys that are not AIPerf point settings: the load lists become points, SLOs go to the join
-_NOT_POINT_KEYS = ("concurrency", "request_rate", "rate_max_concurrency", "slo", "slo_by_load")
+def model_workloads(model):
+    """{name: config} of a model's workloads, in the order the model lists them."""
+    return {w: config["workloads"][w] for w in config["models"][model]["workloads"]}
 
 
-def points(model):
-    """Workload points of a model: one per (workload, concurrency) and per (workload, request rate)."""
-    out = []
-    for w in config["models"][model]["workloads"]:
-        wc = config["workloads"][w]
-        base = {k: v for k, v in wc.items() if k not in _NOT_POINT_KEYS}
-        goodput = {k: v for k, v in ((wc.get("slo") or {}).get("goodput") or {}).items() if k != "min_fraction"}
-        for kind, v in _loads(wc):
-            p = {"point_id": f"{w}_{load_label(kind, v)}", "workload": w, "isl": None, **base, "goodput": goodput,
-                 "concurrency": v if kind == "concurrency" else wc.get("rate_max_concurrency")}
-            if kind == "request_rate":
-                p["request_rate"] = v
-            if not request_extensions(model):
-                p["request_extensions"] = False
-            out.append(p)
-    return out
+def _workloads_json(model, part):
+    """The model's workloads as one JSON object: keys sorted within each, the workloads in the
+    model's order (the order of its points)."""
+    return shlex.quote(json.dumps({w: json.loads(json.dumps(part(wc), sort_keys=True))
+                                   for w, wc in model_workloads(model).items()}))
 
 
-def point_slos(model):
-    """{point_id: the SLO of that point}: the workload's `slo` with `slo_by_load` merged over it."""
-    out = {}
-    for w in config["models"][model]["workloads"]:
-        wc = config["workloads"][w]
-        for kind, v in _loads(wc):
-            slo = dict(wc.get("slo") or {})
-            slo.update((wc.get("slo_by_load") or {}).get(load_label(kind, v)) or {})
-            out[f"{w}_{load_label(kind, v)}"] = slo
-    return out
+def plan_workloads_arg(wildcards):
+    """`qualflow points --workloads` of the plan: the whole workloads, SLOs included."""
+    return _workloads_json(wildcards.model, dict)
 
 
-def slo_arg(wildcards):
-    return shlex.quote(json.dumps(point_slos(wildcards.model), sort_keys=True))
+def session_workloads_arg(wildcards):
+    """`qualflow points --workloads` of the session's points: only what shapes the requests."""
+    return _workloads_json(wildcards.model, request_settings)
+
+
+def points_flags(wildcards):
+    return "" if request_extensions(wildcards.model) else " --no-request-extensions"
 
 
 def prompt_files(wildcards):
     """Prompt files of a model's workloads: inputs of the session, so an edit reruns it."""
-    return sorted({p["input_file"] for p in points(wildcards.model) if p.get("input_file")})
-
-
-def points_arg(wildcards):
-    return shlex.quote(json.dumps(points(wildcards.model), sort_keys=True))
+    return sorted({wc["input_file"] for wc in model_workloads(wildcards.model).values() if wc.get("input_file")})
 
 
 def served_name(wildcards):
@@ -218,9 +207,11 @@ def correctness_command(wildcards, input, output):
 
 def session_inputs(wildcards):
     w = {"model": wildcards.model, "profile": wildcards.profile}
+    points = {"points": SESSION_POINTS.format(**w)}
     if is_endpoint(wildcards.model):
-        return {"correctness": CORRECTNESS.format(**w), **({"pin": PIN.format(**w)} if pin_of(wildcards) else {})}
-    return {"bundle": BUNDLE.format(**w), "correctness": CORRECTNESS.format(**w)}
+        return {"correctness": CORRECTNESS.format(**w), **points,
+                **({"pin": PIN.format(**w)} if pin_of(wildcards) else {})}
+    return {"bundle": BUNDLE.format(**w), "correctness": CORRECTNESS.format(**w), **points}
 
 
 def session_target(wildcards, input):
@@ -273,27 +264,6 @@ def job_threads(key):
     return config["threads"][key] or len(os.sched_getaffinity(0))
 
 
-def stage_commands(wildcards):
-    """The stage commands as this DAG runs them (recorded in the `runs` table)."""
-    w = {"model": wildcards.model, "profile": wildcards.profile}
-    pin, bundle = PIN.format(**w), BUNDLE.format(**w)
-    if is_endpoint(wildcards.model):
-        return shlex.quote(json.dumps({"endpoint_correctness": f"qualflow endpoint-correctness --endpoint "
-                                       f"{json.dumps(model_cfg(wildcards)['endpoint'], sort_keys=True)} "
-                                       f"--pin {pin} --out {CORRECTNESS.format(**w)}"}))
-    return shlex.quote(
-        json.dumps(
-            {
-                "pin": f"qualflow pin --checkpoint {checkpoint_arg(wildcards)} {pin_extra(wildcards)} "
-                f"--out {pin}",
-                "build": f"qualflow build --pin {pin} --profile {w['profile']} --out {bundle} --force",
-                "correctness": f"qualflow correctness --bundle {bundle} --device {DEVICE} "
-                f"--out {CORRECTNESS.format(**w)}",
-            }
-        )
-    )
-
-
 def all_evidence(table="runs"):
     return for_each_model_profile(f"{EVIDENCE}/{table}.parquet")
 
@@ -316,15 +286,10 @@ def _compare_spec(side):
 
 
 def _compare_dir():
-    """The compare output dir, named by the CLI (one sanitizer, in qualflow.report.compare); only
-    asked for when a comparison is configured."""
+    """The compare output dir (named as `qualflow compare` names it); a placeholder until a
+    comparison is configured."""
     base, head = _compare_spec("base"), _compare_spec("head")
-    if not base or not head:
-        return "results/compare/unset__vs__unset"
-    return subprocess.run(
-        ["qualflow", "compare", "--base", base, "--head", head, "--print-out-dir"],
-        check=True, capture_output=True, text=True,
-    ).stdout.strip()
+    return str(default_out_dir(base, head)) if base and head else "results/compare/unset__vs__unset"
 
 
 COMPARE_DIR = _compare_dir()
@@ -340,3 +305,15 @@ def compare_inputs(wildcards):
     if "current" in (COMPARE.get("base"), COMPARE.get("head")):
         return all_evidence("runs")
     return []
+
+
+# The terminal ends with the verdict (the Snakefile's onsuccess/onerror): the status table (rung,
+# figures, why not further) and the report's (and compare page's) path; after a failure only a
+# table this run wrote is shown as its verdict.
+STARTED = []   # the run's start (time.time()), set in onstart
+
+
+def show_verdict(failed):
+    compare = f"{COMPARE_DIR}/compare.html"
+    print_verdict(STATUS, report=f"{REPORT}/report.html", compare=compare if Path(compare).exists() else None,
+                  written_after=STARTED[0] if failed and STARTED else None)

@@ -6,6 +6,7 @@
 #     force: false                # compare even if dataset, workload or server settings differ (page says so)
 #     noise_rel: 0.10             # optional configured noise floor (fraction of base); unset: run-to-run
 #     noise_abs_ms: 2.0           #   noise must be measured (>= 2 comparable runs per side) to call a delta
+#     default_floor_rel: 0.5      # without either: a delta whose whole CI lies beyond 50 % of base is judged
 #
 #   snakemake --cores all compare --config 'compare={base: 0.1.0+gadbe6f2ae1, head: current}'
 #
@@ -36,7 +37,7 @@ rule compare:
         force="--force" if COMPARE.get("force") else "",
         floor=" ".join(
             f"--{k.replace('_', '-')} {COMPARE[k]}"
-            for k in ("noise_rel", "noise_abs_ms")
+            for k in ("noise_rel", "noise_abs_ms", "default_floor_rel")
             if COMPARE.get(k) is not None
         ),
         outdir=lambda w, output: str(Path(output.table).parent),

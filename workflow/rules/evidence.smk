@@ -8,7 +8,8 @@ rule join_evidence:
         unpack(join_inputs),
         session=f"{SESSION}/session.json",
         timing=f"{SESSION}/server_timing.jsonl",
-        points=f"{SESSION}/points",
+        point_runs=f"{SESSION}/points",
+        points=POINT_PLAN,
         correctness=CORRECTNESS,
     output:
         requests=f"{EVIDENCE}/requests.parquet",
@@ -24,18 +25,14 @@ rule join_evidence:
     params:
         sessiondir=lambda w, input: str(Path(input.session).parent),
         outdir=lambda w, output: str(Path(output.runs).parent),
-        points=points_arg,
-        slo=slo_arg,
         artifacts=join_artifacts,
         swkey=SWKEY,
         device=DEVICE,
         thresholds=thresholds_arg,
-        commands=stage_commands,
         software=SOFTWARE_EVIDENCE,
     localrule: True
     shell:
         "qualflow join --session {params.sessiondir} --correctness {input.correctness}"
         " {params.artifacts} --model {wildcards.model}"
-        " --profile {wildcards.profile} --software-key {params.swkey} --points {params.points}"
-        " --slo {params.slo} --device {params.device} {params.thresholds} --commands {params.commands}"
-        " --out {params.outdir} > {log} 2>&1"
+        " --profile {wildcards.profile} --software-key {params.swkey} --points {input.points}"
+        " --device {params.device} {params.thresholds} --out {params.outdir} > {log} 2>&1"

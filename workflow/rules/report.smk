@@ -1,4 +1,5 @@
-# Report: the run report over every model/profile's evidence, and the status table (`qualify`).
+# Report: the run report over every model/profile's evidence, the status table, and the verdict
+# (`qualify`).
 
 
 rule report:
@@ -26,20 +27,35 @@ rule report:
         "qualflow report --evidence {params.evidence} --out {params.outdir} > {log} 2>&1"
 
 
-rule qualify:
-    """Target: everything, for every configured model/profile/workload; writes the status table and
-    fails unless every point reached `require_status`."""
+rule status:
+    """The status table over every model/profile's evidence. Its job succeeds whatever the rungs
+    reached, so Snakemake keeps the table after a failed `qualify` too."""
     input:
         report=f"{REPORT}/report.html",
         runs=all_evidence("runs"),
     output:
         STATUS,
     log:
-        log_of("qualify", SWKEY),
+        log_of("status", SWKEY),
     params:
         evidence=evidence_dirs,
+    localrule: True
+    shell:
+        "qualflow status --evidence {params.evidence} --out {output} > {log} 2>&1"
+
+
+rule qualify:
+    """Target: everything, for every configured model/profile/workload; fails unless every point
+    reached `require_status` (the verdict file is written only then)."""
+    input:
+        status=STATUS,
+    output:
+        VERDICT,
+    log:
+        log_of("qualify", SWKEY),
+    params:
         require=config["require_status"],
     localrule: True
     shell:
-        "qualflow status --evidence {params.evidence} --require {params.require} --out {output}"
+        "qualflow verdict --status {input.status} --require {params.require} --out {output}"
         " > {log} 2>&1 || (cat {log}; exit 1)"

@@ -1,5 +1,4 @@
-# The serving session: ONE job per model/profile owns the server's whole lifetime
-# (reference snakemake-9.md §2.5, pattern A):
+# The serving session: ONE job per model/profile owns the server's whole lifetime:
 #
 #   serve (start + /health with timeout; load/startup times -> startup.json)
 #     -> warmup (fixed requests, each with its own X-Request-ID -> warmup.parquet)
@@ -13,7 +12,8 @@
 # the service marker (#2816), a crashed service is not noticed, a failing consumer gets the service
 # shell SIGKILLed (orphaning a background server), and on SLURM a service group must run in one
 # allocation whose members run sequentially (#4223). `qualflow session` is started with `exec`, so
-# the job's signals reach it directly; it detects a busy port and names it, notices a crashed
+# the job's signals reach it directly (a signal to Snakemake's PID alone is passed on to the jobs by
+# the Snakefile's `onstart`); it detects a busy port and names it, notices a crashed
 # server in every stage, and always stops the server and waits until its port is free.
 #
 # Reruns: the rule is named `aiperf_profile`, so `snakemake -R aiperf_profile` reruns the session
@@ -41,7 +41,6 @@ rule aiperf_profile:
         benchmark_of("aiperf_profile")
     params:
         outdir=lambda w, output: str(Path(output.session).parent),
-        points=points_arg,
         model_name=served_name,
         device=DEVICE,
         host=config["server"]["host"],
@@ -64,7 +63,7 @@ rule aiperf_profile:
     resources:
         gpu=gpus,
     shell:
-        "exec qualflow session {params.target} --out {params.outdir} --points {params.points}"
+        "exec qualflow session {params.target} --out {params.outdir} --points {input.points}"
         " --model-name {params.model_name} --device {params.device} --host {params.host}"
         " --port {params.port} --max-batch {params.max_batch} --max-context {params.max_context}"
         " --cpu-threads {params.cpu_threads}"

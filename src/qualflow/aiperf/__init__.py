@@ -1,3 +1,3 @@
 """Pinned AIPerf runs: build the exact `aiperf profile` command from a workload point, run it with a
 fixed environment, and read/judge its export files (success is judged from the exports, never from
-the exit code; see shared/reference/aiperf-0.13.md §4)."""
+the exit code: AIPerf 0.13 exits 0 after failed or cancelled requests)."""

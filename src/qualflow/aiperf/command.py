@@ -5,6 +5,7 @@ import json
 import shlex
 from dataclasses import asdict, dataclass, field
 
+from qualflow.aiperf.options import AiperfOptions, ClientOptions
 from qualflow.phases import PHASE_HEADER
 
 PINNED_AIPERF = "0.13.0"
@@ -75,12 +76,8 @@ class AiperfPoint:
         return self.num_dataset_entries or (self.request_count + self.warmup_request_count)
 
 
-def build_command(point: AiperfPoint, *, url: str, model_name: str, tokenizer_dir: str,
-                  artifact_dir: str, phase_header: str | None = None,
-                  workers_max: int = 1, record_processors: int = 1,
-                  aiperf_bin: str = "aiperf", export_level: str = "records",
-                  api_key: str | None = None) -> list[str]:
-    """The exact argv. Every flag that changes the workload is explicit (no AIPerf defaults relied on)."""
+def _check(point: AiperfPoint) -> None:
+    """Refuse a point AIPerf would run differently from what it says."""
     if (point.concurrency is not None and point.concurrency < 1) or point.request_count < 1 or point.osl < 1 \
             or (point.isl is not None and point.isl < 1):
         raise ValueError(f"workload point {point.point_id}: concurrency, request_count, isl, osl must be >= 1")
@@ -91,11 +88,17 @@ def build_command(point: AiperfPoint, *, url: str, model_name: str, tokenizer_di
     if point.request_rate is not None and (point.request_rate <= 0 or point.arrival_pattern not in ARRIVAL_PATTERNS):
         raise ValueError(f"workload point {point.point_id}: request_rate must be > 0 and arrival_pattern one of "
                          f"{ARRIVAL_PATTERNS}")
+
+
+def build_command(point: AiperfPoint, client: ClientOptions, *, artifact_dir: str, phase_header: str | None = None,
+                  options: AiperfOptions = AiperfOptions()) -> list[str]:
+    """The exact argv. Every flag that changes the workload is explicit (no AIPerf defaults relied on)."""
+    _check(point)
     cmd = [
-        aiperf_bin, "profile",
-        "--model", model_name,
-        "--tokenizer", str(tokenizer_dir),
-        "--url", url,
+        options.aiperf_bin, "profile",
+        "--model", client.model_name,
+        "--tokenizer", str(client.tokenizer),
+        "--url", client.url,
         "--endpoint-type", "responses",
     ]
     if point.streaming:
@@ -126,28 +129,19 @@ def build_command(point: AiperfPoint, *, url: str, model_name: str, tokenizer_di
     if phase_header:
         cmd += ["--header", f"{PHASE_HEADER}:{phase_header}"]
     cmd += [
-        "--workers-max", str(workers_max),
-        "--record-processors", str(record_processors),
+        "--workers-max", str(options.workers_max),
+        "--record-processors", str(options.record_processors),
         "--no-server-metrics", "--no-gpu-telemetry",
         "--ui-type", "none",
-        "--export-level", export_level,
+        "--export-level", client.export_level,
         "--export-outputs-json",
         "--request-timeout-seconds", f"{point.request_timeout_s:g}",
         "--artifact-dir", str(artifact_dir),
     ]
-    if api_key:
-        cmd += ["--api-key", api_key]
+    if client.api_key:
+        cmd += ["--api-key", client.api_key]
     return cmd
 
 
 def command_to_str(cmd: list[str]) -> str:
     return shlex.join(cmd)
-
-
-def load_points(arg: str) -> list[dict]:
-    """Workload points from a JSON string (starting with '[') or a file holding one."""
-    text = arg if arg.lstrip().startswith("[") else open(arg).read()
-    points = json.loads(text)
-    for p in points:
-        AiperfPoint.from_dict(p)  # validates keys
-    return points

@@ -2,7 +2,7 @@
 inputs.json, outputs.json, .aiperf_results_ready.json).
 
 Success is judged from these files, not from AIPerf's exit code: 0.13.0 exits 0 when some requests
-failed, on Ctrl-C and on a threshold abort (reference aiperf-0.13.md §4)."""
+failed, on Ctrl-C and on a threshold abort."""
 from __future__ import annotations
 
 import hashlib
@@ -158,6 +158,12 @@ class Verdict:
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Verdict":
+        """A verdict as `to_dict` wrote it, or a part of one (absent keys keep their defaults)."""
+        known = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
+        return cls(**{"ok": False, **known})
 
 
 def judge_run(artifact_dir: str | Path, *, expected_requests: int, expected_warmup: int = 0,

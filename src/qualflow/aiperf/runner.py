@@ -1,7 +1,6 @@
 """Run one pinned AIPerf point with a fixed environment, save the exact command, judge the exports."""
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
@@ -12,6 +11,8 @@ from pathlib import Path
 
 from qualflow.aiperf.command import AiperfPoint, build_command, command_to_str
 from qualflow.aiperf.exports import judge_run
+from qualflow.aiperf.options import AiperfOptions, ClientOptions
+from qualflow.aiperf.record import PointRun
 from qualflow.files import sha256_file
 from qualflow.lifetime import die_with_parent
 
@@ -82,10 +83,50 @@ class Progress:
         return text
 
 
-def run_point(point: AiperfPoint, *, url: str, model_name: str, tokenizer_dir: str, point_dir: str | Path,
-              phase_header: str | None = None, workers_max: int = 1, record_processors: int = 1,
-              timeout_s: float = 3600.0, alive_check=None, progress=None, progress_every_s: float = 5.0,
-              label: str | None = None, export_level: str = "records", api_key: str | None = None) -> dict:
+def _start(cmd: list[str], tmpdir: Path, log_path: Path) -> tuple[subprocess.Popen, object]:
+    """AIPerf in its own process group (all of its services), which dies with this process (PDEATHSIG)."""
+    out = open(log_path, "w")
+    proc = subprocess.Popen(cmd, env=aiperf_env(tmpdir), stdout=out, stderr=subprocess.STDOUT,
+                            stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=die_with_parent)
+    return proc, out
+
+
+def _wait(proc: subprocess.Popen, point: AiperfPoint, options: AiperfOptions, alive_check, progress,
+          label: str | None) -> int:
+    """AIPerf's exit code; `alive_check()` and a progress line every `progress_every_s` meanwhile."""
+    rc = None
+    start = time.monotonic()
+    deadline = start + options.timeout_s
+    report = Progress(label or point.point_id, point.request_count + point.warmup_request_count, start,
+                      options.progress_every_s)
+    while rc is None:
+        try:
+            rc = proc.wait(timeout=1.0)
+        except subprocess.TimeoutExpired:
+            if alive_check is not None:
+                alive_check()
+            if progress is not None:
+                report.tick(progress)
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"AIPerf point {point.point_id} ran past {options.timeout_s:.0f}s")
+    return rc
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        # Only SIGINT is graceful for AIPerf (it still exports), then the whole group goes.
+        _signal_group(proc.pid, signal.SIGINT)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            _signal_group(proc.pid, signal.SIGKILL)
+            proc.wait()
+    _signal_group(proc.pid, signal.SIGKILL)   # services AIPerf left behind in its group
+
+
+def run_point(point: AiperfPoint, client: ClientOptions, *, point_dir: str | Path, phase_header: str | None = None,
+              options: AiperfOptions = AiperfOptions(), alive_check=None, progress=None,
+              label: str | None = None) -> PointRun:
     """Run AIPerf for `point` into `point_dir/aiperf`; returns the run record (also written to
     `point_dir/run.json`). `alive_check()` is polled while AIPerf runs and may raise to abort it.
     `progress()` returns the requests done so far (warm-up included); every `progress_every_s` a
@@ -96,59 +137,29 @@ def run_point(point: AiperfPoint, *, url: str, model_name: str, tokenizer_dir: s
         shutil.rmtree(artifact_dir)          # AIPerf overwrites files in place; never mix two runs
     point_dir.mkdir(parents=True, exist_ok=True)
     tmpdir = private_tmpdir()
-    cmd = build_command(point, url=url, model_name=model_name, tokenizer_dir=tokenizer_dir,
-                        artifact_dir=str(artifact_dir), phase_header=phase_header,
-                        workers_max=workers_max, record_processors=record_processors,
-                        export_level=export_level, api_key=api_key)
-    aiperf_path = shutil.which("aiperf")
-    if aiperf_path is None:
+    cmd = build_command(point, client, artifact_dir=str(artifact_dir), phase_header=phase_header, options=options)
+    if shutil.which(options.aiperf_bin) is None:
         raise FileNotFoundError("the `aiperf` executable is not on PATH (pip install aiperf==0.13.0)")
-    input_file_sha256 = sha256_file(point.input_file) if point.input_file else None
-    shown = [("<api key from the environment>" if api_key and a == api_key else a) for a in cmd]
-    record = {"point": point.to_dict(), "argv": shown, "input_file_sha256": input_file_sha256,
-              "command": command_to_str(shown),
-              "env": {"HF_HUB_OFFLINE": "<unset>", "TMPDIR": str(tmpdir)},
-              "started_ns": time.time_ns()}
+    shown = [("<api key from the environment>" if client.api_key and a == client.api_key else a) for a in cmd]
+    record = PointRun(point=point, argv=shown,
+                      input_file_sha256=sha256_file(point.input_file) if point.input_file else None,
+                      command=command_to_str(shown), env={"HF_HUB_OFFLINE": "<unset>", "TMPDIR": str(tmpdir)},
+                      started_ns=time.time_ns())
     (point_dir / "command.sh").write_text(
         "# exact AIPerf command run by qualflow (env: HF_HUB_OFFLINE unset, TMPDIR private)\n"
-        + record["command"] + "\n")
-    out = open(point_dir / "aiperf.log", "w")
-    # its own process group (all of AIPerf's services), which dies with this process (PDEATHSIG)
-    proc = subprocess.Popen(cmd, env=aiperf_env(tmpdir), stdout=out, stderr=subprocess.STDOUT,
-                            stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=die_with_parent)
+        + record.command + "\n")
+    proc, out = _start(cmd, tmpdir, point_dir / "aiperf.log")
     rc = None
     try:
-        start = time.monotonic()
-        deadline = start + timeout_s
-        report = Progress(label or point.point_id, point.request_count + point.warmup_request_count, start,
-                          progress_every_s)
-        while rc is None:
-            try:
-                rc = proc.wait(timeout=1.0)
-            except subprocess.TimeoutExpired:
-                if alive_check is not None:
-                    alive_check()
-                if progress is not None:
-                    report.tick(progress)
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"AIPerf point {point.point_id} ran past {timeout_s:.0f}s")
+        rc = _wait(proc, point, options, alive_check, progress, label)
     finally:
-        if proc.poll() is None:
-            # Only SIGINT is graceful for AIPerf (it still exports), then the whole group goes.
-            _signal_group(proc.pid, signal.SIGINT)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                _signal_group(proc.pid, signal.SIGKILL)
-                proc.wait()
-        _signal_group(proc.pid, signal.SIGKILL)   # services AIPerf left behind in its group
+        _stop(proc)
         out.close()
         shutil.rmtree(tmpdir, ignore_errors=True)
-    record["ended_ns"] = time.time_ns()
-    record["exit_code"] = rc
-    verdict = judge_run(artifact_dir, expected_requests=point.request_count,
-                        expected_warmup=point.warmup_request_count, expected_seed=point.seed, exit_code=rc)
-    record["verdict"] = verdict.to_dict()
-    record["dataset_sha256"] = verdict.dataset_sha256
-    (point_dir / "run.json").write_text(json.dumps(record, indent=2))
+    record.ended_ns = time.time_ns()
+    record.exit_code = rc
+    record.verdict = judge_run(artifact_dir, expected_requests=point.request_count,
+                               expected_warmup=point.warmup_request_count, expected_seed=point.seed, exit_code=rc)
+    record.dataset_sha256 = record.verdict.dataset_sha256
+    record.write(point_dir / "run.json")
     return record

@@ -2,7 +2,7 @@
 
 AIPerf 0.13 ignores `response.completed`, `response.incomplete` and `response.failed`: a stream that
 was cut off, failed after some deltas, or never sent its terminal event is recorded as a success
-with a short OSL (reference aiperf-0.13.md §3). Without server records that is the only place such a
+with a short OSL. Without server records that is the only place such a
 failure can be seen, so every request's terminal event is checked here:
 
 - streamed: the last event must be `response.completed`, or `response.incomplete` with

@@ -12,6 +12,7 @@ pin.json (schema_version 1):
   tokenizer: {sha256, files}      identity of tokenizer.json + tokenizer_config.json
   generation_config: {sha256, content}   (null sha when the checkpoint has none)
   config_sha256
+  command         the `qualflow pin` command line that wrote it (absent when pinned in-process)
 """
 from __future__ import annotations
 
@@ -186,7 +187,9 @@ def add_pin_args(p: argparse.ArgumentParser) -> None:
 
 
 def main_pin(args: argparse.Namespace) -> int:
-    pin = pin_checkpoint(args.checkpoint, args.revision, getattr(args, "allow_unpinned", False))
+    from qualflow.invocation import current_command
+    pin = {**pin_checkpoint(args.checkpoint, args.revision, getattr(args, "allow_unpinned", False)),
+           "command": current_command()}
     out = write_pin(pin, args.out)
     c = pin["checkpoint"]
     print(f"pinned {c['id']}" + (f"@{c['revision']}" if c["revision"] else "")

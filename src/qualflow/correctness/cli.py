@@ -8,23 +8,32 @@ import sys
 import time
 from pathlib import Path
 
-import pandas as pd
-
 from qualflow.gpus import acquire
-from qualflow.runtime import load_task
+from qualflow.invocation import current_command
 
-from .criteria import COLUMNS, run_correctness
+from .table import write_correctness
 
 
-def _failure_row(error: BaseException, device: str) -> pd.DataFrame:
+def add_correctness_args(s: argparse.ArgumentParser) -> None:
+    s.add_argument("--bundle", required=True)
+    s.add_argument("--out", required=True)
+    s.add_argument("--device", default="cpu")
+    s.add_argument("--record-failures", action="store_true",
+                   help="write failed criteria (or a run that could not complete) to --out and exit 0")
+
+
+def _failure_row(error: BaseException, device: str):
     """A correctness run that could not complete, as one failed row: recorded evidence, not a crash."""
+    import pandas as pd
+
+    from .criteria import COLUMNS
     return pd.DataFrame([{"case_id": "run/load", "prompt_id": None, "criterion": "run", "measured": float("nan"),
                           "threshold": float("nan"), "passed": False,
                           "detail": f"correctness did not run: {type(error).__name__}: {error}",
                           "thresholds_version": None, "effective_precision": None, "device": device}])[COLUMNS]
 
 
-def _run(args: argparse.Namespace) -> pd.DataFrame:
+def _run(args: argparse.Namespace):
     if args.device.startswith("cuda") and os.environ.get("QUALFLOW_GPU_LEASE") != "off":
         with acquire(args.device, holder={"job": "correctness", "out": str(args.out)}) as lease:
             os.environ.update(lease.env())       # before CUDA starts: this job sees its GPU only
@@ -32,8 +41,11 @@ def _run(args: argparse.Namespace) -> pd.DataFrame:
     return _correctness(args.bundle, args.device)
 
 
-def _correctness(bundle: str, device: str) -> pd.DataFrame:
-    task = load_task(bundle, device=device, max_batch=1, max_context=1024)  # the prompts are short
+def _correctness(bundle: str, device: str):
+    from qualflow.runtime import EngineConfig, load_task
+
+    from .criteria import run_correctness
+    task = load_task(bundle, EngineConfig(device=device, max_batch=1, max_context=1024))  # the prompts are short
     try:
         checkpoint_dir = task.manifest["checkpoint"]["path"]
         if not Path(checkpoint_dir).is_dir():
@@ -54,7 +66,7 @@ def main_correctness(args: argparse.Namespace) -> int:
             raise
         df = _failure_row(e, args.device)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    df.to_parquet(args.out, index=False)
+    write_correctness(df, args.out, current_command())
     failed = df[~df.passed]
     for r in df.itertuples():
         print(f"{'PASS' if r.passed else 'FAIL'}  {r.case_id:40s} {r.measured:<12.6g} threshold {r.threshold:<10.6g} {r.detail}")

@@ -73,6 +73,9 @@ REQUESTS = {
 # The per-request columns the summary table aggregates, and how (`<metric>_<stat>` columns).
 SUMMARY_METRICS = ("client_request_latency_ms", "client_ttft_ms", "client_itl_ms", "public_task_call_wall_ms",
                    "server_queue_wait_ms", "server_prefill_ms", "server_decode_ms", "client_minus_task_wall_ms")
+# the ones that need the server's timing records: null for a run without server timing (an endpoint)
+SERVER_METRICS = ("public_task_call_wall_ms", "server_queue_wait_ms", "server_prefill_ms", "server_decode_ms",
+                  "client_minus_task_wall_ms")
 SUMMARY_PERCENTILES = (50, 90, 99)
 SUMMARY_STATS = ("mean", *(f"p{q}" for q in SUMMARY_PERCENTILES))
 
@@ -102,7 +105,9 @@ SUMMARY = {
     "goodput_fraction": "fraction of the sent profiling requests that succeeded and met every per-request goodput "
                         "bound of the SLO (null without a goodput SLO)",
     "aiperf_goodput_fraction": "AIPerf good_request_count / request_count (--goodput; null without a goodput SLO)",
-    **{f"{m}_{s}": f"{s} of {m} over matched profiling requests"
+    **{f"{m}_{s}": f"{s} of {m} over the point's samples (evidence.samples: matched profiling requests; "
+                   "for an endpoint, its error-free client-only ones"
+                   + ("; null for an endpoint: no server timing)" if m in SERVER_METRICS else ")")
        for m in SUMMARY_METRICS for s in SUMMARY_STATS},
     "aiperf_ok": "AIPerf run judged successful from its exports",
     "aiperf_reasons": "why not, if not",
@@ -171,7 +176,8 @@ TARGETS = {
     "bound": "the SLO's bound",
     "met": "the mean meets the bound",
     "marginal": "met, but the CI reaches beyond the bound",
-    "reason": "the miss: metric, bound, measured value (and CI with repeats)",
+    "reason": "the miss: metric, bound, measured value (and CI with repeats); for a server-side figure of an "
+              "endpoint (null), why it is null",
 }
 
 TABLES = {"requests": REQUESTS, "summary": SUMMARY, "correctness": CORRECTNESS, "protocol": PROTOCOL,

@@ -20,7 +20,10 @@ For an external endpoint the rungs are the same, each defined for an endpoint: `
 reachable and `/v1/models` names the configured model; `family-validated` = endpoint correctness
 (its greedy output through the API against the family reference on the pinned checkpoint) passed;
 the protocol rung as for our server; `aiperf-qualified` accounted on the client side only (no server
-timing records exist: every AIPerf record once, no errors, every stream's terminal event checked).
+timing records exist: every AIPerf record once, no errors, every stream's terminal event checked);
+`slo-met` judged on the same client figures as for our server, taken over its client-only rows
+(qualflow.evidence.samples). An SLO on a server-side figure (`task_call_wall_ms`) is not measured
+there, so it is missed.
 """
 from __future__ import annotations
 
@@ -106,28 +109,39 @@ def slo_ok(configured: bool, misses: list[str], repeats_below: list[str] | None 
     return not misses, list(misses)
 
 
-def qualification_status(*, implemented: bool, correctness: pd.DataFrame, protocol: pd.DataFrame | None,
-                         protocol_enabled: bool, aiperf_ok: bool, aiperf_reasons: list[str], accounting_ok: bool,
-                         accounting_reasons: list[str], expected_thresholds_version: str | None = None,
-                         implemented_reasons: list[str] | None = None,
-                         client_pin_reasons: list[str] | None = None,
-                         slo: tuple[bool, list[str]] | None = None) -> tuple[str, list[str]]:
+@dataclass(frozen=True, eq=False)
+class StatusInputs:
+    """What the rungs below `slo-met` are judged on, for one run of a point.
+    `client_pin_reasons`: allowed mismatches of the client tools' pinned versions; each caps the
+    status below `aiperf-qualified`."""
+    implemented: bool
+    correctness: pd.DataFrame
+    protocol: pd.DataFrame | None
+    protocol_enabled: bool
+    aiperf_ok: bool
+    aiperf_reasons: list[str]
+    accounting_ok: bool
+    accounting_reasons: list[str]
+    expected_thresholds_version: str | None = None
+    implemented_reasons: list[str] | None = None
+    client_pin_reasons: list[str] | None = None
+
+
+def qualification_status(s: StatusInputs, slo: tuple[bool, list[str]] | None = None) -> tuple[str, list[str]]:
     """The highest status whose conditions (and all below it) hold, with the reasons the next one
-    was not reached. `client_pin_reasons`: allowed mismatches of the client tools' pinned versions;
-    each caps the status below `aiperf-qualified`. `slo`: the `slo-met` rung (`slo_ok`); None: no
-    SLOs configured."""
+    was not reached. `slo`: the `slo-met` rung (`slo_ok`); None: no SLOs configured."""
     rungs = [
-        Rung(implemented, list(implemented_reasons or []) or ["bundle not built or Task/server did not load"]),
-        Rung(*correctness_ok(correctness, expected_thresholds_version)),
-        Rung(*protocol_ok(protocol, protocol_enabled)),
-        Rung(aiperf_ok and accounting_ok and not client_pin_reasons,
-             ([] if aiperf_ok else list(aiperf_reasons) or ["the AIPerf run was not judged successful"])
-             + ([] if accounting_ok else list(accounting_reasons) or ["accounting failed"])
-             + list(client_pin_reasons or [])),
+        Rung(s.implemented, list(s.implemented_reasons or []) or ["bundle not built or Task/server did not load"]),
+        Rung(*correctness_ok(s.correctness, s.expected_thresholds_version)),
+        Rung(*protocol_ok(s.protocol, s.protocol_enabled)),
+        Rung(s.aiperf_ok and s.accounting_ok and not s.client_pin_reasons,
+             ([] if s.aiperf_ok else list(s.aiperf_reasons) or ["the AIPerf run was not judged successful"])
+             + ([] if s.accounting_ok else list(s.accounting_reasons) or ["accounting failed"])
+             + list(s.client_pin_reasons or [])),
         Rung(*(slo or slo_ok(False, []))),
     ]
     assert len(rungs) == len(STATUS_LADDER) - 1
     for reached, rung in zip(STATUS_LADDER, rungs):
         if not rung.ok:
-            return reached, rung.reasons
+            return reached, list(rung.reasons)   # a copy: callers append their own notes
     return STATUS_LADDER[-1], []

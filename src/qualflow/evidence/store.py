@@ -14,13 +14,14 @@ A run is named by `VERSION` (the latest run of every model/profile under that so
 directory."""
 from __future__ import annotations
 
+import json
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
-from qualflow.evidence.schema import TABLE_NAMES
+from qualflow.evidence.schema import SCHEMA_VERSION, TABLE_NAMES
 
 HISTORY = "history"
 
@@ -41,6 +42,20 @@ class RunRef:
     @property
     def label(self) -> str:
         return f"{self.version}@{self.run_id}"
+
+
+def write_table(df: pd.DataFrame, path: Path) -> None:
+    """One evidence table as parquet, stamped with the evidence schema version."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    df = df.copy()
+    for c in df.columns:  # object columns holding mixed python values: store as strings
+        if df[c].dtype == object and df[c].map(lambda v: isinstance(v, (dict, list))).any():
+            df[c] = df[c].map(lambda v: None if v is None else json.dumps(v, default=str))
+    table = pa.Table.from_pandas(df, preserve_index=False)
+    meta = dict(table.schema.metadata or {})
+    meta[b"qualflow_evidence_schema_version"] = SCHEMA_VERSION.encode()
+    pq.write_table(table.replace_schema_metadata(meta), path)
 
 
 def archive_run(out: str | Path, run_id: str, tables: tuple[str, ...] = TABLE_NAMES) -> Path:

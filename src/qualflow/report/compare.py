@@ -1,25 +1,18 @@
-"""`qualflow compare`: two software versions' (or runs') evidence side by side. The statistics live
-in `qualflow.evidence.compare`; this writes the comparison tables, compare.json and the page."""
+"""`qualflow compare`: two software versions' (or runs') evidence side by side. The comparison is
+`qualflow.evidence.compare`; this writes its tables, compare.json and the page."""
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+from qualflow.configs import from_args
 from qualflow.evidence import store
-from qualflow.evidence.compare import INCONCLUSIVE, CompareOptions, compare_evidence
-from qualflow.evidence.join import write_table
+from qualflow.evidence.compare.comparison import compare_evidence
+from qualflow.evidence.compare.config import CompareOptions
+from qualflow.evidence.compare.stats import INCONCLUSIVE
+from qualflow.evidence.store import write_table
+from qualflow.report.compare_dir import default_out_dir
 from qualflow.report.compare_page import write_compare_page
-
-
-def safe_name(spec: str) -> str:
-    """A run spec as one path component: an evidence dir by its last component, every character
-    outside [A-Za-z0-9._+@-] replaced by '_'."""
-    s = str(Path(spec).name if "/" in spec else spec)
-    return "".join(c if c.isalnum() or c in "._+-@" else "_" for c in s) or "unset"
-
-
-def default_out_dir(base: str, head: str) -> Path:
-    return Path("results/compare") / f"{safe_name(base)}__vs__{safe_name(head)}"
 
 
 def run_compare(base: str, head: str, *, root="results/evidence", out=None, opts: CompareOptions | None = None) -> dict:
@@ -30,9 +23,7 @@ def run_compare(base: str, head: str, *, root="results/evidence", out=None, opts
     out.mkdir(parents=True, exist_ok=True)
     meta = {"base": base, "head": head, "kind": cmp.kind, "kind_detail": cmp.kind_detail,
             "forced": bool(cmp.problems), "problems": cmp.problems, "notes": cmp.notes,
-            "protocol_differs": [] if cmp.protocol.empty else
-            [f"{r['check']}: base {r['base']}, head {r['head']}" for r in cmp.protocol[cmp.protocol["differs"]]
-             .to_dict("records")]}
+            "protocol_differs": cmp.protocol.differences()}
     for name, df in (("compare", cmp.metrics), ("points", cmp.points), ("provenance", cmp.provenance)):
         df = df.copy()
         df["compare_base"], df["compare_head"], df["forced"] = base, head, bool(cmp.problems)
@@ -52,9 +43,7 @@ def main_compare(a) -> int:
     if a.print_out_dir:
         print(default_out_dir(a.base, a.head))
         return 0
-    opts = CompareOptions(confidence=a.confidence, resamples=a.resamples, noise_rel=a.noise_rel,
-                          noise_abs_ms=a.noise_abs_ms, force=a.force)
-    res = run_compare(a.base, a.head, root=a.root, out=a.out, opts=opts)
+    res = run_compare(a.base, a.head, root=a.root, out=a.out, opts=from_args(CompareOptions, a))
     if res["forced"]:
         print("WARNING: forced comparison of runs that are not comparable:\n  " + "\n  ".join(res["problems"]))
     for n in res["notes"]:

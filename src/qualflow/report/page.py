@@ -7,12 +7,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from qualflow.evidence.schema import STATUS_LADDER
-from qualflow.evidence.schema import TABLE_NAMES
-from qualflow.report import first_screen
+from qualflow.evidence.compare.protocol import protocol_by_stack
+from qualflow.evidence.schema import STATUS_LADDER, TABLE_NAMES
+from qualflow.report import first_screen, protocol_matrix
 from qualflow.report.evidence_tables import evidence_sections, ladder_html
 from qualflow.report.markup import img_tag, table_html
-from qualflow.report.protocol_matrix import protocol_by_stack, protocol_matrix_html
 
 
 def load_evidence(dirs: list[str | Path]) -> dict[str, pd.DataFrame]:
@@ -41,7 +40,8 @@ def status_table(ev: dict[str, pd.DataFrame]) -> pd.DataFrame:
             "correctness_passed": f"{int(c['passed'].sum()) if len(c) else 0}/{len(c)}",
             "protocol_passed": f"{int(p['passed'].sum()) if len(p) else 0}/{len(p)}",
             "aiperf_records": s.get("n_client"), "server_records": s.get("n_server"), "matched": s.get("n_matched"),
-            "status_reasons": r["status_reasons"],
+            "output_tps": s.get("output_token_throughput_tps"), "ttft_p50_ms": s.get("client_ttft_ms_p50"),
+            "itl_p50_ms": s.get("client_itl_ms_p50"), "status_reasons": r["status_reasons"],
         })
     return pd.DataFrame(rows)
 
@@ -144,12 +144,13 @@ def write_report(evidence_dirs: list[str | Path], out: str | Path) -> dict:
         "body{font-family:sans-serif;max-width:1200px;margin:2em auto;font-size:14px}"
         "table.t{border-collapse:collapse;font-size:12px}table.t td,table.t th{border:1px solid #ccc;padding:2px 6px}"
         "img{max-width:100%;border:1px solid #eee}.s-aiperf-qualified{color:green}"
-        f"{first_screen.CSS}details>summary{{cursor:pointer;font-weight:bold}}</style></head><body>",
+        f"{first_screen.CSS}details>summary{{cursor:pointer;font-weight:bold}}{protocol_matrix.CSS}</style></head><body>",
         "<h1>qualflow qualification report</h1>",
         f"<p>Status ladder: {' &rarr; '.join(STATUS_LADDER)}. Evidence: "
         + ", ".join(html.escape(str(d)) for d in evidence_dirs) + "</p>",
         "<h2>Verdicts</h2>", first_screen.verdicts_html(ev), first_screen.max_load_html(ev),
-        "<h2>Protocol checks by stack</h2>", protocol_matrix_html(protocol_by_stack(ev["protocol"], runs)),
+        "<h2>Protocol checks by stack</h2>", protocol_matrix.protocol_matrix_html(
+            protocol_by_stack(ev["protocol"], runs), between="the stacks", empty="No protocol checks ran."),
         *(figure(n, c) for n, c in first_figs),
         "<details><summary>SLOs: every bound, measured mean and CI over repeats</summary>",
         table_html(slo, "{:.4g}") if not slo.empty else "<p><i>no SLOs configured</i></p>", "</details>",

@@ -1,34 +1,26 @@
-"""The protocol-check matrix of a run report: check by check, which stack passed."""
+"""The protocol-check matrix as HTML (built by `qualflow.evidence.compare.protocol`): one row per
+check, one column per side, FAIL cells marked and the rows where the sides differ highlighted."""
 from __future__ import annotations
 
 import html
 
-import pandas as pd
+from qualflow.evidence.compare.protocol import FAIL, ProtocolMatrix
+
+CSS = ".differs td{background:#fff3cd}"
 
 
-def protocol_by_stack(protocol: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
-    """One row per check, one column per stack (model/profile, with `stack` for an endpoint):
-    pass | FAIL | not run; `differs` when the stacks disagree."""
-    if protocol.empty or runs.empty:
-        return pd.DataFrame(columns=["check", "differs"])
-    label = {}
-    for r in runs.drop_duplicates("run_id").to_dict("records"):
-        stack = r.get("stack") if isinstance(r.get("stack"), str) else "qualflow"
-        label[r["run_id"]] = f"{r['model']}/{r['profile']} ({stack})"
-    p = protocol.assign(stack=protocol["run_id"].map(label))
-    m = p.pivot_table(index="name", columns="stack", values="passed", aggfunc=lambda v: bool(all(v)))
-    m = m.reindex(columns=[c for c in dict.fromkeys(label.values()) if c in m.columns])
-    out = m.apply(lambda col: col.map(lambda v: "not run" if v is None or v != v else ("pass" if v else "FAIL")))
-    out["differs"] = out.nunique(axis=1) > 1
-    return out.reset_index().rename(columns={"name": "check"})
-
-
-def protocol_matrix_html(mx: pd.DataFrame) -> str:
+def protocol_matrix_html(mx: ProtocolMatrix, *, between: str, empty: str) -> str:
+    """`between`: what the sides are ("the stacks", "the sides"); `empty`: the line shown when no
+    check ran."""
     if mx.empty:
-        return "<p>No protocol checks ran.</p>"
-    cols = [c for c in mx.columns if c != "differs"]
-    rows = ["<table class='t' id='protocol-matrix'><tr>" + "".join(f"<th>{html.escape(c)}</th>" for c in cols) + "</tr>"]
-    for r in mx.to_dict("records"):
-        style = " style='background:#fff3cd'" if r["differs"] else ""
-        rows.append(f"<tr{style}>" + "".join(f"<td>{html.escape(str(r[c]))}</td>" for c in cols) + "</tr>")
-    return "".join(rows) + f"</table><p>{int(mx['differs'].sum())} of {len(mx)} checks differ between the stacks.</p>"
+        return f"<p>{html.escape(empty)}</p>"
+    t = mx.table
+    cols = [c for c in t.columns if c != "differs"]
+    rows = ["<table class='t' id='protocol-matrix'><tr>" + "".join(f"<th>{html.escape(str(c))}</th>" for c in cols)
+            + "</tr>"]
+    for r in t.to_dict("records"):
+        cells = "".join(f"<td class='reg'>{html.escape(str(r[c]))}</td>" if r[c] == FAIL else
+                        f"<td>{html.escape(str(r[c]))}</td>" for c in cols)
+        rows.append(f"<tr class='{'differs' if r['differs'] else 'same'}'>{cells}</tr>")
+    n = int(t["differs"].sum())
+    return "\n".join(rows) + f"</table><p>{n} of {len(t)} checks differ between {html.escape(between)}.</p>"

@@ -1,12 +1,46 @@
 """The runtime: engine (continuous batching, KV cache, sampling) behind the public Task API.
 
-The package root is the Task API: the server, correctness and benchmarks import from here only."""
-from .capabilities import SCORING, STREAMING, TEXT_GENERATION
-from .errors import CapabilityMissing, EngineFailed, InvalidRequest, PromptTooLong, TaskError
-from .events import FinalEvent, TaskTiming, TokenEvent
-from .request import GenerationRequest, SamplingParams
-from .task import Task, load_task
+The package root is the Task API: the server, correctness and benchmarks import from here only.
+Its names resolve on first use (PEP 562), so `qualflow.runtime.config` and `qualflow.runtime.api`
+import without torch: the CLI builds its flags from EngineConfig on every call.
 
-__all__ = ["SCORING", "STREAMING", "TEXT_GENERATION", "CapabilityMissing", "FinalEvent", "GenerationRequest",
-           "EngineFailed", "InvalidRequest", "PromptTooLong", "SamplingParams", "Task", "TaskError", "TaskTiming", "TokenEvent",
-           "load_task"]
+Inside: `api/` (the public types), `config` (EngineConfig), `task` (the Task), `frontend/` (the
+caller's side of a request), `engine/` (the engine of one process), `kernels/` (attention and its
+Triton kernels), `process/` (the engine in a child process), `bench` (`qualflow bench-task`)."""
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .api.capabilities import SCORING, STREAMING, TEXT_GENERATION
+    from .api.errors import CapabilityMissing, EngineFailed, InvalidRequest, PromptTooLong, TaskError
+    from .api.events import FinalEvent, TaskTiming, TokenEvent
+    from .api.request import GenerationRequest, SamplingParams
+    from .config import EngineConfig
+    from .task import Task, load_task
+
+_WHERE = {  # public name -> the module that defines it
+    "SCORING": "api.capabilities", "STREAMING": "api.capabilities", "TEXT_GENERATION": "api.capabilities",
+    "CapabilityMissing": "api.errors", "EngineFailed": "api.errors", "InvalidRequest": "api.errors",
+    "PromptTooLong": "api.errors", "TaskError": "api.errors",
+    "FinalEvent": "api.events", "TaskTiming": "api.events", "TokenEvent": "api.events",
+    "GenerationRequest": "api.request", "SamplingParams": "api.request",
+    "EngineConfig": "config",
+    "Task": "task", "load_task": "task",
+}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str):
+    where = _WHERE.get(name)
+    if where is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{where}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

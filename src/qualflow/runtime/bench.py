@@ -1,81 +1,84 @@
-"""`qualflow bench-task`: throughput and latency through the Task API (a benchmark, not a test)."""
+"""`qualflow bench-task`: throughput and latency through the Task API (a benchmark, not a test).
+
+The flags are BenchConfig's fields, the engine's included (EngineConfig, except max-context: the
+engine is sized to the point, prompt + output). The engine gets at least `concurrency` batch slots.
+This module is light at import (the CLI builds every stage's flags on each call); the Task and the
+measurement are imported when the benchmark runs."""
 from __future__ import annotations
 
 import argparse
-import asyncio
+import dataclasses
 import json
 import platform
-import random
-import time
+from dataclasses import dataclass, field
 
-import numpy as np
-import torch
+from ..configs import add_arguments, from_args, setting
+from .config import EngineConfig
 
-from .task import Task, load_task
-from .events import FinalEvent
-from .request import GenerationRequest
+_ENGINE_SKIP = ("max_context",)
 
 
-async def _one(task: Task, req: GenerationRequest) -> dict:
-    t0 = time.perf_counter_ns()
-    stamps = []
-    async for ev in task.generate(req):
-        if isinstance(ev, FinalEvent):
-            final = ev
-        else:
-            stamps += [time.perf_counter_ns()] * len(ev.token_ids)
-    itl = np.diff(stamps) / 1e6 if len(stamps) > 1 else np.array([])
-    return {"ttft_ms": (stamps[0] - t0) / 1e6, "itl_ms": itl, "tokens": final.completion_tokens,
-            "reason": final.finish_reason}
+@dataclass(frozen=True)
+class BenchConfig:
+    bundle: str = setting(help="bundle directory (qualflow build --out)")
+    concurrency: int = setting(1, help="requests in flight at a time")
+    input_len: int = setting(128, help="prompt tokens per request (random ids)")
+    output_len: int = setting(128, help="output tokens per request (greedy, never stopping early)")
+    requests: int = setting(0, help="total requests (0: the concurrency)")
+    json: str | None = setting(None, help="also write the figures as JSON here")
+    engine: EngineConfig = field(default_factory=EngineConfig)
+
+    def total_requests(self) -> int:
+        return self.requests or self.concurrency
+
+    def engine_config(self) -> EngineConfig:
+        """The engine as configured, with room for the point: `concurrency` slots at least, and a
+        context of exactly prompt + output (+ 8)."""
+        return dataclasses.replace(self.engine, max_batch=max(self.engine.max_batch, self.concurrency),
+                                   max_context=self.input_len + self.output_len + 8)
 
 
-async def run_point(task: Task, concurrency: int, input_len: int, output_len: int, requests: int,
-                    seed: int = 0) -> dict:
-    rng = random.Random(seed)
-    sem = asyncio.Semaphore(concurrency)
-
-    async def limited(i):
-        ids = [rng.randrange(1000, 100_000) for _ in range(input_len)]
-        params = task.default_params(max_new_tokens=output_len, temperature=0.0, ignore_eos=True)
-        async with sem:
-            return await _one(task, GenerationRequest(f"bench-{i}", ids, params))
-
-    t0 = time.perf_counter()
-    res = await asyncio.gather(*[limited(i) for i in range(requests)])
-    wall = time.perf_counter() - t0
-    ttft = np.array([r["ttft_ms"] for r in res])
-    itl = np.concatenate([r["itl_ms"] for r in res]) if res else np.array([])
-    tokens = sum(r["tokens"] for r in res)
-    bad = [r["reason"] for r in res if r["reason"] != "length"]
-    if bad or tokens != requests * output_len:
-        raise RuntimeError(f"benchmark requests did not all run to length: {bad[:3]}, {tokens} tokens")
-    pct = lambda a, q: float(np.percentile(a, q)) if len(a) else float("nan")  # noqa: E731
-    return {"concurrency": concurrency, "input_len": input_len, "output_len": output_len,
-            "requests": requests, "wall_s": wall, "output_tokens": tokens,
-            "output_tok_per_s": tokens / wall, "ttft_ms_p50": pct(ttft, 50), "ttft_ms_p99": pct(ttft, 99),
-            "itl_ms_p50": pct(itl, 50), "itl_ms_p99": pct(itl, 99)}
+def add_bench_args(p: argparse.ArgumentParser) -> None:
+    add_arguments(p, BenchConfig, skip=_ENGINE_SKIP)
 
 
 def main_bench_task(args: argparse.Namespace) -> int:
-    slots = max(args.max_batch or args.concurrency, args.concurrency)
-    task = load_task(args.bundle, device=args.device, max_batch=slots,
-                     max_context=args.input_len + args.output_len + 8, eager=args.eager)
+    return run_bench(from_args(BenchConfig, args))
+
+
+def run_bench(cfg: BenchConfig) -> int:
+    import asyncio
+
+    from .bench_point import run_point
+    from .task import load_task
+    engine = cfg.engine_config()
+    engine.apply_to_this_process()   # as `qualflow serve` does: the Task runs in this program
+    task = load_task(cfg.bundle, engine)
+    c, isl = cfg.concurrency, cfg.input_len
     try:
-        asyncio.run(run_point(task, min(2, args.concurrency), min(16, args.input_len), 4, min(2, args.concurrency)))
-        r = asyncio.run(run_point(task, args.concurrency, args.input_len, args.output_len,
-                                  args.requests or args.concurrency))
+        asyncio.run(run_point(task, min(2, c), min(16, isl), 4, min(2, c)))  # warm-up
+        r = asyncio.run(run_point(task, c, isl, cfg.output_len, cfg.total_requests()))
     finally:
         task.close()
-    r.update({"device": str(task.device), "device_name": torch.cuda.get_device_name() if task.device.type == "cuda"
-              else platform.processor() or platform.machine(), "torch": torch.__version__,
-              "bundle_hash": task.manifest.get("bundle_hash"), **task.info, **task.load_timing})
-    print(f"bench-task  {task.info['device']} {task.info['effective_precision']}  concurrency {r['concurrency']}  "
+    r.update(_provenance(task))
+    _print_figures(r, task.info)
+    if cfg.json:
+        with open(cfg.json, "w") as f:
+            json.dump(r, f, indent=2)
+    return 0
+
+
+def _provenance(task) -> dict:
+    import torch
+    name = torch.cuda.get_device_name() if task.device.type == "cuda" else platform.processor() or platform.machine()
+    return {"device": str(task.device), "device_name": name, "torch": torch.__version__,
+            "bundle_hash": task.manifest.get("bundle_hash"), **task.info, **task.load_timing}
+
+
+def _print_figures(r: dict, info: dict) -> None:
+    print(f"bench-task  {info['device']} {info['effective_precision']}  concurrency {r['concurrency']}  "
           f"ISL {r['input_len']} OSL {r['output_len']}  requests {r['requests']}")
     print(f"  output tokens/s   {r['output_tok_per_s']:10.1f}")
     print(f"  TTFT ms p50/p99   {r['ttft_ms_p50']:10.2f} / {r['ttft_ms_p99']:.2f}")
     print(f"  ITL  ms p50/p99   {r['itl_ms_p50']:10.3f} / {r['itl_ms_p99']:.3f}")
     print(f"  load s            {r['load_s']:10.2f}   graph capture s {r['graph_capture_s']:.2f}")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(r, f, indent=2)
-    return 0

@@ -1,9 +1,18 @@
 """EngineConfig: how a Task runs its engine. The field defaults are the only defaults; the CLI flags
 of `qualflow serve`, `qualflow session` and `qualflow bench-task` are generated from the fields
-(qualflow.configs), and the workflow schema's `server:` defaults agree with them (a test checks)."""
+(qualflow.configs), and the workflow schema's `server:` defaults agree with them (a test checks).
+A field whose help says "0: ..." is resolved in one place: a method of the class below, or, for the
+KV pool size (it needs the device's free memory), the engine's loader.
+
+`cpu_threads` and `gil_switch_ms` are settings of a process (`apply_to_this_process`): the engine
+process applies them to itself; an in-process Task leaves them to the program that runs it (`qualflow
+serve`, `qualflow bench-task`).
+The dataclass is what the engine process receives (pickled) from its parent."""
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
+from typing import Literal
 
 from qualflow.configs import setting
 
@@ -22,13 +31,63 @@ class EngineConfig:
     max_num_batched_tokens: int = setting(
         0, help="prefill token budget of one engine step (0: max(8192, max-batch))")
     mixed: bool = setting(False, help="let one engine step hold prefill and decode together")
+    async_scheduling: Literal["auto", "on", "off"] = setting(
+        "auto", help="overlap the host with the device: schedule and build step n+1 while step n runs, read "
+                     "sampled tokens back one step late (a stop is seen one step later; the extra token of a "
+                     "stopped request is discarded); greedy output is identical. auto: on for cuda (1.1-1.6x "
+                     "tok/s on an H200), off for cpu (no gain on the embedded default)")
     eager: bool = setting(False, help="no compiled ops, no CUDA graphs (debugging)")
-    engine_process: bool = setting(
-        False, help="run the engine (model, KV cache, device) in its own process, so the HTTP side's work "
-                    "overlaps the GPU step instead of sharing one GIL with it")
+    engine_process: Literal["auto", "on", "off"] = setting(
+        "auto", help="run the engine (model, KV cache, device) in its own process, so the HTTP side's work "
+                     "overlaps the device step instead of sharing one GIL with it. auto: on for cuda (1.4-1.6x "
+                     "server tok/s at c64 on an H200), off for cpu (every CPU Task user, correctness and "
+                     "bench-task included, keeps the engine in its process); a bare --engine-process means on, "
+                     "--no-engine-process off",
+        bare="on", negated="off")
+    engine_kind: Literal["model", "synthetic"] = setting(
+        "model", flag="--engine",
+        help="model: the bundle's model; synthetic: no model, one token per running request every --step-ms "
+             "(the real tokenizer, HTTP path, timing records and accounting), to measure the serving "
+             "path's own ceiling; it runs on a thread of the serving process")
+    step_ms: float = setting(1.0, help="the synthetic engine's step clock in ms (--engine synthetic only)")
     cpu_threads: int = setting(
         0, help="torch intra-op threads (0: torch's choice); 1 when AIPerf shares a small CPU")
     gil_switch_ms: float = setting(
         1.0, help="Python's thread switch interval in ms, so the engine thread gets the GIL back sooner "
                   "after its GPU wait (0: leave Python's 5 ms)")
     step_delay_s: float = setting(0.0, help="sleep per engine step (tests only)", hidden=True)
+
+    def context_limit(self, bundle_limit: int) -> int:
+        """Tokens per request: max_context, at most the bundle's limit (0: the bundle's limit)."""
+        return min(bundle_limit, self.max_context) if self.max_context else bundle_limit
+
+    def overlaps(self, device_type: str) -> bool:
+        """Whether the engine runs with overlapped scheduling on this device type."""
+        if self.async_scheduling == "auto":
+            return device_type == "cuda"
+        return self.async_scheduling == "on"
+
+    def in_own_process(self, device_type: str) -> bool:
+        """Whether the engine runs in a child process on this device type."""
+        if self.engine_process not in ("auto", "on", "off"):     # e.g. the switch's old True/False
+            raise ValueError(f"engine_process must be auto, on or off, not {self.engine_process!r}")
+        if self.engine_kind == "synthetic":     # no model to move away from the HTTP side
+            return False
+        if self.engine_process == "auto":
+            return device_type == "cuda"
+        return self.engine_process == "on"
+
+    def kv_block_size(self, device_type: str) -> int:
+        return self.block_size or (64 if device_type == "cuda" else 16)
+
+    def token_budget(self) -> int:
+        """The prefill token budget of one step (at least one token per batch slot)."""
+        return self.max_num_batched_tokens or max(8192, self.max_batch)
+
+    def apply_to_this_process(self) -> None:
+        """Set cpu_threads and gil_switch_ms for the calling process (0: leave that one as it is)."""
+        if self.cpu_threads:
+            import torch  # here only: this module stays light for the CLI
+            torch.set_num_threads(self.cpu_threads)
+        if self.gil_switch_ms:
+            sys.setswitchinterval(self.gil_switch_ms / 1000)

@@ -16,122 +16,64 @@ from typing import AsyncIterator
 import torch
 
 from ..families import get_family
-from .capabilities import SCORING, STREAMING, TEXT_GENERATION
-from .delivery import Collector, Mailbox
-from . import paged_decode
-from .attention import PagedAttention, choose_flash
-from .block_manager import RESERVED_BLOCKS, BlockManager
-from .engine import Engine
-from .engine_proxy import EngineProxy
-from .errors import CapabilityMissing, EngineFailed, InvalidRequest, PromptTooLong
-from .model_runner import ModelRunner
-from .scheduler import Scheduler
-from .tokenizing import GilFreeEncoder
-from .events import FinalEvent, TokenEvent
-from .request import GenerationRequest, SamplingParams
-
-
-def compute_dtype(profile_dtype: torch.dtype, device: torch.device) -> torch.dtype:
-    """The precision actually used. Half-precision matmuls on a CPU are slow and not what the
-    profile qualifies, so on CPU the stored weights are upcast to float32 (recorded as such)."""
-    return torch.float32 if device.type == "cpu" else profile_dtype
+from .api.capabilities import SCORING, STREAMING, TEXT_GENERATION
+from .api.errors import CapabilityMissing, EngineFailed, InvalidRequest, PromptTooLong
+from .api.events import FinalEvent, TokenEvent
+from .api.request import GenerationRequest, SamplingParams
+from .config import EngineConfig
+from .engine.interface import EngineClient
+from .engine.loader import load_engine
+from .engine.synthetic import SyntheticEngine
+from .frontend.delivery import Collector, Mailbox
+from .frontend.tokenizing import GilFreeEncoder
+from .process.proxy import EngineProxy
 
 
 class Task:
     capabilities = frozenset({TEXT_GENERATION, STREAMING, SCORING})
 
-    def __init__(self, bundle, device: str = "cpu", max_batch: int = 8, max_context: int | None = None,
-                 step_delay_s: float = 0.0, eager: bool = False, kv_cache_gb: float | None = None,
-                 block_size: int | None = None, max_num_batched_tokens: int | None = None, mixed: bool = False,
-                 engine_process: bool = False, cpu_threads: int | None = None, gil_switch_ms: float | None = None):
+    def __init__(self, bundle, cfg: EngineConfig):
+        """The engine runs in this process, on its own thread, or in a child process where
+        `cfg.in_own_process(device type)` (weights, cache, device there; validation, rendering and detokenization here)."""
+        started_ns = time.time_ns()
+        self.cfg = cfg
         self._mailboxes: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-        self.max_batch = max_batch
-        if engine_process:  # the engine (weights, cache, device) in a child process; this side renders and decodes
-            self._read_bundle(bundle, "cpu", max_context)
-            options = dict(device=device, max_batch=max_batch, max_context=max_context, step_delay_s=step_delay_s,
-                           eager=eager, kv_cache_gb=kv_cache_gb, block_size=block_size, mixed=mixed,
-                           max_num_batched_tokens=max_num_batched_tokens, cpu_threads=cpu_threads,
-                           gil_switch_ms=gil_switch_ms)
-            self.engine = EngineProxy(load_verified_task, bundle.path, options)
-            self.device = torch.device(device)
-            self.load_timing, self.info = self.engine.load_timing, {**self.engine.info, "engine_pid": self.engine.pid}
+        self.max_batch = cfg.max_batch
+        self.device = torch.device(cfg.device)
+        self._read_bundle(bundle, cfg)
+        self.engine: EngineClient
+        if cfg.engine_kind == "synthetic":
+            self._start_synthetic(cfg, started_ns)
             return
-        t0 = time.time_ns()
-        self._read_bundle(bundle, device, max_context)
-        fast = self.device.type == "cuda" and not eager  # fused ops + CUDA graphs; eager for debugging
-        self._load_weights(compile_ops=fast)
-        attention, blocks = self._allocate_kv_cache(max_batch, kv_cache_gb, block_size)
-        t1 = time.time_ns()
-        graphs = self._capture_graphs(attention, max_batch) if fast and paged_decode.available() else None
-        budget = max_num_batched_tokens or max(8192, max_batch)
-        self.engine = Engine(ModelRunner(self.model, attention, self.device, graphs),
-                             Scheduler(blocks, max_batch, budget, mixed=mixed), self.context_limit, self.device,
-                             step_delay_s=step_delay_s)
-        if fast:
-            self._compile_prefill()
-        t2 = time.time_ns()
-        self.load_timing = {"load_s": (t1 - t0) / 1e9, "graph_capture_s": (t2 - t1) / 1e9,
-                            "loaded_at_ns": t2}
-        self.info = {"device": str(self.device), "effective_precision": str(self.dtype).removeprefix("torch."),
-                     "declared_precision": self.manifest["precision"], "max_batch": max_batch,
-                     "context_limit": self.context_limit, "cuda_graphs": graphs is not None, "compiled_ops": fast,
-                     "kv_blocks": blocks.num_blocks, "kv_block_size": blocks.block_size,
-                     "kv_cache_gb": attention.pool.numel() * attention.pool.element_size() / 1e9,
-                     "max_num_batched_tokens": budget, "mixed_batches": mixed, "varlen_attention": self._varlen,
-                     "engine_pid": None}
+        if cfg.in_own_process(self.device.type):
+            self.engine = proxy = EngineProxy(load_verified_task, bundle.path, cfg)
+            self.load_timing, self.info = proxy.load_timing, {**proxy.info, "engine_pid": proxy.pid}
+            return
+        loaded = load_engine(bundle, self.family, cfg, self.context_limit, started_ns)
+        self.engine, self.model, self._max_blocks = loaded.engine, loaded.model, loaded.max_blocks
+        self.load_timing, self.info = loaded.load_timing, loaded.info
 
-    # ---- loading, in order ----------------------------------------------------------------------
-    def _read_bundle(self, bundle, device: str, max_context: int | None) -> None:
+    def _start_synthetic(self, cfg: EngineConfig, started_ns: int) -> None:
+        """No model: the synthetic engine, emitting the ids of a plain word (never a stop token)."""
+        ids = [i for i in self.tokenizer.encode(" token", add_special_tokens=False).ids
+               if i not in self.stop_token_ids]
+        self.engine = SyntheticEngine(cfg.step_ms / 1000, cfg.max_batch, ids)
+        self.model, self._max_blocks = None, 0
+        loaded_ns = time.time_ns()
+        self.load_timing = {"load_s": (loaded_ns - started_ns) / 1e9, "graph_capture_s": 0.0, "loaded_at_ns": loaded_ns}
+        self.info = {"device": "none", "engine": "synthetic", "step_ms": cfg.step_ms, "max_batch": cfg.max_batch,
+                     "context_limit": self.context_limit, "engine_pid": None}
+
+    def _read_bundle(self, bundle, cfg: EngineConfig) -> None:
+        """What the caller side needs of the bundle: the family, tokenizer, template and limits."""
         self.bundle, self.manifest = bundle, bundle.manifest
         self.family = get_family(self.manifest["family"])
-        self.device = torch.device(device)
         self.tokenizer = bundle.tokenizer
         self.chat_template = bundle.chat_template
         self.model_name = self.manifest["checkpoint"]["id"]
-        self.context_limit = min(int(self.manifest["context_limit"]), max_context or 1 << 30)
+        self.context_limit = cfg.context_limit(int(self.manifest["context_limit"]))
         self.vocab_size = int(bundle.config["vocab_size"])
         self.stop_token_ids = self.family.stop_token_ids(bundle.generation_config)
-        self.dtype = compute_dtype(getattr(torch, self.manifest["precision"]), self.device)
-
-    def _load_weights(self, compile_ops: bool) -> None:
-        weights = {k: v.to(self.device, self.dtype) for k, v in self.bundle.weights().items()}
-        self.model = self.family.build_model(self.bundle.config, weights, self.context_limit, compile_ops=compile_ops)
-
-    def _allocate_kv_cache(self, max_batch: int, kv_cache_gb: float | None, block_size: int | None):
-        """One pool of fixed-size blocks, sized from a memory budget: `kv_cache_gb`, else on CUDA half
-        of the free memory, else (CPU) room for every batch slot at the full context."""
-        layers, kv_heads, head_dim = self.family.kv_layout(self.bundle.config)
-        block_size = block_size or (64 if self.device.type == "cuda" else 16)
-        block_bytes = layers * 2 * block_size * kv_heads * head_dim * torch.empty((), dtype=self.dtype).element_size()
-        per_seq = -(-self.context_limit // block_size)
-        if kv_cache_gb:
-            budget = kv_cache_gb * 1e9
-        elif self.device.type == "cuda":
-            budget = torch.cuda.mem_get_info(self.device)[0] * 0.5
-        else:
-            budget = block_bytes * max_batch * per_seq
-        # at least one full-context sequence, plus the scratch block
-        num_blocks = max(int(budget // block_bytes), per_seq) + RESERVED_BLOCKS
-        pool = torch.zeros(layers, 2, num_blocks, block_size, kv_heads, head_dim, dtype=self.dtype, device=self.device)
-        attention = PagedAttention(pool, block_size, use_flash=False)
-        heads = int(self.bundle.config["num_attention_heads"])
-        self._varlen = choose_flash(attention, heads, self.device, self.dtype)
-        self._max_blocks = per_seq
-        return attention, BlockManager(num_blocks, block_size)
-
-    def _capture_graphs(self, attention, max_batch: int):
-        from .cuda_graphs import DecodeGraphs
-        return DecodeGraphs(self.model, attention, max_batch, self._max_blocks, self.device)
-
-    def _compile_prefill(self) -> None:
-        """Compile the prefill variants now (batch 1 and >1), not inside a user's first request."""
-        done: queue.SimpleQueue = queue.SimpleQueue()
-        for n in (1, 2):  # submitted back to back, so the two are prefilled as one batch
-            for i in range(n):
-                self.engine.submit(GenerationRequest(f"load-{n}-{i}", [1] * 8, SamplingParams(max_new_tokens=2)),
-                                   lambda item: item[0] == "final" and done.put(item))
-            for _ in range(n):
-                done.get()
 
     # ---- capabilities and requests ------------------------------------------------------------
     def require(self, capability: str) -> None:
@@ -208,16 +150,13 @@ class Task:
         self.engine.close()
 
 
-def load_task(bundle_dir, device: str = "cpu", max_batch: int = 8, max_context: int | None = None,
-              step_delay_s: float = 0.0, eager: bool = False, **engine_options) -> Task:
-    """engine_options: kv_cache_gb, block_size, max_num_batched_tokens, mixed; engine_process (run the
-    engine in a child process), with cpu_threads and gil_switch_ms for that process (see Task)."""
+def load_task(bundle_dir, cfg: EngineConfig | None = None) -> Task:
+    """The Task of a bundle (verified first), run as `cfg` says (EngineConfig's defaults if None)."""
     from ..artifacts.bundle import load_bundle
-    return Task(load_bundle(bundle_dir), device=device, max_batch=max_batch, max_context=max_context,
-                step_delay_s=step_delay_s, eager=eager, **engine_options)
+    return Task(load_bundle(bundle_dir), cfg if cfg is not None else EngineConfig())
 
 
-def load_verified_task(bundle_dir, **options) -> Task:
+def load_verified_task(bundle_dir, cfg: EngineConfig) -> Task:
     """The engine process's loader: the API process verified the bundle already."""
     from ..artifacts.bundle import load_bundle
-    return Task(load_bundle(bundle_dir, verify=False), **options)
+    return Task(load_bundle(bundle_dir, verify=False), cfg)

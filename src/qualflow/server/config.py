@@ -1,11 +1,15 @@
-"""ServerConfig: the HTTP side of `qualflow serve` (the engine's settings are runtime.EngineConfig).
-The field defaults are the only defaults; the flags are generated from the fields (qualflow.configs)."""
+"""The two configs of `qualflow serve`: ServerConfig (its HTTP side, here) and EngineConfig (how the
+Task runs its engine, owned by the runtime). The field defaults are the only defaults; the flags are
+generated from the fields (qualflow.configs)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Literal
 
 from qualflow.configs import setting
+from qualflow.runtime import EngineConfig
+
+__all__ = ["EngineConfig", "ServerConfig"]
 
 
 @dataclass(frozen=True)

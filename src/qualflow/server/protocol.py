@@ -3,7 +3,7 @@
 Requests are validated strictly (unknown keys, wrong types and out-of-range values are errors);
 `parse_request` turns every failure into an `ApiError` in OpenAI's shape with a string code and the
 offending param. Responses and stream events are plain pydantic models rendered by the HTTP layer.
-See shared/reference/responses-api.md for the sources of every field.
+src/qualflow/server/PROTOCOL.md lists how each request field is handled, and why.
 """
 from __future__ import annotations
 
@@ -389,7 +389,7 @@ def sse_frame(e: "Event | TextDelta") -> bytes:
 
 
 class ErrorEvent(Event):
-    """Live OpenAI nests the error; the spec documents flat fields. We send both (responses-api.md §3.5)."""
+    """Live OpenAI nests the error; the spec documents flat fields. We send both, so a client of either reads it."""
     type: str = "error"
     code: str | None = None
     message: str

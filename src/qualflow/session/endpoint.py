@@ -17,7 +17,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .server_process import ServerError, ServerProcess, free_port, http_get_json
+from .server_process import OwnedServer, ServerError, free_port, http_get_json
 
 
 class EndpointError(ServerError):
@@ -63,8 +63,8 @@ def served_models(url: str, api_key: str | None = None, timeout: float = 5.0) ->
     return status, ids
 
 
-class EndpointProcess(ServerProcess):
-    """The session's handle on an endpoint, with ServerProcess's interface. Without `launch` there is
+class EndpointProcess(OwnedServer):
+    """The session's handle on an endpoint, with OwnedServer's interface. Without `launch` there is
     no process to own (start/stop do nothing); health is `/v1/models` naming the model."""
 
     def __init__(self, spec: EndpointSpec, *, log_path: str | Path, checkpoint_dir: str | None = None):
@@ -78,8 +78,8 @@ class EndpointProcess(ServerProcess):
         self.endpoint_url = fill(spec.url).rstrip("/")
         self.model = fill(spec.model)
         self.launched = bool(spec.launch)
-        super().__init__(bundle="", device="", host=host, port=port, model_name=self.model, timing_log="",
-                         log_path=log_path, command=[fill(a) for a in spec.launch] or ["<external endpoint>"])
+        super().__init__([fill(a) for a in spec.launch] or ["<external endpoint>"], host=host, port=port,
+                         log_path=log_path)
         self._api_key = spec.api_key()
 
     @property
@@ -130,6 +130,8 @@ def main_endpoint_correctness(a) -> int:
 
     from qualflow.correctness.criteria import COLUMNS
     from qualflow.correctness.endpoint import run_endpoint_correctness
+    from qualflow.correctness.table import write_correctness
+    from qualflow.invocation import current_command
     spec = EndpointSpec.from_json(a.endpoint)
     checkpoint = pinned_checkpoint(a.pin, a.checkpoint)
     out = Path(a.out)
@@ -154,7 +156,7 @@ def main_endpoint_correctness(a) -> int:
             df = failure(f"endpoint correctness did not run: {type(e).__name__}: {e}"[:4000])
         finally:
             srv.stop()
-    df.to_parquet(out, index=False)
+    write_correctness(df, out, current_command())
     for r in df.itertuples():
         print(f"{'PASS' if r.passed else 'FAIL'}  {r.case_id:40s} {r.detail}")
     failed = int((~df["passed"].astype(bool)).sum())

@@ -1,4 +1,5 @@
-"""Owning a `qualflow serve` child process: port check, start, health wait, crash detection, stop.
+"""Owning a server child process (`qualflow serve`, or an endpoint's launch command): port check,
+start, health wait, crash detection, stop.
 
 The server runs in its own process group (so a terminal Ctrl-C reaches only its owner, which stops it
 in order) and with PR_SET_PDEATHSIG=SIGTERM (so it dies even if its owner is SIGKILLed). `stop()`
@@ -7,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -15,8 +17,13 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import TYPE_CHECKING, Sequence
 
+from qualflow.configs import to_argv
 from qualflow.lifetime import die_with_parent
+
+if TYPE_CHECKING:   # the configs are read, not built, here: importing them would load the runtime
+    from qualflow.server.config import EngineConfig, ServerConfig
 
 
 class ServerError(RuntimeError):
@@ -90,24 +97,15 @@ def _group_members(pgid: int) -> list[int]:
     return pids
 
 
-class ServerProcess:
-    def __init__(self, *, bundle: str, device: str, host: str, port: int, model_name: str | None,
-                 timing_log: str | Path, log_path: str | Path, max_batch: int | None = None,
-                 max_context: int | None = None, cpu_threads: int | None = None,
-                 extra_args: list[str] | None = None, command: list[str] | None = None):
+class OwnedServer:
+    """A server child process this process owns, started as `argv` (its exact command; `.cmd` is it
+    shell-quoted), answering on host:port."""
+
+    def __init__(self, argv: Sequence[str], *, host: str, port: int, log_path: str | Path):
         self.host, self.port = host, port
         self.log_path = Path(log_path)
-        cmd = [sys.executable, "-m", "qualflow.cli", "serve", "--bundle", str(bundle), "--device", device,
-               "--host", host, "--port", str(port), "--timing-log", str(timing_log)]
-        if model_name:   # else the server serves the bundle's checkpoint id
-            cmd += ["--model-name", model_name]
-        if max_batch:
-            cmd += ["--max-batch", str(max_batch)]
-        if max_context:
-            cmd += ["--max-context", str(max_context)]
-        if cpu_threads:
-            cmd += ["--cpu-threads", str(cpu_threads)]
-        self.cmd = list(command) if command else cmd + list(extra_args or [])
+        self.argv = list(argv)
+        self.cmd = shlex.join(self.argv)
         self.env: dict[str, str] = {}   # added to the server's environment (e.g. its GPU)
         self.proc: subprocess.Popen | None = None
         self.spawn_ns: int | None = None
@@ -120,10 +118,13 @@ class ServerProcess:
     def start(self) -> None:
         check_port(self.host, self.port)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        self._log = open(self.log_path, "ab")
+        # This server's own log: a new file (never truncating, or appending to, a file an archive
+        # of an earlier run may still share), so its crash reason quotes only its own lines.
+        self.log_path.unlink(missing_ok=True)
+        self._log = open(self.log_path, "wb")
         env = dict(os.environ, PYTHONUNBUFFERED="1", **self.env)
         self.spawn_ns = time.time_ns()
-        self.proc = subprocess.Popen(self.cmd, stdout=self._log, stderr=subprocess.STDOUT,
+        self.proc = subprocess.Popen(self.argv, stdout=self._log, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, env=env, start_new_session=True,
                                      preexec_fn=die_with_parent)
 
@@ -202,3 +203,16 @@ class ServerProcess:
             self._log.close()
             self._log = None
         return p.returncode
+
+
+def serve_argv(server: ServerConfig, engine: EngineConfig) -> list[str]:
+    """The `qualflow serve` command that runs with exactly these configs."""
+    return [sys.executable, "-m", "qualflow.cli", "serve", *to_argv(server), *to_argv(engine)]
+
+
+class ServerProcess(OwnedServer):
+    """`qualflow serve` as a child process, with exactly `server` and `engine` as its settings."""
+
+    def __init__(self, server: ServerConfig, engine: EngineConfig, *, log_path: str | Path):
+        self.server, self.engine = server, engine
+        super().__init__(serve_argv(server, engine), host=server.host, port=server.port, log_path=log_path)

@@ -1,18 +1,20 @@
 """The stages of one serving session, in order (GPU lease, startup, warm-up, protocol checks, the
-AIPerf points with their repeats), each recording its wall time; and how the session's clients talk to
-the server."""
+AIPerf points with their repeats), each recording its wall time."""
 from __future__ import annotations
 
 import json
 import os
 import time
-from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable, Sequence
 
 from qualflow.aiperf.command import AiperfPoint
+from qualflow.aiperf.options import AiperfOptions, ClientOptions
 from qualflow.gpus import acquire, holders
 from qualflow.phases import aiperf_tag, point_key
 
+from .config import SessionConfig
+from .records import NOT_REACHED, PointOutcome, PointRun, SessionRecord, StageTime, StartupRecord
 from .server_process import ServerError, ServerProcess, http_get_json
 
 
@@ -35,13 +37,14 @@ def _engine_watch(srv: ServerProcess, every_s: float = 2.0):
 
 
 class Session:
-    """The stages of one serving session, in order; each records its wall time under `stages`."""
+    """The stages of one serving session, in order; each records its wall time in the record's
+    `stages`. `point_runner`: runs one AIPerf point (qualflow.aiperf.runner.run_point's signature)."""
 
-    def __init__(self, *, out: Path, bundle: Path, model_name: str, srv: ServerProcess, points: list[AiperfPoint],
-                 record: dict, allow_unpinned_client: bool, client: ClientOptions | None = None):
-        self.out, self.bundle, self.model_name, self.srv, self.points = out, bundle, model_name, srv, points
-        self.record, self.allow_unpinned_client = record, allow_unpinned_client
-        self.client = client or ClientOptions(tokenizer=str(bundle))
+    def __init__(self, cfg: SessionConfig, *, srv: ServerProcess, record: SessionRecord, client: ClientOptions,
+                 points: Sequence[AiperfPoint], point_runner: Callable[..., PointRun] | None = None):
+        self.cfg, self.srv, self.record, self.client, self.points = cfg, srv, record, client, list(points)
+        self.out = Path(cfg.out)
+        self.point_runner = point_runner
         self.sent_ids: set[str] = set()
         self.stage_name = "setup"
         self.lease = None
@@ -52,108 +55,109 @@ class Session:
         return time.time_ns()
 
     def _done(self, t0: int) -> None:
-        t1 = time.time_ns()
-        self.record["stages"][self.stage_name] = {"start_ns": t0, "end_ns": t1, "wall_s": (t1 - t0) / 1e9}
+        self.record.stages[self.stage_name] = StageTime.between(t0, time.time_ns())
 
-    def lease_gpu(self, device: str, timeout_s: float) -> None:
+    def lease_gpu(self) -> None:
         """On `cuda`/`cuda:N`: a GPU no other job holds, and its share of the cores (inherited by the
         server and AIPerf); the jobs holding the other GPUs now are recorded."""
+        device = self.cfg.engine.device
         if not device.startswith("cuda") or os.environ.get("QUALFLOW_GPU_LEASE") == "off":
             return
         t0 = self._stage("gpu-lease")
-        self.lease = acquire(device, timeout_s=timeout_s, holder={"job": "session", "out": str(self.out)})
+        self.lease = acquire(device, timeout_s=self.cfg.startup_timeout,
+                             holder={"job": "session", "out": str(self.out)})
         self.srv.env.update(self.lease.env())
         if self.lease.cores and hasattr(os, "sched_setaffinity"):
             self.cores_before = os.sched_getaffinity(0)
             os.sched_setaffinity(0, self.lease.cores)
-        self.record["gpu"] = self.lease.record()
+        self.record.gpu = self.lease.record()
         self.note_other_gpu_jobs()
         self._done(t0)
 
     def note_other_gpu_jobs(self) -> None:
         if self.lease is None:
             return
-        seen = self.record.setdefault("other_gpu_jobs", [])
+        if self.record.other_gpu_jobs is NOT_REACHED:
+            self.record.other_gpu_jobs = []
+        seen = self.record.other_gpu_jobs
         for h in holders(self.lease.lock_path.parent):
             if (h.get("gpu") or {}).get("index") != self.lease.gpu.index and h not in seen:
                 seen.append(h)
 
-    def startup(self, timeout_s: float) -> dict:
+    def startup(self) -> StartupRecord:
         t0 = self._stage("startup")
         self.srv.start()
         pid = self.srv.proc.pid if self.srv.proc else None
-        self.record["server_pid"] = pid
+        self.record.server_pid = pid
         print(f"session: server pid {pid} starting at {self.srv.url}", flush=True)
-        health = self.srv.wait_healthy(timeout_s)
+        health = self.srv.wait_healthy(self.cfg.startup_timeout)
         self._done(t0)
-        startup = {"url": self.srv.url, "pid": pid, "spawn_ns": self.srv.spawn_ns,
-                   "healthy_ns": self.srv.healthy_ns, "startup_s": (self.srv.healthy_ns - self.srv.spawn_ns) / 1e9,
-                   "load_s": health.get("load_s"), "server_startup_s": health.get("startup_s"), "health": health}
-        (self.out / "startup.json").write_text(json.dumps(startup, indent=2))
-        print(f"session: healthy after {startup['startup_s']:.1f}s", flush=True)
+        startup = StartupRecord(url=self.srv.url, pid=pid, spawn_ns=self.srv.spawn_ns, healthy_ns=self.srv.healthy_ns,
+                                startup_s=(self.srv.healthy_ns - self.srv.spawn_ns) / 1e9,
+                                load_s=health.get("load_s"), server_startup_s=health.get("startup_s"), health=health)
+        startup.write(self.out / "startup.json")
+        print(f"session: healthy after {startup.startup_s:.1f}s", flush=True)
         return startup
 
-    def warmup(self, startup: dict, n: int, max_tokens: int) -> None:
+    def warmup(self, startup: StartupRecord) -> None:
         from .outputs import write_warmup
         from .warmup import run_warmup
         t0 = self._stage("warmup")
-        rows = run_warmup(self.srv.url, self.model_name, n, max_tokens,
-                          request_extensions=self.client.request_extensions, api_key=self.client.api_key)
+        rows = run_warmup(self.srv.url, self.client.model_name, self.cfg.warmup_requests, self.cfg.warmup_max_tokens,
+                          request_extensions=self.cfg.request_extensions, api_key=self.client.api_key)
         self._done(t0)
         write_warmup(rows, str(self.out / "warmup.parquet"))
         self.sent_ids |= {r["request_id"] for r in rows}
-        startup.update(warmup_s=self.record["stages"]["warmup"]["wall_s"], warmup_requests=len(rows))
-        (self.out / "startup.json").write_text(json.dumps(startup, indent=2))
+        startup.warmup_s, startup.warmup_requests = self.record.stages["warmup"].wall_s, len(rows)
+        startup.write(self.out / "startup.json")
         self.srv.check_alive()
         bad = [r for r in rows if r["error"]]
         if bad:
             raise WarmupFailed(f"{len(bad)} of {len(rows)} warm-up requests failed: {bad[0]['error']}")
 
-    def protocol(self, enabled: bool) -> None:
+    def protocol(self) -> None:
         from .client_pins import check_openai
         from .conformance import run_protocol_checks
         from .outputs import write_protocol
         t0 = self._stage("protocol")
         rows = []
-        if enabled:
-            self.record["client_pin_reasons"] += check_openai(self.allow_unpinned_client)
-            rows = run_protocol_checks(self.srv.url, self.model_name, api_key=self.client.api_key,
-                                       request_extensions=self.client.request_extensions)
+        if self.cfg.protocol:
+            self.record.client_pin_reasons += check_openai(self.cfg.allow_unpinned_client)
+            rows = run_protocol_checks(self.srv.url, self.client.model_name, api_key=self.client.api_key,
+                                       request_extensions=self.cfg.request_extensions)
         self._done(t0)
         write_protocol(rows, str(self.out / "protocol.parquet"))
         self.sent_ids |= {r["request_id"] for r in rows}
         self.srv.check_alive()
         print(f"session: protocol {sum(r['passed'] for r in rows)}/{len(rows)} passed", flush=True)
 
-    def aiperf_points(self, workers: int, record_processors: int, timeout_s: float) -> None:
+    def aiperf_points(self) -> None:
         """Every point, each `repeats` times, back to back against the same warmed server; repeat k
         of a point is the AIPerf run `point_key(point_id, k)` (its own directory, tag and run id)."""
         from qualflow.aiperf.exports import read_records
         from qualflow.aiperf.runner import run_point
 
         from .client_pins import check_aiperf
+        runner = self.point_runner or run_point
+        options = AiperfOptions(workers_max=self.cfg.aiperf_workers,
+                                record_processors=self.cfg.aiperf_record_processors, timeout_s=self.cfg.aiperf_timeout)
         watch = _engine_watch(self.srv)
         runs = [(p, k) for p in self.points for k in range(1, p.repeats + 1)]
         for n, (p, k) in enumerate(runs, 1):
-            key = point_key(p.point_id, k)
-            t0 = self._stage(aiperf_tag(p.point_id, k))
-            reasons = check_aiperf(self.allow_unpinned_client)
-            self.record["client_pin_reasons"] += [r for r in reasons if r not in self.record["client_pin_reasons"]]
+            key, tag = point_key(p.point_id, k), aiperf_tag(p.point_id, k)
+            t0 = self._stage(tag)
+            pins = self.record.client_pin_reasons
+            pins += [r for r in check_aiperf(self.cfg.allow_unpinned_client) if r not in pins]
             label = f"{p.point_id} repeat {k}/{p.repeats}" if p.repeats > 1 else p.point_id
             print(f"session: AIPerf run {n}/{len(runs)}: point {label}", flush=True)
-            counter = TagCounter(self.out / "server_timing.jsonl", aiperf_tag(p.point_id, k))
-            rec = run_point(p, url=self.srv.url, model_name=self.model_name, tokenizer_dir=self.client.tokenizer,
-                            point_dir=self.out / "points" / key, phase_header=aiperf_tag(p.point_id, k),
-                            workers_max=workers, record_processors=record_processors, timeout_s=timeout_s,
-                            alive_check=watch, progress=counter, label=label,
-                            export_level=self.client.export_level, api_key=self.client.api_key)
+            rec = runner(p, self.client, point_dir=self.out / "points" / key, phase_header=tag, options=options,
+                         alive_check=watch, progress=TagCounter(self.out / "server_timing.jsonl", tag), label=label)
             self._done(t0)
             watch()
             self.sent_ids |= {r["request_id"] for r in read_records(self.out / "points" / key / "aiperf")
                               if r["request_id"]}
-            self.record["points"][key] = {"command": rec["command"], "exit_code": rec["exit_code"],
-                                          "ok": rec["verdict"]["ok"], "reasons": rec["verdict"]["reasons"]}
-            print(f"session: point {label} ok={rec['verdict']['ok']} {rec['verdict']['reasons']}", flush=True)
+            self.record.points[key] = outcome = PointOutcome.of(rec)
+            print(f"session: point {label} ok={outcome.ok} {outcome.reasons}", flush=True)
 
 
 class TagCounter:
@@ -179,14 +183,3 @@ class TagCounter:
 
 class WarmupFailed(RuntimeError):
     pass
-
-
-@dataclass(frozen=True)
-class ClientOptions:
-    """How the session's clients talk to the server: AIPerf's tokenizer, the API key, whether
-    qualflow's request extensions are sent, AIPerf's export level (raw: every SSE event, so that
-    each stream's terminal event can be checked without server records)."""
-    tokenizer: str
-    api_key: str | None = None
-    request_extensions: bool = True
-    export_level: str = "records"

@@ -1,0 +1,110 @@
+"""Builds the engine of one process from a bundle, in order: weights on the device (compiled ops on
+CUDA), the KV block pool, the decode CUDA graphs, then a warm-up that compiles the prefill variants
+before any user's request does. `load_engine` returns the engine with what the Task reports of it
+(`info`, `load_timing`)."""
+from __future__ import annotations
+
+import queue
+import time
+from dataclasses import dataclass
+
+import torch
+
+from ..api.request import GenerationRequest, SamplingParams
+from ..config import EngineConfig
+from ..kernels import paged_decode
+from ..kernels.attention import PagedAttention, choose_flash
+from .block_manager import RESERVED_BLOCKS, BlockManager
+from .cuda_graphs import DecodeGraphs
+from .engine import Engine
+from .model_runner import ModelRunner
+from .outputs import Final
+from .scheduler import Scheduler
+
+
+def compute_dtype(profile_dtype: torch.dtype, device: torch.device) -> torch.dtype:
+    """The precision actually used. Half-precision matmuls on a CPU are slow and not what the
+    profile qualifies, so on CPU the stored weights are upcast to float32 (recorded as such)."""
+    return torch.float32 if device.type == "cpu" else profile_dtype
+
+
+@dataclass(frozen=True)
+class KvCache:
+    attention: PagedAttention
+    blocks: BlockManager
+    max_blocks: int        # blocks of one full-context sequence
+    varlen: str            # the varlen attention variant in use (choose_flash)
+
+
+@dataclass(frozen=True)
+class LoadedEngine:
+    engine: Engine
+    model: object          # the family's model graph
+    max_blocks: int
+    info: dict
+    load_timing: dict
+
+
+def load_engine(bundle, family, cfg: EngineConfig, context_limit: int, started_ns: int) -> LoadedEngine:
+    """`family`: the bundle's family (registry entry); `started_ns`: when the Task began loading."""
+    device = torch.device(cfg.device)
+    dtype = compute_dtype(getattr(torch, bundle.manifest["precision"]), device)
+    fast = device.type == "cuda" and not cfg.eager  # fused ops + CUDA graphs; eager for debugging
+    weights = {k: v.to(device, dtype) for k, v in bundle.weights().items()}
+    model = family.build_model(bundle.config, weights, context_limit, compile_ops=fast)
+    kv = allocate_kv_cache(family.kv_layout(bundle.config), int(bundle.config["num_attention_heads"]), cfg,
+                           context_limit, device, dtype)
+    t1 = time.time_ns()
+    graphs = None
+    if fast and paged_decode.available():
+        graphs = DecodeGraphs(model, kv.attention, cfg.max_batch, kv.max_blocks, device)
+    engine = Engine(ModelRunner(model, kv.attention, device, graphs),
+                    Scheduler(kv.blocks, cfg.max_batch, cfg.token_budget(), mixed=cfg.mixed), context_limit, device,
+                    step_delay_s=cfg.step_delay_s, async_scheduling=cfg.overlaps(device.type))
+    if fast:
+        warm_prefill(engine)
+    t2 = time.time_ns()
+    info = {"device": str(device), "effective_precision": str(dtype).removeprefix("torch."),
+            "declared_precision": bundle.manifest["precision"], "max_batch": cfg.max_batch,
+            "context_limit": context_limit, "cuda_graphs": graphs is not None, "compiled_ops": fast,
+            "kv_blocks": kv.blocks.num_blocks, "kv_block_size": kv.blocks.block_size,
+            "kv_cache_gb": kv.attention.pool.numel() * kv.attention.pool.element_size() / 1e9,
+            "max_num_batched_tokens": cfg.token_budget(), "mixed_batches": cfg.mixed,
+            "async_scheduling": engine.async_scheduling, "varlen_attention": kv.varlen,
+            "engine_pid": None}
+    timing = {"load_s": (t1 - started_ns) / 1e9, "graph_capture_s": (t2 - t1) / 1e9, "loaded_at_ns": t2}
+    return LoadedEngine(engine, model, kv.max_blocks, info, timing)
+
+
+def allocate_kv_cache(layout: tuple[int, int, int], heads: int, cfg: EngineConfig, context_limit: int,
+                      device: torch.device, dtype: torch.dtype) -> KvCache:
+    """One pool of fixed-size blocks, sized from a memory budget: `kv_cache_gb`, else on CUDA half
+    of the free memory, else (CPU) room for every batch slot at the full context. `layout`: the
+    family's (layers, kv heads, head dim)."""
+    layers, kv_heads, head_dim = layout
+    block_size = cfg.kv_block_size(device.type)
+    block_bytes = layers * 2 * block_size * kv_heads * head_dim * torch.empty((), dtype=dtype).element_size()
+    per_seq = -(-context_limit // block_size)
+    if cfg.kv_cache_gb:
+        budget = cfg.kv_cache_gb * 1e9
+    elif device.type == "cuda":
+        budget = torch.cuda.mem_get_info(device)[0] * 0.5
+    else:
+        budget = block_bytes * cfg.max_batch * per_seq
+    # at least one full-context sequence, plus the scratch block
+    num_blocks = max(int(budget // block_bytes), per_seq) + RESERVED_BLOCKS
+    pool = torch.zeros(layers, 2, num_blocks, block_size, kv_heads, head_dim, dtype=dtype, device=device)
+    attention = PagedAttention(pool, block_size, use_flash=False)
+    varlen = choose_flash(attention, heads, device, dtype)
+    return KvCache(attention, BlockManager(num_blocks, block_size), per_seq, varlen)
+
+
+def warm_prefill(engine: Engine) -> None:
+    """Compile the prefill variants now (batch 1 and >1), not inside a user's first request."""
+    done: queue.SimpleQueue = queue.SimpleQueue()
+    for n in (1, 2):  # submitted back to back, so the two are prefilled as one batch
+        for i in range(n):
+            engine.submit(GenerationRequest(f"load-{n}-{i}", [1] * 8, SamplingParams(max_new_tokens=2)),
+                          lambda item: isinstance(item, Final) and done.put(item))
+        for _ in range(n):
+            done.get()

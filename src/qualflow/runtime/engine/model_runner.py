@@ -1,0 +1,79 @@
+"""Turns a scheduled batch into the model's packed inputs and attention metadata, runs one forward
+and returns the logits of the sequences that sample this step. Decode-only steps replay a captured
+CUDA graph when there is one for the batch size; every other step runs eagerly (compiled ops).
+
+A token still on the device (Sequence.pending: sampled by the step in flight, not read back) is
+taken from that step's tokens (`prev`) by a device-side copy, so building a step never waits for
+the previous one. Every host-to-device copy here is non-blocking for the same reason."""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ..kernels.attention import PagedAttention, StepMeta
+from .scheduler import Batch
+
+
+def pending_fills(batch: Batch) -> tuple[list[int], list[int]]:
+    """(index in the step's packed tokens, row in the previous step's tokens) of every input token
+    that is still a placeholder. Only a sequence's last token can be one."""
+    at, rows, offset = [], [], 0
+    for seq, start, n in zip(batch.seqs, batch.starts, batch.counts):
+        last = len(seq.token_ids) - 1
+        if seq.pending is not None and start <= last < start + n:
+            at.append(offset + last - start)
+            rows.append(seq.pending[1])
+        offset += n
+    return at, rows
+
+
+def _dev(values, device: torch.device, dtype: torch.dtype = torch.long) -> torch.Tensor:
+    t = torch.from_numpy(values) if isinstance(values, np.ndarray) else torch.tensor(values, dtype=dtype)
+    return t.to(device, non_blocking=True)
+
+
+class ModelRunner:
+    def __init__(self, model, attention: PagedAttention, device: torch.device, graphs=None):
+        self.model, self.attn, self.device, self.graphs = model, attention, device, graphs
+        self.block_size = attention.block_size
+
+    def run(self, batch: Batch, prev: torch.Tensor | None = None) -> torch.Tensor:
+        """Logits [number of sampling sequences, V] in batch order. `prev`: the tokens sampled by the
+        step before, on the device (needed when an input token is pending)."""
+        at, rows = pending_fills(batch)
+        if at and prev is None:
+            raise RuntimeError("a pending input token without the step that samples it")
+        if self.graphs is not None and batch.is_decode and len(batch.seqs) <= self.graphs.max_batch:
+            return self.graphs.decode(batch, (at, rows), prev)
+        ids, pos, slots, cu_q, cu_k, ctx = [], [], [], [0], [0], []
+        fresh = all(s == 0 for s in batch.starts)
+        for seq, start, n in zip(batch.seqs, batch.starts, batch.counts):
+            p = np.arange(start, start + n)
+            table = np.asarray(seq.block_table, dtype=np.int64)
+            ids.append(seq.token_ids[start:start + n])
+            pos.append(p)
+            slots.append(table[p // self.block_size] * self.block_size + p % self.block_size)
+            cu_q.append(cu_q[-1] + n)
+            cu_k.append(cu_k[-1] + start + n)
+            if not fresh:
+                c = np.arange(start + n)
+                ctx.append(table[c // self.block_size] * self.block_size + c % self.block_size)
+        last = [cu_q[i + 1] - 1 for i, smp in enumerate(batch.samples) if smp]
+        dev = self.device
+        meta = StepMeta(
+            "varlen", _dev(np.concatenate(slots), dev), _dev(cu_q, dev, torch.int32), _dev(cu_k, dev, torch.int32),
+            list(batch.counts), [s + n for s, n in zip(batch.starts, batch.counts)],
+            None if fresh else _dev(np.concatenate(ctx), dev))
+        ids_t = _dev([max(t, 0) for chunk in ids for t in chunk], dev)
+        if at:
+            ids_t.index_copy_(0, _dev(at, dev), prev.index_select(0, _dev(rows, dev)))
+        self.attn.meta = meta
+        return self.model(ids_t, _dev(np.concatenate(pos), dev), self.attn, logit_index=_dev(last, dev))
+
+    def score(self, token_ids: list[int]) -> torch.Tensor:
+        """Teacher-forced logits [T, V] for one sequence; its K/V are not stored."""
+        n = len(token_ids)
+        cu = torch.tensor([0, n], dtype=torch.int32, device=self.device)
+        self.attn.meta = StepMeta("varlen", None, cu, cu, [n], [n], None)
+        return self.model(torch.tensor(token_ids, device=self.device), torch.arange(n, device=self.device),
+                          self.attn, logit_index=None)

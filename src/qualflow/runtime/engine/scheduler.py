@@ -1,0 +1,140 @@
+"""Which tokens run in the next model step, under a per-step token budget.
+
+Every step is one packed forward over (sequence, chunk) pairs:
+  - decode: each prefilled running sequence contributes its one new token;
+  - prefill: prompts (or the rest of a chunked prompt, or a preempted sequence's recompute) take
+    what is left of the budget, running partial prefills first, then waiting sequences oldest first.
+    A prompt longer than the budget is chunked, so it holds decodes up for at most one step.
+`mixed=True` puts both kinds into one step. `mixed=False` alternates: when both have work, a prefill
+step is followed by a decode step, so decodes of a pure decode step replay a captured graph.
+
+A sequence whose last token is sampled but not read back yet (overlapped scheduling) is not
+scheduled again: that step's token would be discarded.
+
+Admission is FIFO: the head of the queue waits until its chunk's blocks are free, nobody overtakes
+it. When a running sequence needs a block and the pool is empty, the newest running sequence is
+preempted: its blocks are freed and it goes back to the front of the queue, to be recomputed from
+its tokens (prompt + output so far) when it is admitted again.
+"""
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import dataclass
+
+from .block_manager import BlockManager
+from .sequence import Sequence
+
+
+@dataclass
+class Batch:
+    seqs: list[Sequence]
+    starts: list[int]     # first position computed in this step, per sequence
+    counts: list[int]     # tokens computed in this step, per sequence
+    samples: list[bool]   # the step reaches the sequence's last token: sample its next one
+
+    @property
+    def is_decode(self) -> bool:
+        return all(c == 1 for c in self.counts) and all(s > 0 for s in self.starts)
+
+    @property
+    def num_tokens(self) -> int:
+        return sum(self.counts)
+
+
+class Scheduler:
+    def __init__(self, blocks: BlockManager, max_batch: int, max_num_batched_tokens: int, mixed: bool = False):
+        self.blocks, self.max_batch, self.budget, self.mixed = blocks, max_batch, max_num_batched_tokens, mixed
+        self.waiting: deque[Sequence] = deque()
+        self.running: list[Sequence] = []
+        self.watermark = max(1, blocks.capacity // 100)  # admission leaves this much for running decodes
+        self._last_prefill = False
+        self.num_preemptions = 0
+
+    def add(self, seq: Sequence) -> None:
+        self.waiting.append(seq)
+
+    def has_work(self) -> bool:
+        return bool(self.waiting or self.running)
+
+    def find(self, request_id: str) -> list[Sequence]:
+        return [s for s in list(self.waiting) + self.running if s.req.request_id == request_id]
+
+    def reap(self) -> None:
+        """Free the blocks of finished sequences (no K/V moves) and drop them."""
+        if any(s.done for s in self.running):
+            for s in self.running:
+                if s.done:
+                    self.blocks.release(s)
+            self.running = [s for s in self.running if not s.done]
+        if any(s.done for s in self.waiting):
+            self.waiting = deque(s for s in self.waiting if not s.done)
+
+    # ---- one step -----------------------------------------------------------------------------
+    def schedule(self) -> Batch | None:
+        self.reap()
+        ready = [s for s in self.running if s.decoding and not s.exhausted]
+        prefill_work = bool(self.waiting) or any(not r.decoding for r in self.running)
+        do_prefill = prefill_work and (self.mixed or not ready or not self._last_prefill)
+        chosen: dict[Sequence, int] = {}  # insertion order is the batch order
+        budget = self.budget
+        if self.mixed or not do_prefill:
+            for s in ready:
+                if s.decoding and self._reserve(s, 1, chosen):  # not decoding any more: preempted
+                    chosen[s] = 1
+            budget -= len(chosen)
+        if do_prefill:
+            for s in [r for r in self.running if not r.decoding]:
+                if budget <= 0:
+                    break
+                n = min(s.remaining, budget)
+                if s.num_computed > 0 and self._reserve(s, n, chosen):  # 0: preempted in this step
+                    chosen[s] = n
+                    budget -= n
+            budget = self.budget - sum(chosen.values())
+            while self.waiting and budget > 0 and len(self.running) < self.max_batch:
+                s = self.waiting[0]
+                n = min(s.remaining, budget)
+                if not self.blocks.can_allocate(self.blocks.needed(s, n), self.watermark if self.running else 0):
+                    break  # FIFO: the head waits for blocks
+                self.waiting.popleft()
+                self.blocks.allocate(s, n)
+                self.running.append(s)
+                if s.timing.first_scheduled_ns is None:
+                    s.timing.first_scheduled_ns = time.time_ns()
+                chosen[s] = n
+                budget -= n
+        if not chosen and ready and not (self.mixed or not do_prefill):  # no prefill fits yet: decode
+            for s in ready:
+                if s.decoding and self._reserve(s, 1, chosen):
+                    chosen[s] = 1
+        self._last_prefill = any(not s.decoding for s in chosen)
+        if not chosen:
+            return None
+        seqs = list(chosen)
+        batch = Batch(seqs, [s.num_computed for s in seqs], [chosen[s] for s in seqs],
+                      [s.num_computed + chosen[s] == len(s.token_ids) for s in seqs])
+        for s, n in zip(seqs, batch.counts):
+            s.num_computed += n
+        return batch
+
+    def _reserve(self, seq: Sequence, n: int, chosen: dict[Sequence, int]) -> bool:
+        """Blocks for `seq`'s next `n` tokens, preempting the newest running sequences if the pool is
+        empty. False when `seq` itself had to go."""
+        need = self.blocks.needed(seq, seq.num_computed + n)
+        while not self.blocks.can_allocate(need):
+            victim = self.running[-1]
+            self._preempt(victim)
+            chosen.pop(victim, None)  # if it was already in this step, its tokens are simply not run
+            if victim is seq:
+                return False
+        self.blocks.allocate(seq, seq.num_computed + n)
+        return True
+
+    def _preempt(self, seq: Sequence) -> None:
+        self.blocks.release(seq)
+        seq.num_computed = 0
+        seq.preemptions += 1
+        self.num_preemptions += 1
+        self.running.remove(seq)
+        self.waiting.appendleft(seq)

@@ -1,0 +1,120 @@
+"""SyntheticEngine: an engine with no model, for measuring the serving path's own ceiling. It keeps
+the engine interface (engine.interface.EngineClient), so the Task's validation, the tokenizer, the
+detokenizer, the HTTP path, the timing records and the accounting are the real ones; only the forward
+pass is gone.
+
+One thread ticks a fixed step clock (`step_s`): each tick admits waiting requests up to the batch
+(oldest first) and gives every running request one token, the first one in the tick that admits it.
+A request runs to its max_new_tokens (finish reason `length`): the tokens cycle through `token_ids`,
+which hold no stop token, so stop tokens and min_tokens never decide. When the thread falls behind by
+more than a step, the clock starts again from now rather than bursting to catch up, so a token gap is
+never shorter than a step."""
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+from ..api.events import TaskTiming
+from ..api.request import GenerationRequest
+from .outputs import Final, Sink, Tokens
+from .threads import thread_death
+
+
+@dataclass(eq=False)
+class SyntheticSeq:
+    """A request of the synthetic engine, as its caller reads it (engine.interface.SequenceView)."""
+    req: GenerationRequest
+    sink: Sink
+    timing: TaskTiming
+    out: list[int] = field(default_factory=list)
+    done: bool = False
+
+
+class SyntheticEngine:
+    def __init__(self, step_s: float, max_batch: int, token_ids: list[int]):
+        if step_s <= 0 or not token_ids:
+            raise ValueError("the synthetic engine needs a positive step and at least one token id")
+        self.step_s, self.max_batch, self.token_ids = step_s, max_batch, list(token_ids)
+        self._lock = threading.Lock()
+        self._waiting: deque[SyntheticSeq] = deque()
+        self._running: list[SyntheticSeq] = []
+        self._cancelled: set[str] = set()
+        self._stop = threading.Event()
+        self.thread = threading.Thread(target=self._loop, name="qualflow-synthetic-engine", daemon=True)
+        self.thread.start()
+
+    # ---- EngineClient ---------------------------------------------------------------------------
+    def submit(self, req: GenerationRequest, sink: Sink) -> SyntheticSeq:
+        seq = SyntheticSeq(req, sink, TaskTiming(submitted_ns=time.time_ns()))
+        with self._lock:
+            self._waiting.append(seq)
+        return seq
+
+    def cancel(self, request_id: str) -> None:
+        with self._lock:
+            self._cancelled.add(request_id)
+
+    def score(self, token_ids: list[int]):
+        raise RuntimeError("the synthetic engine has no model: it cannot score")
+
+    def health(self) -> str | None:
+        if self.thread.is_alive():
+            return None
+        return thread_death(self.thread) or "the synthetic engine thread exited"
+
+    def close(self) -> None:
+        self._stop.set()
+        self.thread.join(timeout=30)
+        with self._lock:
+            open_seqs = [*self._running, *self._waiting]
+            self._running, self._waiting = [], deque()
+        for seq in open_seqs:
+            self._finish(seq, "cancelled")
+
+    # ---- the step clock -------------------------------------------------------------------------
+    def _loop(self) -> None:
+        next_tick = time.monotonic() + self.step_s
+        while not self._stop.is_set():
+            delay = next_tick - time.monotonic()
+            if delay > 0:
+                self._stop.wait(delay)
+            next_tick = max(next_tick + self.step_s, time.monotonic())
+            self._step()
+
+    def _step(self) -> None:
+        with self._lock:
+            cancelled, self._cancelled = self._cancelled, set()
+            while self._waiting and len(self._running) < self.max_batch:
+                seq = self._waiting.popleft()
+                seq.timing.first_scheduled_ns = time.time_ns()
+                self._running.append(seq)
+            gone = [s for s in [*self._running, *self._waiting] if s.req.request_id in cancelled]
+            for seq in gone:
+                (self._running if seq in self._running else self._waiting).remove(seq)
+            running = list(self._running)
+        for seq in gone:
+            self._finish(seq, "cancelled")
+        ended = []
+        for seq in running:
+            token = self.token_ids[len(seq.out) % len(self.token_ids)]
+            seq.out.append(token)
+            if seq.timing.first_token_ns is None:
+                seq.timing.first_token_ns = time.time_ns()
+            seq.sink(Tokens([token]))
+            if len(seq.out) >= seq.req.params.max_new_tokens:
+                ended.append(seq)
+        if ended:
+            with self._lock:
+                self._running = [s for s in self._running if s not in ended]
+            for seq in ended:
+                self._finish(seq, "length")
+
+    @staticmethod
+    def _finish(seq: SyntheticSeq, reason: str) -> None:
+        if seq.done:
+            return
+        seq.done = True
+        seq.timing.finished_ns = time.time_ns()
+        seq.sink(Final(reason))

@@ -1,0 +1,116 @@
+"""Attention over the paged KV pool, passed to the family's model graph as its `attend` callable.
+
+The pool is one tensor [layers, 2, blocks, block_size, kv_heads, head_dim]; a token at position p of a
+sequence lives at slot block_table[p // block_size] * block_size + p % block_size. Each call stores
+the step's new K/V at their slots, then attends according to the step's metadata:
+  - varlen: packed queries of several sequences (prefill chunks, or decode tokens outside a graph).
+    A fresh step (every sequence starts at position 0) attends over the new K/V directly; otherwise
+    each sequence's whole context is gathered from the pool. On CUDA one flash-attention varlen call
+    covers the batch; elsewhere (CPU) one SDPA call per sequence.
+  - paged: one query per sequence, read straight from the block table by a Triton kernel (the decode
+    step captured as a CUDA graph).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+
+@dataclass
+class StepMeta:
+    mode: str                                   # "varlen" or "paged"
+    slot_mapping: torch.Tensor | None           # [N] int64, where the new K/V go; None: store nothing
+    cu_q: torch.Tensor | None = None            # [S+1] int32 (varlen)
+    cu_k: torch.Tensor | None = None            # [S+1] int32 (varlen)
+    q_lens: list[int] | None = None             # host copies (varlen)
+    k_lens: list[int] | None = None
+    ctx_slots: torch.Tensor | None = None       # [sum k_lens] int64; None: fresh step, attend the new K/V
+    block_tables: torch.Tensor | None = None    # [B, max_blocks] int32 (paged)
+    ctx_lens: torch.Tensor | None = None        # [B] int32 (paged)
+    splits: int = 1                             # paged: context partitions per (sequence, kv head)
+
+
+class PagedAttention:
+    def __init__(self, pool: torch.Tensor, block_size: int, use_flash: bool):
+        self.pool, self.block_size, self.use_flash = pool, block_size, use_flash
+        L, _, nb, bs, kv, d = pool.shape
+        self.k = [pool[i, 0] for i in range(L)]  # [blocks, block_size, KV, D] views
+        self.v = [pool[i, 1] for i in range(L)]
+        self.k_flat = [t.view(nb * bs, kv, d) for t in self.k]
+        self.v_flat = [t.view(nb * bs, kv, d) for t in self.v]
+        self.meta: StepMeta | None = None
+        self.gqa_native = True                   # flash varlen reads grouped K/V without repeating them
+
+    def __call__(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        m = self.meta
+        if m.slot_mapping is not None:
+            self.k_flat[layer].index_copy_(0, m.slot_mapping, k)
+            self.v_flat[layer].index_copy_(0, m.slot_mapping, v)
+        N, H, D = q.shape
+        if m.mode == "paged":
+            from .paged_decode import available, paged_decode, reference
+            if not available():  # CPU without Triton (tests): the same step, plain torch
+                return reference(q, self.k[layer], self.v[layer], m.block_tables, m.ctx_lens).view(N, H * D)
+            return paged_decode(q, self.k[layer], self.v[layer], m.block_tables, m.ctx_lens, m.splits).view(N, H * D)
+        if m.ctx_slots is None:
+            K, V = k, v
+        else:
+            K, V = self.k_flat[layer][m.ctx_slots], self.v_flat[layer][m.ctx_slots]
+        if self.use_flash:
+            return self._flash(q, K, V, m).reshape(N, H * D)
+        return varlen_sdpa(q, K, V, m.q_lens, m.k_lens).reshape(N, H * D)
+
+    def _flash(self, q, K, V, m: StepMeta) -> torch.Tensor:
+        if not self.gqa_native and K.shape[1] != q.shape[1]:
+            K = K.repeat_interleave(q.shape[1] // K.shape[1], dim=1)
+            V = V.repeat_interleave(q.shape[1] // V.shape[1], dim=1)
+        return torch.ops.aten._flash_attention_forward(q, K, V, m.cu_q, m.cu_k, max(m.q_lens), max(m.k_lens),
+                                                       0.0, True, False)[0]
+
+
+def varlen_sdpa(q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, q_lens: list[int], k_lens: list[int]) -> torch.Tensor:
+    """Reference varlen attention: sequence i's queries are the last q_lens[i] of its k_lens[i]
+    positions (causal, aligned bottom-right). q [Nq, H, D], K/V [Nk, KV, D]."""
+    out = torch.empty_like(q)
+    q0 = k0 = 0
+    for lq, lk in zip(q_lens, k_lens):
+        qi = q[q0:q0 + lq].transpose(0, 1)
+        ki, vi = K[k0:k0 + lk].transpose(0, 1), V[k0:k0 + lk].transpose(0, 1)
+        if lq == lk:
+            o = F.scaled_dot_product_attention(qi, ki, vi, is_causal=True, enable_gqa=True)
+        else:
+            mask = torch.arange(lk, device=q.device)[None, :] <= torch.arange(lk - lq, lk, device=q.device)[:, None]
+            o = F.scaled_dot_product_attention(qi, ki, vi, attn_mask=mask, enable_gqa=True)
+        out[q0:q0 + lq] = o.transpose(0, 1)
+        q0, k0 = q0 + lq, k0 + lk
+    return out
+
+
+def choose_flash(attn: PagedAttention, heads: int, device: torch.device, dtype: torch.dtype) -> str:
+    """On CUDA, check the flash varlen path against the reference on a chunked (q shorter than k) and
+    a fresh case, with grouped K/V as they are and repeated; keep the first variant that agrees."""
+    if device.type != "cuda" or dtype not in (torch.float16, torch.bfloat16):
+        attn.use_flash = False
+        return "sdpa-loop"
+    kv, d = attn.k[0].shape[2], attn.k[0].shape[3]
+    g = torch.Generator(device=device).manual_seed(0)
+    q_lens, k_lens = [5, 1, 37], [9, 20, 37]
+    q = torch.randn(sum(q_lens), heads, d, device=device, dtype=dtype, generator=g)
+    K = torch.randn(sum(k_lens), kv, d, device=device, dtype=dtype, generator=g)
+    V = torch.randn(sum(k_lens), kv, d, device=device, dtype=dtype, generator=g)
+    cu = lambda ls: torch.tensor([0] + list(torch.tensor(ls).cumsum(0)), dtype=torch.int32, device=device)  # noqa: E731
+    m = StepMeta("varlen", None, cu(q_lens), cu(k_lens), q_lens, k_lens)
+    ref = varlen_sdpa(q.float(), K.float(), V.float(), q_lens, k_lens)
+    for native in (True, False):
+        attn.gqa_native = native
+        try:
+            out = attn._flash(q, K, V, m).float()
+        except Exception:  # noqa: BLE001 - this build's kernel refuses the variant
+            continue
+        if torch.isfinite(out).all() and (out - ref).norm() / ref.norm() < 1e-2:
+            attn.use_flash = True
+            return "flash-varlen" + ("" if native else "-repeat-kv")
+    attn.use_flash = False
+    return "sdpa-loop"

@@ -1,0 +1,121 @@
+"""The engine in a child process: the entry point `main` that `EngineProxy` starts with multiprocessing
+spawn. The child loads the Task's engine (weights, KV cache, graphs) and owns the device; the parent
+keeps validation, prompt rendering and detokenization, so its event loop's work overlaps the GPU step
+instead of sharing one GIL with it. The messages are in process.messages.
+
+The child lives exactly as long as its parent: it is killed when the parent dies (PR_SET_PDEATHSIG,
+SIGKILL) and ignores SIGINT and SIGTERM, which reach it too when its process group is signalled, so a
+server stopped gracefully closes its engine itself (open requests end as cancelled, not failed).
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import threading
+from typing import Callable
+
+from ...lifetime import die_with_parent
+from ..api.events import TaskTiming
+from ..config import EngineConfig
+from ..engine.outputs import EngineItem, Sink, Tokens
+from .messages import Cancel, Closed, Failed, Finished, Loaded, LoadFailed, Score, Scored, Step, Stop, Submit
+
+HEALTH_INTERVAL_S = 0.25
+
+
+class Outbox:
+    """Collects the engine's items per request during a step (engine thread) and sends them as one
+    Step at the step's end."""
+
+    def __init__(self, conn):
+        self.conn, self.lock = conn, threading.Lock()
+        self.tokens: dict[int, list[int]] = {}
+        self.finals: list[Finished] = []
+
+    def sink(self, key: int, timing: TaskTiming) -> Sink:
+        def put(item: EngineItem) -> None:
+            if isinstance(item, Tokens):
+                self.tokens.setdefault(key, []).extend(item.ids)
+            else:
+                self.finals.append(Finished(key, item.reason, item.error, timing.first_scheduled_ns,
+                                            timing.first_token_ns, timing.finished_ns))
+        return put
+
+    def flush(self) -> None:  # engine thread, once per step
+        if not self.tokens and not self.finals:
+            return
+        step = Step(self.tokens, self.finals)
+        self.tokens, self.finals = {}, []
+        self.send(step)
+
+    def send(self, msg) -> None:
+        with self.lock:
+            self.conn.send(msg)
+
+
+def _watch(engine, out: Outbox, stopping: threading.Event) -> None:
+    """The engine thread died (a fault the step handlers do not catch): say why, and end the process."""
+    while (why := engine.health()) is None or stopping.is_set():
+        if stopping.wait(HEALTH_INTERVAL_S):
+            return
+    try:
+        out.send(Failed(why))
+    finally:
+        os._exit(1)
+
+
+def _score(engine, out: Outbox, call: int, token_ids: list[int]) -> None:
+    try:
+        out.send(Scored(call, engine.score(token_ids).numpy()))
+    except Exception as e:  # noqa: BLE001 - the caller raises it
+        out.send(Scored(call, None, f"{type(e).__name__}: {e}"))
+
+
+def _become_engine_process(parent_pid: int, cfg: EngineConfig) -> None:
+    """Die with the parent, leave SIGINT/SIGTERM to it, and apply the process settings of `cfg`."""
+    die_with_parent(signal.SIGKILL)
+    if os.getppid() != parent_pid:   # the parent died before the request above took effect
+        os._exit(0)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    cfg.apply_to_this_process()
+
+
+def main(conn_in, conn_out, load: Callable, bundle_dir: str, cfg: EngineConfig, parent_pid: int) -> None:
+    """`load(bundle_dir, cfg)` builds the Task whose engine this process runs (in this process: the
+    child is given `cfg` with engine_process off)."""
+    _become_engine_process(parent_pid, cfg)
+    out = Outbox(conn_out)
+    try:
+        task = load(bundle_dir, dataclasses.replace(cfg, engine_process="off"))
+    except BaseException as e:  # noqa: BLE001 - the parent raises it
+        out.send(LoadFailed(f"{type(e).__name__}: {e}"))
+        return
+    engine = task.engine
+    engine.on_step = out.flush
+    stopping = threading.Event()
+    threading.Thread(target=_watch, args=(engine, out, stopping), name="qualflow-engine-watch", daemon=True).start()
+    out.send(Loaded(task.load_timing, task.info))
+    _serve(conn_in, engine, out, stopping)
+
+
+def _serve(conn_in, engine, out: Outbox, stopping: threading.Event) -> None:
+    """Apply the parent's messages until Stop (or until the parent is gone)."""
+    while True:
+        try:
+            msg = conn_in.recv()
+        except (EOFError, OSError):   # the parent is gone
+            os._exit(0)
+        if isinstance(msg, Submit):
+            timing = TaskTiming(submitted_ns=msg.submitted_ns)
+            engine.submit(msg.request, out.sink(msg.key, timing), timing)
+        elif isinstance(msg, Cancel):
+            engine.cancel(msg.request_id)
+        elif isinstance(msg, Score):
+            threading.Thread(target=_score, args=(engine, out, msg.call, msg.token_ids), daemon=True).start()
+        elif isinstance(msg, Stop):
+            stopping.set()
+            engine.close()
+            out.send(Closed())
+            return

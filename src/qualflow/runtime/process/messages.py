@@ -1,0 +1,98 @@
+"""The messages between the API process (process.proxy) and the engine process (process.child), one
+pickled object per send over two one-way multiprocessing pipes.
+
+  parent -> child: Submit | Cancel | Score | Stop
+  child -> parent: Loaded | LoadFailed (the first message), then Step (one per engine step: every
+                   request's new tokens and the requests that ended), Scored, Failed, Closed
+
+Frozen dataclasses with slots; each pickles as its class and its field values in order (`_Message`),
+as small as the tuple it replaces."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..api.events import FinishReason
+from ..api.request import GenerationRequest
+
+
+class _Message:
+    """Pickled as (class, field values): no per-message field names, no __setstate__ call."""
+    __slots__ = ()
+
+    def __reduce__(self):
+        return type(self), tuple(getattr(self, name) for name in self.__slots__)
+
+
+# ---- parent -> child -------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Submit(_Message):
+    key: int                      # the proxy's key of the request (request ids may repeat)
+    request: GenerationRequest
+    submitted_ns: int             # stamped at the Task call, in the parent
+
+
+@dataclass(frozen=True, slots=True)
+class Cancel(_Message):
+    request_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Score(_Message):
+    call: int
+    token_ids: list[int]
+
+
+@dataclass(frozen=True, slots=True)
+class Stop(_Message):
+    """Close the engine (open requests end as cancelled), answer Closed, exit."""
+
+
+# ---- child -> parent -------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Loaded(_Message):
+    load_timing: dict
+    info: dict
+
+
+@dataclass(frozen=True, slots=True)
+class LoadFailed(_Message):
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
+class Finished(_Message):
+    """One request's end, with the engine-side stamps of its timing."""
+    key: int
+    reason: FinishReason
+    error: str | None
+    first_scheduled_ns: int | None
+    first_token_ns: int | None
+    finished_ns: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Step(_Message):
+    """One engine step: new token ids per request key (in the order they were sampled), then the
+    requests that ended in it."""
+    tokens: dict[int, list[int]] = field(default_factory=dict)
+    finals: list[Finished] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class Scored(_Message):
+    call: int
+    logits: Any = None            # numpy float32 [T, V]; None when the call failed
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Failed(_Message):
+    """The engine thread died: why. The child exits right after."""
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
+class Closed(_Message):
+    """The engine closed after Stop; the child exits."""
+

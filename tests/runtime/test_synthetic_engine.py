@@ -1,0 +1,54 @@
+"""The synthetic engine (no model) on its own: one token per running request per step, up to the batch
+(the rest wait, oldest first), each request to its max_new_tokens with finish reason `length`, the
+timing stamped in order; cancel and close end requests as `cancelled`."""
+from __future__ import annotations
+
+import queue
+
+import pytest
+
+from qualflow.runtime import GenerationRequest, SamplingParams
+from qualflow.runtime.engine.outputs import Final, Tokens
+from qualflow.runtime.engine.synthetic import SyntheticEngine
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def items(inbox: queue.SimpleQueue) -> list:
+    out = []
+    while not out or not isinstance(out[-1], Final):
+        out.append(inbox.get(timeout=10))
+    return out
+
+
+def test_batch_bound_order_tokens_and_timing():
+    eng = SyntheticEngine(0.005, 1, [7, 8])
+    try:
+        boxes = [queue.SimpleQueue(), queue.SimpleQueue()]
+        seqs = [eng.submit(GenerationRequest(f"r{i}", [1, 2], SamplingParams(max_new_tokens=5)), boxes[i].put)
+                for i in range(2)]
+        got = [items(b) for b in boxes]
+        for seq, its in zip(seqs, got):
+            assert [x.ids for x in its[:-1]] == [[7], [8], [7], [8], [7]] and its[-1] == Final("length")
+            assert seq.done and seq.out == [7, 8, 7, 8, 7]
+            t = seq.timing
+            assert t.submitted_ns <= t.first_scheduled_ns <= t.first_token_ns <= t.finished_ns
+            assert t.decode_ns >= 4 * 0.005e9 * 0.9     # one token a step, never a burst
+        # a batch of one: the second request waits until the first has ended
+        assert seqs[1].timing.first_scheduled_ns >= seqs[0].timing.finished_ns
+    finally:
+        eng.close()
+    assert not eng.thread.is_alive() and eng.health() is not None   # closed: it serves no more
+
+
+def test_cancel_and_close_end_requests_as_cancelled():
+    eng = SyntheticEngine(0.005, 1, [7])
+    a, b = queue.SimpleQueue(), queue.SimpleQueue()
+    eng.submit(GenerationRequest("a", [1], SamplingParams(max_new_tokens=10_000)), a.put)
+    sb = eng.submit(GenerationRequest("b", [1], SamplingParams(max_new_tokens=10_000)), b.put)
+    assert isinstance(a.get(timeout=10), Tokens)
+    eng.cancel("a")
+    assert items(a)[-1] == Final("cancelled")
+    assert isinstance(b.get(timeout=10), Tokens) and eng.health() is None
+    eng.close()
+    assert items(b)[-1] == Final("cancelled") and sb.done
