@@ -1,9 +1,38 @@
-"""Fixtures of the workflow tests."""
+"""Fixtures of the workflow tests: a workflow copy for dry runs, and the real qualify runs the tests
+share. The long independent runs (two stacks, SLURM) are launched in the background when the shared
+tiny run starts, so that their waits (servers and AIPerf starting, requests in flight) overlap the
+end-to-end tests'; each test that reads one waits for it."""
 from __future__ import annotations
+
+import shutil
+from pathlib import Path
 
 import pytest
 
-from fixtures.snakemake import TINY, copy_workflow, run_qualify
+from fixtures.slurm import PROFILE, squeue, start_cluster, stop_cluster
+from fixtures.snakemake import TINY, TWO_STACKS, Launched, copy_workflow, run_qualify
+
+BACKGROUND = ("two_stacks_launched", "slurm_launched")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Order the workflow tests (in place, stable; the other tests keep their place): those marked
+    `timing` first, while no background run is going; then those reading the shared tiny run (the
+    first starts the background runs); then the rest (dry runs), while the background runs are in
+    flight; last those waiting for a background run."""
+    here = Path(__file__).parent
+
+    def group(item) -> int:
+        names = set(item.fixturenames)
+        if item.get_closest_marker("timing"):
+            return 0
+        if names & set(BACKGROUND):
+            return 3
+        return 1 if "tiny_qualify" in names else 2
+
+    idx = [i for i, item in enumerate(items) if here in item.path.parents]
+    for i, item in zip(idx, sorted((items[i] for i in idx), key=group)):
+        items[i] = item
 
 
 @pytest.fixture(scope="module")
@@ -13,9 +42,50 @@ def wf(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def tiny_qualify(tmp_path_factory):
+def tiny_qualify(request, tmp_path_factory):
     """The one real `snakemake qualify` of the tiny embedded config (fixtures.snakemake.TINY) that the
     end-to-end assertions share: those that only read its outputs read `.results`, the copy taken
-    right after it; the end-to-end tests that run more (a failed rung, a Ctrl-C, the SLO sweep) run
-    in `.wf`, in test_e2e.py's order."""
+    right after it; the end-to-end tests that run more there (a failed rung, a Ctrl-C and the rerun
+    after it) run in `.wf`, in test_e2e.py's order. First launches the background runs that the
+    selected tests read."""
+    wanted = {name for item in request.session.items for name in item.fixturenames}
+    for name in BACKGROUND:
+        if name in wanted:
+            try:
+                request.getfixturevalue(name)
+            except (Exception, pytest.skip.Exception, pytest.fail.Exception):
+                pass   # cached by pytest: the tests that read it skip or fail with it then
     return run_qualify(copy_workflow(tmp_path_factory.mktemp("wf"), config=TINY))
+
+
+@pytest.fixture(scope="session")
+def two_stacks_launched(tmp_path_factory):
+    """`snakemake qualify` of fixtures.snakemake.TWO_STACKS, in the background (None without the
+    `transformers` CLI: the test says so)."""
+    if shutil.which("transformers") is None:
+        yield None
+        return
+    wf = tmp_path_factory.mktemp("two_stacks") / "wf"
+    wf.mkdir()
+    run = Launched(copy_workflow(wf, ("workflow", "config"), TWO_STACKS, "two.yaml"),
+                   "qualify", "--configfile", "two.yaml", cores=2)
+    yield run
+    run.stop()
+
+
+@pytest.fixture(scope="session")
+def cluster():
+    """The one-node SLURM cluster (skips where there can be none); no job may be left at the end."""
+    start_cluster()
+    yield
+    assert not squeue(), "jobs left in the queue"
+    stop_cluster()
+
+
+@pytest.fixture(scope="session")
+def slurm_launched(cluster, tmp_path_factory):
+    """The tiny qualify through SLURM (the `slurm-local` profile), in the background."""
+    wf = copy_workflow(tmp_path_factory.mktemp("slurm_wf"), config=TINY)
+    run = Launched(wf, "--workflow-profile", PROFILE, "qualify", "--configfile", "tiny.yaml", cores=None)
+    yield run
+    run.stop()

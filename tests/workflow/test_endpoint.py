@@ -5,51 +5,27 @@ endpoint (launched and owned by the workflow, like our server), on the tiny embe
 Asserts each stack's rungs and reasons (transformers serve: endpoint correctness passes, its
 protocol failures are recorded, server timing is said to be unavailable, every AIPerf record is
 accounted on the client side with its terminal event), the protocol matrix differing where the
-stacks differ, and no process left behind."""
+stacks differ, and no process left behind. The qualify runs in the background from the start of
+the end-to-end tests (workflow/conftest.py), overlapping theirs; this test waits for it."""
 from __future__ import annotations
 
 import json
 import shutil
 import subprocess
 import sys
-import time
 
 import pandas as pd
 import pytest
 
-from fixtures.snakemake import copy_workflow, pids_in, smk, smk_env
-
-SWKEY = "two-stacks"
-LAUNCH = ["transformers", "serve", "--device", "cpu", "--dtype", "float32", "--reasoning", "off",
-          "--host", "127.0.0.1", "--port", "{port}", "{checkpoint}"]
-TWO = {
-    "models": {
-        # both stacks get the standard Responses fields only, so that their requests are the same
-        "embedded": {"checkpoint": "embedded", "profiles": ["fp16"], "workloads": ["tiny"],
-                     "request_extensions": False},
-        "tserve": {"checkpoint": "embedded", "workloads": ["tiny"],
-                   "endpoint": {"url": "http://127.0.0.1:{port}", "model": "{checkpoint}", "launch": LAUNCH}},
-    },
-    "device": "cpu", "software_key": SWKEY,
-    "server": {"host": "127.0.0.1", "port": 0, "startup_timeout_s": 300, "cpu_threads": 1},
-    "warmup": {"requests": 1, "max_output_tokens": 4},
-    "workloads": {"tiny": {"concurrency": [2], "isl": 16, "osl": 8, "request_count": 4,
-                           "warmup_request_count": 1, "seed": 7}},
-    # transformers serve fails protocol checks (recorded below): the DAG is asked for the rung it reaches
-    "require_status": "family-validated",
-}
+from fixtures.snakemake import TWO_STACKS_KEY as SWKEY, pids_in, smk_env
 
 
 @pytest.mark.slow
-def test_two_stacks_qualify_and_compare(tmp_path):
+def test_two_stacks_qualify_and_compare(two_stacks_launched):
     if shutil.which("transformers") is None:
         pytest.fail("the `transformers` CLI is not on PATH (transformers serve needs `pip install accelerate`)")
-    wf = tmp_path / "wf"
-    wf.mkdir()
-    copy_workflow(wf, ("workflow", "config"), TWO, "two.yaml")
-    t0 = time.monotonic()
-    smk(wf, "qualify", "--configfile", "two.yaml", cores=2, check=True)
-    wall = time.monotonic() - t0
+    wf = two_stacks_launched.cwd
+    wall = two_stacks_launched.wait().wall_s
     ev = wf / "results" / "evidence" / SWKEY
     ours, theirs = ev / "embedded" / "fp16", ev / "tserve" / "endpoint"
     r_ours, r_theirs = (pd.read_parquet(d / "runs.parquet").iloc[0] for d in (ours, theirs))
@@ -113,6 +89,6 @@ def test_two_stacks_qualify_and_compare(tmp_path):
     from qualflow.report.browser import check_page, find_chromium
     if find_chromium() is not None:
         for name, p in (("compare", cmp_dir / "compare.html"), ("report", wf / "results" / "report" / SWKEY / "report.html")):
-            shot = check_page(p, tmp_path / "shots" / f"{name}.png")
+            shot = check_page(p, wf.parent / "shots" / f"{name}.png")
             assert shot["ok"], shot["errors"]
     print(f"\ntwo-stack qualify wall time on the tiny workload: {wall:.0f}s")

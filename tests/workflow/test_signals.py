@@ -26,6 +26,8 @@ from fixtures import REPO
 from fixtures.snakemake import pids_in, smk, smk_env
 
 POINT = "sig_c1"
+# a session stops within 5 s of the signal: run before the background workflow runs start
+pytestmark = pytest.mark.timing
 SNAKEFILE = """\
 from qualflow.lifetime import pass_signals_to_jobs
 

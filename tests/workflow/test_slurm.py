@@ -10,7 +10,6 @@ Where SLURM cannot be set up (not root, no apt-get, no plugin) the tests are ski
 """
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import subprocess
@@ -23,35 +22,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from fixtures import REPO
-from fixtures.snakemake import SWKEY, TINY, copy_workflow, job_counts, pids_in, smk, smk_env
+from fixtures.slurm import PROFILE, squeue
+from fixtures.snakemake import SWKEY, job_counts, pids_in, smk_env
 
-CLUSTER = REPO / "tests" / "slurm" / "cluster.sh"
-PROFILE = "workflow/profiles/slurm-local"
 TABLES = ("requests", "summary", "correctness", "protocol", "runs")
 ACCOUNTING = ("request_count", "n_client", "n_server", "n_matched", "n_client_only", "n_server_only",
               "n_errors", "n_server_osl_mismatch", "n_warmup_excluded", "status")
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    if importlib.util.find_spec("snakemake_executor_plugin_slurm") is None:
-        pytest.skip("snakemake-executor-plugin-slurm is not installed (pip install -e '.[slurm]')")
-    r = subprocess.run(["bash", str(CLUSTER), "start"], capture_output=True, text=True, timeout=600)
-    if r.returncode == 3:
-        pytest.skip(f"no SLURM cluster here: {r.stderr.strip()}")
-    assert r.returncode == 0, f"cluster.sh start failed:\n{r.stdout}\n{r.stderr}"
-    yield
-    assert not _squeue(), "jobs left in the queue"
-    subprocess.run(["bash", str(CLUSTER), "stop"], capture_output=True, text=True, timeout=120)
-
-
-def _squeue() -> list[str]:
-    r = subprocess.run(["squeue", "-h", "-o", "%i %j %T"], capture_output=True, text=True, timeout=60)
-    assert r.returncode == 0, r.stderr
-    return [ln for ln in r.stdout.splitlines() if ln.strip()]
 
 
 @pytest.fixture(scope="module")
@@ -61,16 +39,14 @@ def local_evidence(tiny_qualify):
 
 
 @pytest.fixture(scope="module")
-def slurm_wf(cluster, tmp_path_factory):
-    wf = copy_workflow(tmp_path_factory.mktemp("slurm_wf"), config=TINY)
-    t0 = time.monotonic()
-    r = smk(wf, "--workflow-profile", PROFILE, "qualify", "--configfile", "tiny.yaml", cores=None, check=True)
-    wall = time.monotonic() - t0
-    print(f"\nqualify through SLURM (tiny workload): {wall:.0f}s")
-    return wf, r.stdout + r.stderr
+def slurm_wf(slurm_launched):
+    """The SLURM qualify (started in the background with the end-to-end tests, workflow/conftest.py)."""
+    run = slurm_launched.wait()
+    print(f"\nqualify through SLURM (tiny workload): {run.wall_s:.0f}s")
+    return slurm_launched.cwd, run.output
 
 
-def test_qualify_through_slurm_matches_local(slurm_wf, local_evidence):
+def test_qualify_through_slurm_matches_local(local_evidence, slurm_wf):
     wf, out = slurm_wf
     # the heavy rules were SLURM jobs, the light ones local
     submitted = set(re.findall(r"rule_(\w+)/", "\n".join(re.findall(r"has been submitted with SLURM jobid .*", out))))
@@ -104,7 +80,7 @@ def test_qualify_through_slurm_matches_local(slurm_wf, local_evidence):
     assert runs["dataset_sha256"].tolist() == pd.read_parquet(local_evidence / "runs.parquet")["dataset_sha256"].tolist()
 
     # nothing left: no job in the queue, no server / session / AIPerf process
-    assert not _squeue()
+    assert not squeue()
     assert not pids_in(wf, r"qualflow|aiperf|snakemake")
 
 
@@ -130,7 +106,7 @@ def test_scancel_of_the_session_fails_the_dag_and_leaves_no_server(slurm_wf):
                     break
                 time.sleep(0.5)
             assert pid is not None, (wf / "cancelled.log").read_text()[-3000:]
-            jobs = _squeue()
+            jobs = squeue()
             assert len(jobs) == 1, jobs
             jobid = jobs[0].split()[0]
             subprocess.run(["scancel", jobid], check=True, timeout=60)
@@ -148,5 +124,5 @@ def test_scancel_of_the_session_fails_the_dag_and_leaves_no_server(slurm_wf):
     time.sleep(1)
     assert not Path(f"/proc/{pid}").exists() or Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
     assert "session: server stopped" in job_log.read_text()
-    assert not _squeue()
+    assert not squeue()
     assert not pids_in(wf, r"qualflow|aiperf|snakemake")
