@@ -1,8 +1,10 @@
 """What a Task needs of an engine, wherever it runs: `EngineClient` is implemented by the in-process
 `engine.Engine` and by `process.proxy.EngineProxy`; `submit` hands back a `SequenceView`, what the
-caller side reads of a request while it runs (engine.sequence.Sequence or the proxy's RemoteSeq)."""
+caller side reads of a request while it runs (engine.sequence.Sequence, or a `SubmittedRequest` where
+the engine keeps its own state elsewhere: the proxy, the synthetic engine)."""
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from ..api.events import TaskTiming
@@ -20,6 +22,17 @@ class SequenceView(Protocol):
     out: list[int]
     timing: TaskTiming
     done: bool
+
+
+@dataclass(eq=False)
+class SubmittedRequest:
+    """A SequenceView that only records what the caller reads (output ids, timing, done), for an engine
+    whose own state lives elsewhere: the engine process's proxy, the synthetic engine."""
+    req: GenerationRequest
+    sink: Sink
+    timing: TaskTiming
+    out: list[int] = field(default_factory=list)
+    done: bool = False
 
 
 class EngineClient(Protocol):

@@ -14,22 +14,12 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass, field
 
 from ..api.events import TaskTiming
 from ..api.request import GenerationRequest
+from .interface import SubmittedRequest
 from .outputs import Final, Sink, Tokens
 from .threads import thread_death
-
-
-@dataclass(eq=False)
-class SyntheticSeq:
-    """A request of the synthetic engine, as its caller reads it (engine.interface.SequenceView)."""
-    req: GenerationRequest
-    sink: Sink
-    timing: TaskTiming
-    out: list[int] = field(default_factory=list)
-    done: bool = False
 
 
 class SyntheticEngine:
@@ -38,16 +28,16 @@ class SyntheticEngine:
             raise ValueError("the synthetic engine needs a positive step and at least one token id")
         self.step_s, self.max_batch, self.token_ids = step_s, max_batch, list(token_ids)
         self._lock = threading.Lock()
-        self._waiting: deque[SyntheticSeq] = deque()
-        self._running: list[SyntheticSeq] = []
+        self._waiting: deque[SubmittedRequest] = deque()
+        self._running: list[SubmittedRequest] = []
         self._cancelled: set[str] = set()
         self._stop = threading.Event()
         self.thread = threading.Thread(target=self._loop, name="qualflow-synthetic-engine", daemon=True)
         self.thread.start()
 
     # ---- EngineClient ---------------------------------------------------------------------------
-    def submit(self, req: GenerationRequest, sink: Sink) -> SyntheticSeq:
-        seq = SyntheticSeq(req, sink, TaskTiming(submitted_ns=time.time_ns()))
+    def submit(self, req: GenerationRequest, sink: Sink) -> SubmittedRequest:
+        seq = SubmittedRequest(req, sink, TaskTiming(submitted_ns=time.time_ns()))
         with self._lock:
             self._waiting.append(seq)
         return seq
@@ -112,7 +102,7 @@ class SyntheticEngine:
                 self._finish(seq, "length")
 
     @staticmethod
-    def _finish(seq: SyntheticSeq, reason: str) -> None:
+    def _finish(seq: SubmittedRequest, reason: str) -> None:
         if seq.done:
             return
         seq.done = True

@@ -3,7 +3,7 @@
 
 One receiver thread reads the child's messages (one Step per engine step) and hands each request's
 items to its sink as the in-process engine would: Tokens, then one Final, with the request's
-`RemoteSeq` (output ids, timing) updated first. The engine-side stamps (first scheduled,
+`SubmittedRequest` (output ids, timing) updated first. The engine-side stamps (first scheduled,
 first token, finished) travel with the final; `submitted_ns` is stamped here, at the Task call.
 
 If the child dies, every open request gets an `error` final at once and `health()` says why.
@@ -25,21 +25,12 @@ from ..api.errors import EngineFailed
 from ..api.events import TaskTiming
 from ..api.request import GenerationRequest
 from ..config import EngineConfig
+from ..engine.interface import SubmittedRequest
 from ..engine.outputs import Final, Sink, Tokens
 from .messages import (Cancel, Closed, Failed, Finished, Loaded, LoadFailed, Score, Scored, Step, Stop,
                        Submit)
 
 STOP_TIMEOUT_S = 30.0
-
-
-@dataclass(eq=False)
-class RemoteSeq:
-    """A request whose engine runs in the child, as its caller reads it (engine.interface.SequenceView)."""
-    req: GenerationRequest
-    sink: Sink
-    timing: TaskTiming
-    out: list[int] = field(default_factory=list)
-    done: bool = False
 
 
 @dataclass(eq=False)
@@ -55,7 +46,7 @@ class EngineProxy:
         """`load(bundle_dir, cfg)`: a module-level function (pickled by name) that builds the Task in
         the child."""
         self._send_lock = threading.Lock()
-        self._seqs: dict[int, RemoteSeq] = {}
+        self._seqs: dict[int, SubmittedRequest] = {}
         self._keys = itertools.count()
         self._calls: dict[int, ScoreCall] = {}
         self._failure: str | None = None
@@ -99,8 +90,8 @@ class EngineProxy:
         self.load_timing, self.info = first.load_timing, first.info
 
     # ---- the Task's engine interface -----------------------------------------------------------
-    def submit(self, req: GenerationRequest, sink: Sink) -> RemoteSeq:
-        seq = RemoteSeq(req, sink, TaskTiming(submitted_ns=time.time_ns()))
+    def submit(self, req: GenerationRequest, sink: Sink) -> SubmittedRequest:
+        seq = SubmittedRequest(req, sink, TaskTiming(submitted_ns=time.time_ns()))
         key = next(self._keys)
         self._seqs[key] = seq
         if not self._send(Submit(key, req, seq.timing.submitted_ns)) or not self.thread.is_alive():
