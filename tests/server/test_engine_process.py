@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from fixtures.server import InProcessServer, ServerUnderTest
-from fixtures.sse import check_stream, sse_frames
+from fixtures.sse import check_stream, leave_after_deltas, sse_frames
 
 pytestmark = pytest.mark.timeout(180)
 ARGS = ("--engine-process", "on", "--max-batch", "4", "--max-context", "256")
@@ -89,13 +89,7 @@ def test_engine_process_serves_like_the_thread(bundle_dir, tmp_path):
             assert r["public_task_call_wall_ns"] == r["finished_ns"] - r["submitted_ns"]
         # a client that leaves cancels the engine's request
         body = {**BODIES[0], "max_output_tokens": 200}
-        with httpx.Client(timeout=60) as c, c.stream("POST", srv.url + "/v1/responses", json=body,
-                                                     headers={"X-Request-ID": "gone"}) as r:
-            deltas = 0
-            for line in r.iter_lines():
-                deltas += line.startswith("event: response.output_text.delta")
-                if deltas == 3:
-                    break
+        leave_after_deltas(srv.url, body, "gone")
         rec = srv.wait_record("gone")
         assert rec["status"] == "cancelled" and rec["finish_reason"] == "cancelled" and rec["output_tokens"] < 200
         # a graceful stop (SIGTERM to the server's process group, as the session stops it) closes the

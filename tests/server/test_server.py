@@ -13,7 +13,7 @@ import openai
 import pytest
 
 from fixtures.server import ServerUnderTest
-from fixtures.sse import check_stream, sse_frames
+from fixtures.sse import check_stream, leave_after_deltas, sse_frames
 
 MODEL = "qualflow-test"
 pytestmark = pytest.mark.timeout(300)
@@ -169,13 +169,7 @@ def test_request_id_round_trip_and_timing_record(srv, client):
 
 def test_disconnect_cancels_the_task_request(srv):
     body = {"model": MODEL, "input": "Go on forever", "stream": True, "ignore_eos": True, "max_output_tokens": 1500}
-    with httpx.Client(timeout=60) as c, c.stream("POST", srv.url + "/v1/responses", json=body,
-                                                 headers={"X-Request-ID": "gone-1"}) as r:
-        deltas = 0
-        for line in r.iter_lines():
-            deltas += line.startswith("event: response.output_text.delta")
-            if deltas == 3:
-                break
+    leave_after_deltas(srv.url, body, "gone-1")
     rec = srv.wait_record("gone-1")
     # the engine itself ended the request as cancelled, long before its 1500 tokens
     assert rec["status"] == "cancelled" and rec["finish_reason"] == "cancelled"

@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from fixtures.server import ServerUnderTest
+from fixtures.sse import leave_after_deltas
 
 pytestmark = pytest.mark.timeout(180)
 STEP_MS = 20
@@ -81,12 +82,6 @@ def test_concurrent_streams_share_the_steps(srv):
 
 def test_disconnect_cancels_the_synthetic_request(srv):
     body = {"model": "m", "input": "Go on", "stream": True, "max_output_tokens": 1500}
-    with httpx.Client(timeout=60) as c, c.stream("POST", srv.url + "/v1/responses", json=body,
-                                                 headers={"X-Request-ID": "syn-gone"}) as r:
-        deltas = 0
-        for line in r.iter_lines():
-            deltas += line.startswith("event: response.output_text.delta")
-            if deltas == 3:
-                break
+    leave_after_deltas(srv.url, body, "syn-gone")
     rec = srv.wait_record("syn-gone")
     assert rec["status"] == "cancelled" and rec["finish_reason"] == "cancelled" and 3 <= rec["output_tokens"] < 1500
