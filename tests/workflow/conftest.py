@@ -1,11 +1,11 @@
 """Fixtures of the workflow tests: a workflow copy for dry runs, and the real qualify runs the tests
 share. The long independent runs (two stacks, SLURM) are launched in the background when the shared
 tiny run starts, so that their waits (servers and AIPerf starting, requests in flight) overlap the
-end-to-end tests'; each test that reads one waits for it."""
+end-to-end tests'; each test that reads one waits for it. The tests using these runs are one unit of
+work, and the first to start (tests/conftest.py)."""
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
 
 import pytest
 
@@ -13,26 +13,6 @@ from fixtures.slurm import PROFILE, squeue, start_cluster, stop_cluster
 from fixtures.snakemake import TINY, TWO_STACKS, Launched, copy_workflow, run_qualify
 
 BACKGROUND = ("two_stacks_launched", "slurm_launched")
-
-
-def pytest_collection_modifyitems(config, items):
-    """Order the workflow tests (in place, stable; the other tests keep their place): those marked
-    `timing` first, while no background run is going; then those reading the shared tiny run (the
-    first starts the background runs); then the rest (dry runs), while the background runs are in
-    flight; last those waiting for a background run."""
-    here = Path(__file__).parent
-
-    def group(item) -> int:
-        names = set(item.fixturenames)
-        if item.get_closest_marker("timing"):
-            return 0
-        if names & set(BACKGROUND):
-            return 3
-        return 1 if "tiny_qualify" in names else 2
-
-    idx = [i for i, item in enumerate(items) if here in item.path.parents]
-    for i, item in zip(idx, sorted((items[i] for i in idx), key=group)):
-        items[i] = item
 
 
 @pytest.fixture(scope="module")

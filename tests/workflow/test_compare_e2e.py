@@ -34,7 +34,7 @@ DELAY = 0.2
 POINT = {"point_id": "tiny_c2", "concurrency": 2, "isl": 16, "osl": 4, "request_count": 30,
          "warmup_request_count": 2, "seed": 42}
 REAL_AIPERF = os.environ.get("QUALFLOW_COMPARE_REAL_AIPERF") == "1"
-pytestmark = pytest.mark.timing   # measured latencies decide: run before the background runs start
+pytestmark = pytest.mark.timing   # measured latencies decide (the three sessions share whatever load there is)
 
 
 def _prompts(n: int, seed: int) -> list[str]:

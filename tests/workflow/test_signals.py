@@ -26,7 +26,7 @@ from fixtures import REPO
 from fixtures.snakemake import pids_in, smk, smk_env
 
 POINT = "sig_c1"
-# a session stops within 5 s of the signal: run before the background workflow runs start
+# a session stops within 5 s of the signal
 pytestmark = pytest.mark.timing
 SNAKEFILE = """\
 from qualflow.lifetime import pass_signals_to_jobs
