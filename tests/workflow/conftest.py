@@ -10,7 +10,7 @@ import shutil
 import pytest
 
 from fixtures.slurm import PROFILE, squeue, start_cluster, stop_cluster
-from fixtures.snakemake import TINY, TWO_STACKS, Launched, copy_workflow, run_qualify
+from fixtures.snakemake import TINY, TWO_STACKS_CONFIG, TWO_STACKS_KEY, Launched, copy_workflow, run_qualify
 
 BACKGROUND = ("two_stacks_launched", "slurm_launched")
 
@@ -40,15 +40,16 @@ def tiny_qualify(request, tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def two_stacks_launched(tmp_path_factory):
-    """`snakemake qualify` of fixtures.snakemake.TWO_STACKS, in the background (None without the
-    `transformers` CLI: the test says so)."""
+    """`snakemake qualify --configfile config/peer-transformers-cpu.yaml` (the README's two-stack
+    command, under its own software key), in the background (None without the `transformers` CLI:
+    the test says so)."""
     if shutil.which("transformers") is None:
         yield None
         return
     wf = tmp_path_factory.mktemp("two_stacks") / "wf"
     wf.mkdir()
-    run = Launched(copy_workflow(wf, ("workflow", "config"), TWO_STACKS, "two.yaml"),
-                   "qualify", "--configfile", "two.yaml", cores=2)
+    run = Launched(copy_workflow(wf, ("workflow", "config")), "qualify", "--configfile", TWO_STACKS_CONFIG,
+                   "--config", f"software_key={TWO_STACKS_KEY}", cores=2)
     yield run
     run.stop()
 
