@@ -23,7 +23,7 @@ while [ $# -gt 0 ]; do
 done
 OUT=${1:?usage: peer_gpu.sh [--dry-run] [--no-install] OUT [KEY] [CONFIG]}
 KEY=${2:-peer-gpu}; CONFIG=${3:-config/peer-transformers-gpu.yaml}
-DEADLINE_S=${PEER_DEADLINE_S:-570}; RESERVE_S=45   # compare, summary and archives after snakemake
+DEADLINE_S=${PEER_DEADLINE_S:-570}; RESERVE_S=40   # compare, summary and archives after snakemake
 T0=$(date +%s)
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
