@@ -134,7 +134,10 @@ def requirements(whl: Path, extras: frozenset[str] = frozenset()) -> list[Requir
 def tree_bytes() -> int | None:
     """The working tree that travels beside .whl/: tracked and untracked, not ignored, files (None
     outside a git checkout, as on the machine itself)."""
-    r = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, capture_output=True)
+    try:
+        r = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, capture_output=True)
+    except FileNotFoundError:    # no git
+        return None
     if r.returncode != 0:
         return None
     names = r.stdout.decode().split("\0")
