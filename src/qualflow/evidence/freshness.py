@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from qualflow.files import sha256_file, stat_tree
-from qualflow.session.records import SessionRecord
+from qualflow.session.records import SessionRecord, run_id_of
 
 MEASURED = "measured.json"
 STALE = "stale evidence"
@@ -35,16 +35,18 @@ class Measured:
     the evidence directory, so that a moved results tree still resolves."""
     session_dir: str
     session_run_id: str
+    model: str
+    profile: str
     bundle_dir: str | None = None             # None: an endpoint (no bundle)
     bundle_hash: str | None = None
     bundle_files: dict[str, list[int]] = field(default_factory=dict)   # path -> [size, mtime_ns]
 
     @classmethod
-    def of(cls, evidence_dir: str | Path, session_dir: str | Path, run_id: str,
+    def of(cls, evidence_dir: str | Path, session_dir: str | Path, run_id: str, model: str, profile: str,
            bundle_dir: str | Path | None, bundle_hash: str | None) -> "Measured":
         def rel(p):
             return os.path.relpath(Path(p).resolve(), Path(evidence_dir).resolve())
-        return cls(session_dir=rel(session_dir), session_run_id=run_id,
+        return cls(session_dir=rel(session_dir), session_run_id=run_id, model=model, profile=profile,
                    bundle_dir=rel(bundle_dir) if bundle_dir else None, bundle_hash=bundle_hash,
                    bundle_files=stat_tree(bundle_dir) if bundle_dir else {})
 
@@ -63,7 +65,8 @@ def _session_reasons(m: Measured, session: Path) -> list[str]:
     if not record.exists():
         return [f"the serving session {session} holds no session.json (a rerun of it was cut off), "
                 f"the evidence is of run {m.session_run_id}"]
-    run_id = SessionRecord.read(record).run_id
+    rec = SessionRecord.read(record)
+    run_id = rec.run_id or run_id_of(m.model, m.profile, rec.session_started_ns or 0)   # as the join names it
     if run_id != m.session_run_id:
         return [f"the serving session {session} holds run {run_id}, the evidence is of run {m.session_run_id}"]
     return []

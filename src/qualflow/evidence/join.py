@@ -238,7 +238,8 @@ def build_evidence(inputs: EvidenceInputs, points: Sequence[AiperfPoint],
         runs += r
         targets += t
     res = _write(j, out, summaries, runs, targets)
-    Measured.of(out, inputs.session, j.run_id, inputs.bundle, j.src.manifest.get("bundle_hash")).write(out)
+    Measured.of(out, inputs.session, j.run_id, inputs.model, inputs.profile, inputs.bundle,
+                j.src.manifest.get("bundle_hash")).write(out)
     return res
 
 
