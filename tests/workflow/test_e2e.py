@@ -114,7 +114,8 @@ def test_no_stale_verdict_after_a_cut_off_session_or_an_edited_bundle(tiny_quali
     """Dry runs in the copy the shared run left, each state restored after it: the serving session's
     outputs gone but server.log (a `-R aiperf_profile` killed mid-session), and one byte changed in
     the bundle's weights. A plain `qualify` reruns the session (and, for the bundle, correctness),
-    not the build; `qualflow status` already reads the evidence as stale."""
+    not the build; `qualflow status` already reads the evidence as stale. (Restored, the bundle has its
+    old fingerprint again: the next test's run reruns nothing upstream.)"""
     from qualflow.report.page import main_status
 
     wf = tiny_qualify.wf
@@ -148,8 +149,6 @@ def test_no_stale_verdict_after_a_cut_off_session_or_an_edited_bundle(tiny_quali
     stale = pd.read_csv(wf / "stale.tsv", sep="\t")
     assert set(stale["status"]) == {"planned"}, stale
     assert stale["status_reasons"].str.contains("weights.safetensors no longer matches its sha256").all()
-    r = smk(wf, "qualify", "--configfile", "tiny.yaml", "-n", cores=2, check=True)
-    assert "Nothing to be done" in r.stdout + r.stderr, r.stdout[-2000:]
 
 
 @pytest.mark.slow
