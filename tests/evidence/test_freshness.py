@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from types import SimpleNamespace
 
 import pandas as pd
+import pytest
 
 from qualflow.evidence.freshness import MEASURED, Measured, stale_reasons
 from qualflow.files import hash_lines, sha256_file, stat_fingerprint
@@ -17,16 +19,26 @@ from fixtures.sessions import join, make_session
 WEIGHTS = bytes(range(256)) * 64
 
 
-def joined_with_bundle(tmp_path):
-    """A session joined against a bundle with one real weights file under its manifest."""
-    s, _ = make_session(tmp_path)
-    b = tmp_path / "bundle"
+@pytest.fixture(scope="module")
+def joined(tmp_path_factory):
+    """A session joined against a bundle with one real weights file under its manifest (joined once;
+    each test works on a copy, see `copy_of`)."""
+    base = tmp_path_factory.mktemp("joined")
+    s, _ = make_session(base)
+    b = base / "bundle"
     (b / "weights.safetensors").write_bytes(WEIGHTS)
     files = {"weights.safetensors": {"sha256": sha256_file(b / "weights.safetensors"), "size": len(WEIGHTS)}}
     manifest = json.loads((b / "manifest.json").read_text())
     (b / "manifest.json").write_text(json.dumps({**manifest, "files": files, "bundle_hash": hash_lines(files)}))
-    join(tmp_path, s)
-    return s, b, tmp_path / "ev"
+    join(base, s)
+    return base
+
+
+def joined_with_bundle(joined, tmp_path):
+    """A copy of the joined tree (mtimes kept, paths relative): its session, bundle and evidence dirs."""
+    d = tmp_path / "t"
+    shutil.copytree(joined, d)
+    return d / "session", d / "bundle", d / "ev"
 
 
 def status(tmp_path, ev, capsys) -> tuple[int, dict]:
@@ -37,8 +49,8 @@ def status(tmp_path, ev, capsys) -> tuple[int, dict]:
     return rc, row
 
 
-def test_the_join_records_what_it_measured(tmp_path):
-    s, b, ev = joined_with_bundle(tmp_path)
+def test_the_join_records_what_it_measured(joined, tmp_path):
+    s, b, ev = joined_with_bundle(joined, tmp_path)
     m = Measured.read(ev)
     assert m.session_run_id == json.loads((ev / MEASURED).read_text())["session_run_id"] and m.session_run_id
     assert os.path.normpath(ev / m.session_dir) == str(s) and os.path.normpath(ev / m.bundle_dir) == str(b)
@@ -46,8 +58,8 @@ def test_the_join_records_what_it_measured(tmp_path):
     assert stale_reasons(ev) == []
 
 
-def test_one_byte_changed_in_the_bundle_weights_is_stale(tmp_path, capsys):
-    _, b, ev = joined_with_bundle(tmp_path)
+def test_one_byte_changed_in_the_bundle_weights_is_stale(joined, tmp_path, capsys):
+    _, b, ev = joined_with_bundle(joined, tmp_path)
     assert status(tmp_path, ev, capsys)[0] == 0 and status(tmp_path, ev, capsys)[1]["status"] == "aiperf-qualified"
     w = b / "weights.safetensors"
     os.utime(w, ns=(w.stat().st_atime_ns, w.stat().st_mtime_ns + 10**9))   # touched only: still the same bytes
@@ -61,18 +73,18 @@ def test_one_byte_changed_in_the_bundle_weights_is_stale(tmp_path, capsys):
     assert row["status_reasons"].startswith(reason) and "its verdict was aiperf-qualified" in row["status_reasons"]
 
 
-def test_a_rebuilt_bundle_with_other_content_is_stale(tmp_path):
-    _, b, ev = joined_with_bundle(tmp_path)
+def test_a_rebuilt_bundle_with_other_content_is_stale(joined, tmp_path):
+    _, b, ev = joined_with_bundle(joined, tmp_path)
     manifest = json.loads((b / "manifest.json").read_text())
     (b / "manifest.json").write_text(json.dumps({**manifest, "bundle_hash": "f" * 64}))
     (reason,) = stale_reasons(ev)
     assert f"the bundle {b} was rebuilt with other content" in reason
 
 
-def test_a_session_rerun_cut_off_leaves_no_verdict_standing(tmp_path, capsys):
+def test_a_session_rerun_cut_off_leaves_no_verdict_standing(joined, tmp_path, capsys):
     """A session killed during `-R aiperf_profile`: Snakemake removed its outputs, the directory holds
     only the new server.log; the previous run's evidence is still there."""
-    s, _, ev = joined_with_bundle(tmp_path)
+    s, _, ev = joined_with_bundle(joined, tmp_path)
     run_id = Measured.read(ev).session_run_id
     for p in sorted(s.rglob("*"), reverse=True):
         p.unlink() if p.is_file() else p.rmdir()
@@ -84,8 +96,8 @@ def test_a_session_rerun_cut_off_leaves_no_verdict_standing(tmp_path, capsys):
     assert rc == 1 and row["status"] == "planned" and row["status_reasons"].startswith(reason)
 
 
-def test_a_session_rerun_without_a_join_is_stale(tmp_path):
-    s, _, ev = joined_with_bundle(tmp_path)
+def test_a_session_rerun_without_a_join_is_stale(joined, tmp_path):
+    s, _, ev = joined_with_bundle(joined, tmp_path)
     record = json.loads((s / "session.json").read_text())
     (s / "session.json").write_text(json.dumps({**record, "run_id": "embedded.fp16.20261201T000000Z"}))
     (reason,) = stale_reasons(ev)
