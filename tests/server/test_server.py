@@ -110,7 +110,8 @@ def test_objects_validate_strictly_against_the_published_types(srv):
     """The served Response (non-stream), every event of a stream, and an unknown route's error body,
     as sent on the wire, under the openai SDK's and the Open Responses types (completed and failed
     ones: tests/server/test_protocol.py, which can make them happen)."""
-    body = {"model": MODEL, "input": "Say hi", "max_output_tokens": 2, "user": "u", "metadata": {"k": "v"}}
+    body = {"model": MODEL, "input": "Say hi", "max_output_tokens": 4, "temperature": 0, "user": "u",
+            "metadata": {"k": "v"}}
     r = post(srv, body)
     assert r.status_code == 200
     assert_valid(response_problems(r.json()), "the non-stream response")
