@@ -1,5 +1,5 @@
-"""File hashing, JSON reading and safetensors writing: the I/O every phase shares. A leaf module:
-it imports nothing from qualflow."""
+"""File hashing, stat fingerprints, JSON reading and safetensors writing: the I/O every phase shares.
+A leaf module: it imports nothing from qualflow (and nothing heavy: the workflow's DAG parse uses it)."""
 from __future__ import annotations
 
 import hashlib
@@ -36,6 +36,31 @@ def hash_tree(root: str | os.PathLike) -> dict[str, dict]:
             rel = p.relative_to(root).as_posix()
             out[rel] = {"sha256": sha256_file(p), "size": p.stat().st_size}
     return dict(sorted(out.items()))
+
+
+def stat_tree(root: str | os.PathLike) -> dict[str, list[int]]:
+    """{relative posix path: [size, mtime_ns]} of every regular file under root (the files hash_tree
+    hashes: hidden ones, such as Snakemake's .snakemake_timestamp, skipped); {} if root is absent.
+    Stat calls only, so cheap for GB-size files."""
+    root = Path(root)
+    out: dict[str, list[int]] = {}
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        for name in filenames:
+            p = Path(dirpath) / name
+            if not name.startswith(".") and p.is_file():
+                st = p.stat()
+                out[p.relative_to(root).as_posix()] = [st.st_size, st.st_mtime_ns]
+    return dict(sorted(out.items()))
+
+
+def stat_fingerprint(root: str | os.PathLike) -> str:
+    """One short hash of stat_tree(root), "absent" if root does not exist: changes whenever a file
+    under root is added, removed, resized or rewritten (its mtime), without reading any file."""
+    if not Path(root).exists():
+        return "absent"
+    text = "".join(f"{p} {s} {m}\n" for p, (s, m) in stat_tree(root).items())
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def load_json(path: Path, error: type[Exception]):

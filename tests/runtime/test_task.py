@@ -177,3 +177,14 @@ def test_incremental_decoder_never_splits_characters(task):
     parts = [dec.push([i]) for i in ids] + [dec.flush()]
     assert "".join(parts) == text
     assert all("\ufffd" not in p for p in parts)
+
+
+def test_a_max_context_above_the_models_limit_is_said(bundle_dir, caplog):
+    """Capped at the model's limit, and logged as such (the default, a cap by design, is not)."""
+    assert EngineConfig().context_capped(2048) is None and EngineConfig(max_context=1024).context_capped(2048) is None
+    with caplog.at_level("WARNING", logger="qualflow.runtime"):
+        t = load_task(bundle_dir, EngineConfig(device="cpu", engine_kind="synthetic", max_context=999999))
+    t.close()
+    assert t.context_limit == 2048
+    assert "--max-context 999999 is above the model's context limit of 2048 tokens: requests are bounded at 2048" \
+        in caplog.text

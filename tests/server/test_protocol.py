@@ -136,3 +136,30 @@ def test_server_reaches_the_model_only_through_the_task_api():
                 assert n.module in ("qualflow.runtime", "qualflow.phases", "qualflow.configs"), (f.name, n.module)
             if isinstance(n, ast.Import):
                 assert not any(a.name.startswith("qualflow") for a in n.names), f.name
+
+
+@pytest.mark.parametrize("reason", ["stop", "length", "error"])
+def test_objects_validate_strictly_against_the_published_types(reason):
+    """completed / incomplete / failed: every stream event as rendered on the wire, and the non-stream
+    Response (or its 500 error body), under the openai SDK's and the Open Responses types."""
+    import json
+
+    from qualflow.server.protocol import sse_frame
+
+    from fixtures.published_schemas import assert_valid, error_body_problems, event_problems, response_problems
+
+    def task():
+        return FakeTask([TokenEvent("x", [5], "a"), final(reason, "ab", tail="b")])
+    events = run_stream(Core(task()), {**BODY, "stream": True})
+    for e in events:
+        data = json.loads(sse_frame(e).split(b"data: ", 1)[1])
+        assert_valid(event_problems(data), f"{reason}: event {data['type']}")
+    assert events[-1].type == {"stop": "response.completed", "length": "response.incomplete",
+                               "error": "response.failed"}[reason]
+    try:
+        resp = asyncio.run(Core(task()).create_response(parse_request(BODY), "rid"))
+    except ApiError as e:
+        assert reason == "error"
+        assert_valid(error_body_problems(e.body()), f"{reason}: error body")
+    else:
+        assert_valid(response_problems(json.loads(resp.model_dump_json())), f"{reason}: response")

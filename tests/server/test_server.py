@@ -12,6 +12,7 @@ import httpx
 import openai
 import pytest
 
+from fixtures.published_schemas import assert_valid, error_body_problems, event_problems, response_problems
 from fixtures.server import ServerUnderTest
 from fixtures.sse import check_stream, leave_after_deltas, sse_frames
 
@@ -103,6 +104,22 @@ def test_truncation_is_incomplete(srv, client):
     check_stream(frames)
     assert frames[-1][0] == "response.incomplete"
     assert frames[-1][1]["response"]["incomplete_details"] == {"reason": "max_output_tokens"}
+
+
+def test_objects_validate_strictly_against_the_published_types(srv):
+    """The served Response (non-stream), every event of a stream, and an unknown route's error body,
+    as sent on the wire, under the openai SDK's and the Open Responses types (completed and failed
+    ones: tests/server/test_protocol.py, which can make them happen)."""
+    body = {"model": MODEL, "input": "Say hi", "max_output_tokens": 4, "temperature": 0, "user": "u",
+            "metadata": {"k": "v"}}
+    r = post(srv, body)
+    assert r.status_code == 200
+    assert_valid(response_problems(r.json()), "the non-stream response")
+    frames = sse_frames(post(srv, {**body, "stream": True}).text)
+    for kind, data in frames:
+        assert_valid(event_problems(data), f"the {kind} event")
+    assert {"response.created", "response.in_progress", "response.output_text.delta"} <= {k for k, _ in frames}
+    assert_valid(error_body_problems(httpx.get(srv.url + "/v1/nope").json()), "the 404 body")
 
 
 def test_accepted_and_ignored_fields(client):
@@ -248,6 +265,7 @@ def test_rejections(srv, change, code, param):
     err = r.json()["error"]
     assert (err["code"], err["param"], err["type"]) == (code, param, "invalid_request_error"), err
     assert set(err) == {"message", "type", "param", "code"} and err["message"]
+    assert_valid(error_body_problems(r.json()), f"the {code} body")
 
 
 def test_rejections_through_the_sdk(client):

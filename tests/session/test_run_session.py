@@ -52,6 +52,20 @@ def test_busy_port_is_named(tmp_path):
     assert err["type"] == "PortConflict" and f"127.0.0.1:{port} is already in use" in err["message"]
 
 
+def test_a_dead_sessions_aiperf_tmpdir_is_removed_when_the_next_session_starts(tmp_path, monkeypatch):
+    """Even a session that fails before any AIPerf point (here at a busy port) removes it."""
+    from qualflow.aiperf import runner
+    base = tmp_path / "tmp"
+    dead = base / f"{runner.TMP_PREFIX}999999999-abc" / "ipc"   # a pid that cannot be alive
+    dead.mkdir(parents=True)
+    monkeypatch.setattr(runner, "_tmp_base", lambda: str(base))
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        assert _run(tmp_path, sock.getsockname()[1], tmp_path / "whatever") == 1
+    assert not dead.parent.exists()
+
+
 def test_record_failures_writes_every_output_and_keeps_the_raw_artifacts(tmp_path):
     rc = _run(tmp_path, 0, tmp_path / "no-such-bundle", record_failures=True, run_name=("embedded", "fp16"),
               archive_dir=str(tmp_path / "history"))

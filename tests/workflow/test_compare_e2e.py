@@ -257,7 +257,7 @@ def test_different_workload_is_refused_unless_forced(three_runs):
     # and through the CLI: a clear message and a non-zero exit
     p = subprocess.run([sys.executable, "-m", "qualflow.cli", "compare", "--base", "v-base", "--head", str(d),
                         "--root", str(root), "--out", str(tmp / "cmp-cli")], capture_output=True, text=True)
-    assert p.returncode != 0 and "refusing to compare" in p.stderr and "--force" in p.stderr
+    assert p.returncode == 2 and "refusing to compare" in p.stderr and "--force" in p.stderr
 
 
 if __name__ == "__main__":

@@ -10,11 +10,13 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -105,6 +107,48 @@ def test_nothing_to_do_after_qualify_and_reruns_stay_downstream(tiny_qualify):
     r = smk(wf, "qualify", "--configfile", "tiny2.yaml", "-n", cores=2, check=True)
     jobs = job_counts(r.stdout + r.stderr)
     assert all(jobs.get(j) == 1 for j in DOWNSTREAM) and not any(j in jobs for j in UPSTREAM), jobs
+
+
+@pytest.mark.slow
+def test_no_stale_verdict_after_a_cut_off_session_or_an_edited_bundle(tiny_qualify):
+    """Dry runs in the copy the shared run left, each state restored after it: the serving session's
+    outputs gone but server.log (a `-R aiperf_profile` killed mid-session), and one byte changed in
+    the bundle's weights. A plain `qualify` reruns the session (and, for the bundle, correctness),
+    not the build; `qualflow status` already reads the evidence as stale. (Restored, the bundle has its
+    old fingerprint again: the next test's run reruns nothing upstream.)"""
+    from qualflow.report.page import main_status
+
+    wf = tiny_qualify.wf
+    sess = wf / "results" / "session" / SWKEY / "embedded" / "fp16"
+    ev = wf / "results" / "evidence" / SWKEY / "embedded" / "fp16"
+    aside = wf / "session-aside"
+    sess.rename(aside)
+    sess.mkdir()
+    (sess / "server.log").write_text((aside / "server.log").read_text())
+    try:
+        r = smk(wf, "qualify", "--configfile", "tiny.yaml", "-n", cores=2, check=True)
+    finally:
+        shutil.rmtree(sess)
+        aside.rename(sess)
+    jobs = job_counts(r.stdout + r.stderr)
+    assert all(jobs.get(j) == 1 for j in DOWNSTREAM) and not any(j in jobs for j in UPSTREAM), jobs
+
+    weights = wf / "results" / "bundle" / SWKEY / "embedded" / "fp16" / "weights.safetensors"
+    st, data = weights.stat(), weights.read_bytes()
+    weights.write_bytes(data[:-1] + bytes([data[-1] ^ 1]))
+    try:
+        r = smk(wf, "qualify", "--configfile", "tiny.yaml", "-n", cores=2, check=True)
+        args = SimpleNamespace(evidence=[str(ev)], out=str(wf / "stale.tsv"), require=None)
+        main_status(args)
+    finally:
+        weights.write_bytes(data)
+        os.utime(weights, ns=(st.st_atime_ns, st.st_mtime_ns))
+    jobs = job_counts(r.stdout + r.stderr)
+    assert jobs.get("family_correctness") == 1 and all(jobs.get(j) == 1 for j in DOWNSTREAM), jobs
+    assert "build_bundle" not in jobs and "Params have changed" in r.stdout + r.stderr, jobs
+    stale = pd.read_csv(wf / "stale.tsv", sep="\t")
+    assert set(stale["status"]) == {"planned"}, stale
+    assert stale["status_reasons"].str.contains("weights.safetensors no longer matches its sha256").all()
 
 
 @pytest.mark.slow

@@ -10,6 +10,7 @@ from pathlib import Path
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
+from qualflow.files import stat_fingerprint
 from qualflow.lifetime import pass_signals_to_jobs
 from qualflow.report.compare_dir import default_out_dir
 from qualflow.report.verdict import print_verdict
@@ -221,6 +222,28 @@ def session_target(wildcards, input):
         pin = f" --pin {input.pin}" if input.get("pin") else ""
         return f"--endpoint {endpoint_arg(wildcards)}{pin}{ext}"
     return f"--bundle {input.bundle}{ext}"
+
+
+def bundle_state(wildcards):
+    """A param of the jobs that load the bundle: a stat fingerprint of its files (path, size, mtime;
+    no file is read). Snakemake does not see a file change inside a directory() output (its mtime is
+    the .snakemake_timestamp written when the job ended), so without it a bundle edited after a good
+    run, or rebuilt by hand, would leave its evidence standing; with it those jobs rerun, and the
+    bundle's verified load refuses a bundle that no longer matches its manifest. Snakemake records
+    the value the job ran with, so a plain rerun afterwards has nothing to do."""
+    if is_endpoint(wildcards.model):
+        return ""
+    return stat_fingerprint(BUNDLE.format(model=wildcards.model, profile=wildcards.profile))
+
+
+def measured_inputs():
+    """Every file the evidence is joined from (each model/profile's session outputs and correctness
+    table): inputs of the `qualify` target itself, so that one removed since (a serving session cut
+    off on a rerun: Snakemake removes a failed job's outputs, and does not by itself rerun a job for
+    an intermediate file that went missing while what was built from it is still there) reruns the
+    job that makes it and everything downstream, instead of leaving the previous verdict standing."""
+    return [*all_session("session.json"), *all_session("server_timing.jsonl"), *all_session("points"),
+            *for_each_model_profile(CORRECTNESS)]
 
 
 def join_inputs(wildcards):

@@ -19,6 +19,7 @@ rule family_correctness:
         cmd=correctness_command,
         device=DEVICE,
         software=SOFTWARE_MODEL,
+        bundle=bundle_state,
     threads: job_threads("correctness")
     resources:
         gpu=gpus,

@@ -1,5 +1,5 @@
-# Report: the run report over every model/profile's evidence, the status table, and the verdict
-# (`qualify`).
+# Report: the run report over every model/profile's evidence, the status table, the verdict, and the
+# `qualify` target.
 
 
 rule report:
@@ -44,9 +44,9 @@ rule status:
         "qualflow status --evidence {params.evidence} --out {output} > {log} 2>&1"
 
 
-rule qualify:
-    """Target: everything, for every configured model/profile/workload; fails unless every point
-    reached `require_status` (the verdict file is written only then)."""
+rule verdict:
+    """The verdict over the status table: fails unless every point reached `require_status` (the
+    verdict file is written only then)."""
     input:
         status=STATUS,
     output:
@@ -59,3 +59,13 @@ rule qualify:
     shell:
         "qualflow verdict --status {input.status} --require {params.require} --out {output}"
         " > {log} 2>&1 || (cat {log}; exit 1)"
+
+
+rule qualify:
+    """Target: everything, for every configured model/profile/workload, and the verdict. It also names
+    the files the evidence is joined from (measured_inputs), so that one removed since reruns what
+    makes it rather than leaving the previous verdict standing."""
+    input:
+        VERDICT,
+        measured_inputs(),
+    localrule: True

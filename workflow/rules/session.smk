@@ -59,6 +59,7 @@ rule aiperf_profile:
         archive=lambda w: SESSION_HISTORY.format(model=w.model, profile=w.profile),
         target=session_target,
         software=SOFTWARE_SESSION,
+        bundle=bundle_state,
     threads: job_threads("session")
     resources:
         gpu=gpus,

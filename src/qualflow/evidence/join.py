@@ -17,6 +17,7 @@ from qualflow.aiperf import exports
 from qualflow.aiperf.command import AiperfPoint
 from qualflow.configs import from_args
 from qualflow.evidence import slo as slo_mod
+from qualflow.evidence.freshness import Measured
 from qualflow.evidence.inputs import EvidenceInputs, Sources
 from qualflow.evidence.requests import request_table
 from qualflow.evidence.samples import is_server_metric
@@ -236,7 +237,10 @@ def build_evidence(inputs: EvidenceInputs, points: Sequence[AiperfPoint],
         summaries += s
         runs += r
         targets += t
-    return _write(j, out, summaries, runs, targets)
+    res = _write(j, out, summaries, runs, targets)
+    Measured.of(out, inputs.session, j.run_id, inputs.model, inputs.profile, inputs.bundle,
+                j.src.manifest.get("bundle_hash")).write(out)
+    return res
 
 
 def main_join(a) -> int:

@@ -24,6 +24,9 @@ timing records exist: every AIPerf record once, no errors, every stream's termin
 `slo-met` judged on the same client figures as for our server, taken over its client-only rows
 (qualflow.evidence.samples). An SLO on a server-side figure (`task_call_wall_ms`) is not measured
 there, so it is missed.
+
+Evidence whose sources changed since the join (qualflow.evidence.freshness: the session rerun, the
+bundle edited or rebuilt) is stale: every point reads `planned`, the stale reasons first.
 """
 from __future__ import annotations
 
@@ -145,3 +148,17 @@ def qualification_status(s: StatusInputs, slo: tuple[bool, list[str]] | None = N
         if not rung.ok:
             return reached, list(rung.reasons)   # a copy: callers append their own notes
     return STATUS_LADDER[-1], []
+
+
+def stale_status(runs: pd.DataFrame, reasons: list[str]) -> pd.DataFrame:
+    """The `runs` rows of stale evidence (qualflow.evidence.freshness.stale_reasons): `planned`,
+    nothing current being known, with the stale reasons before the recorded ones."""
+    if not reasons or runs.empty:
+        return runs
+    out = runs.copy()
+    was = out["status"].astype(str)
+    out["status_reasons"] = [
+        "; ".join([*reasons, f"its verdict was {w}" + (f" ({r})" if isinstance(r, str) and r else "")])
+        for w, r in zip(was, out["status_reasons"])]
+    out["status"] = STATUS_LADDER[0]
+    return out

@@ -8,19 +8,25 @@ from pathlib import Path
 import pandas as pd
 
 from qualflow.evidence.compare.protocol import protocol_by_stack
+from qualflow.evidence.freshness import stale_reasons
 from qualflow.evidence.schema import STATUS_LADDER, TABLE_NAMES
+from qualflow.evidence.status import stale_status
 from qualflow.report import first_screen, protocol_matrix
 from qualflow.report.evidence_tables import evidence_sections, ladder_html
 from qualflow.report.markup import img_tag, table_html
 
 
 def load_evidence(dirs: list[str | Path]) -> dict[str, pd.DataFrame]:
+    """Every table of the evidence directories, concatenated; the runs of a directory whose sources
+    changed since its join read as stale (qualflow.evidence.freshness)."""
     out = {t: [] for t in TABLE_NAMES}
     for d in dirs:
+        stale = stale_reasons(d)
         for t in TABLE_NAMES:
             p = Path(d) / f"{t}.parquet"
             if p.exists():
-                out[t].append(pd.read_parquet(p))
+                df = pd.read_parquet(p)
+                out[t].append(stale_status(df, stale) if t == "runs" else df)
     return {t: (pd.concat(v, ignore_index=True) if v else pd.DataFrame()) for t, v in out.items()}
 
 

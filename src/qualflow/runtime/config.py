@@ -11,7 +11,7 @@ The dataclass is what the engine process receives (pickled) from its parent."""
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Literal
 
 from qualflow.configs import setting
@@ -60,6 +60,15 @@ class EngineConfig:
     def context_limit(self, bundle_limit: int) -> int:
         """Tokens per request: max_context, at most the bundle's limit (0: the bundle's limit)."""
         return min(bundle_limit, self.max_context) if self.max_context else bundle_limit
+
+    def context_capped(self, bundle_limit: int) -> str | None:
+        """The warning for a max_context chosen above the bundle's limit (capped, so said, not
+        silently); None for one that fits, and for the default, which is a cap by design."""
+        default = next(f.default for f in fields(self) if f.name == "max_context")
+        if self.max_context in (0, default) or self.max_context <= bundle_limit:
+            return None
+        return (f"--max-context {self.max_context} is above the model's context limit of {bundle_limit} "
+                f"tokens: requests are bounded at {bundle_limit}")
 
     def overlaps(self, device_type: str) -> bool:
         """Whether the engine runs with overlapped scheduling on this device type."""

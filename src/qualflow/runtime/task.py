@@ -8,6 +8,7 @@ chooses and may repeat.
 from __future__ import annotations
 
 import asyncio
+import logging
 import queue
 import time
 import weakref
@@ -72,6 +73,8 @@ class Task:
         self.chat_template = bundle.chat_template
         self.model_name = self.manifest["checkpoint"]["id"]
         self.context_limit = cfg.context_limit(int(self.manifest["context_limit"]))
+        if capped := cfg.context_capped(int(self.manifest["context_limit"])):
+            logging.getLogger("qualflow.runtime").warning(capped)
         self.vocab_size = int(bundle.config["vocab_size"])
         self.stop_token_ids = self.family.stop_token_ids(bundle.generation_config)
 

@@ -252,7 +252,7 @@ class OutputMessage(BaseModel):
 
 class Usage(BaseModel):
     input_tokens: int
-    input_tokens_details: dict = Field(default_factory=lambda: {"cached_tokens": 0})
+    input_tokens_details: dict = Field(default_factory=lambda: {"cached_tokens": 0, "cache_write_tokens": 0})
     output_tokens: int
     output_tokens_details: dict = Field(default_factory=lambda: {"reasoning_tokens": 0})
     total_tokens: int
@@ -278,6 +278,8 @@ class Response(BaseModel):
     background: bool = False
     temperature: float
     top_p: float
+    presence_penalty: float = 0.0    # not supported: the neutral value the published types require
+    frequency_penalty: float = 0.0
     text: dict = Field(default_factory=lambda: {"format": {"type": "text"}, "verbosity": "medium"})
     tool_choice: str = "auto"
     tools: list = Field(default_factory=list)

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Callable
 
 from qualflow.aiperf.options import ClientOptions
+from qualflow.aiperf.runner import remove_stale_tmpdirs
 from qualflow.configs import as_dict, defaults, hidden
 from qualflow.invocation import current_command
 from qualflow.lifetime import die_with_parent
@@ -260,6 +261,7 @@ def run_session(cfg: SessionConfig, *, server_factory: Callable[..., ServerProce
     if cfg.endpoint is not None:   # refused before anything is written
         from .endpoint import EndpointSpec, pinned_checkpoint
         spec, checkpoint = EndpointSpec.from_json(cfg.endpoint), pinned_checkpoint(cfg.pin, cfg.checkpoint)
+    remove_stale_tmpdirs()   # a session killed with -9 left its private AIPerf TMPDIR behind
     out = _fresh_out(Path(cfg.out))
     (out / "provenance.json").write_text(json.dumps(collect(with_torch=cfg.engine.device != "cpu"), indent=2))
     srv, client = _our_server(cfg, out, server_factory) if spec is None else _endpoint(spec, out, checkpoint)
