@@ -5,6 +5,7 @@ request does. `load_engine` returns the engine with what the Task reports of it
 (`info`, `load_timing`)."""
 from __future__ import annotations
 
+import logging
 import queue
 import time
 from dataclasses import dataclass
@@ -22,6 +23,8 @@ from .model_runner import ModelRunner
 from .prefill_graphs import PrefillGraphs
 from .outputs import Final
 from .scheduler import Scheduler
+
+log = logging.getLogger("qualflow.engine")
 
 
 def compute_dtype(profile_dtype: torch.dtype, device: torch.device) -> torch.dtype:
@@ -58,12 +61,10 @@ def load_engine(bundle, family, cfg: EngineConfig, context_limit: int, started_n
     kv = allocate_kv_cache(family.kv_layout(bundle.config), int(bundle.config["num_attention_heads"]), cfg,
                            context_limit, device, dtype)
     t1 = time.time_ns()
-    graphs = prefill = None
+    graphs = None
     if fast and paged_decode.available():
         graphs = DecodeGraphs(model, kv.attention, cfg.max_batch, kv.max_blocks, device)
-    if cfg.pads_prefill(device.type) and (device.type == "cpu" or kv.attention.use_flash):
-        prefill = PrefillGraphs(model, kv.attention, min(cfg.prefill_graph_tokens, cfg.token_budget()),
-                                min(cfg.prefill_graph_seqs, cfg.max_batch), device, capture=device.type == "cuda")
+    prefill, prefill_note = prefill_graphs(model, kv, cfg, device)
     engine = Engine(ModelRunner(model, kv.attention, device, graphs, prefill),
                     Scheduler(kv.blocks, cfg.max_batch, cfg.token_budget(), mixed=cfg.mixed), context_limit, device,
                     step_delay_s=cfg.step_delay_s, async_scheduling=cfg.overlaps(device.type))
@@ -78,6 +79,7 @@ def load_engine(bundle, family, cfg: EngineConfig, context_limit: int, started_n
             "max_num_batched_tokens": cfg.token_budget(), "mixed_batches": cfg.mixed,
             "async_scheduling": engine.async_scheduling, "varlen_attention": kv.varlen,
             "fused_kernels": kernels, "prefill_graphs": None if prefill is None else prefill.sizes,
+            "prefill_graphs_note": prefill_note,
             "engine_pid": None}
     timing = {"load_s": (t1 - started_ns) / 1e9, "graph_capture_s": (t2 - t1) / 1e9, "loaded_at_ns": t2}
     return LoadedEngine(engine, model, kv.max_blocks, info, timing)
@@ -98,6 +100,23 @@ def fused_ops(config: dict, kv_layout: tuple[int, int, int], cfg: EngineConfig, 
     if why is not None:
         return None, f"off (self-check failed: {why})"
     return fused.FusedOps(use_triton=True), "triton"
+
+
+def prefill_graphs(model, kv: KvCache, cfg: EngineConfig, device: torch.device) -> tuple[PrefillGraphs | None, str]:
+    """The padded fresh-prefill steps (captured on CUDA), and a note on why there are none: they are
+    off, the varlen attention is not flash (the reference reads host lengths), or capture failed
+    (the engine then prefills eagerly, as without them)."""
+    if not cfg.pads_prefill(device.type):
+        return None, "off"
+    if device.type == "cuda" and not kv.attention.use_flash:
+        return None, f"off: varlen attention is {kv.varlen}, not flash"
+    try:
+        return PrefillGraphs(model, kv.attention, min(cfg.prefill_graph_tokens, cfg.token_budget()),
+                             min(cfg.prefill_graph_seqs, cfg.max_batch), device,
+                             capture=device.type == "cuda"), "captured" if device.type == "cuda" else "eager"
+    except Exception as e:  # noqa: BLE001 - serve without them, and say why
+        log.exception("prefill graph capture failed")
+        return None, f"off: capture failed: {type(e).__name__}: {e}"
 
 
 def allocate_kv_cache(layout: tuple[int, int, int], heads: int, cfg: EngineConfig, context_limit: int,
