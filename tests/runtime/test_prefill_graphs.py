@@ -54,26 +54,24 @@ def _padded_steps(task) -> list[int]:
 
 
 def test_padded_prefill_equals_unpadded(bundle_dir):
-    cfg = EngineConfig(max_batch=4, max_context=96, async_scheduling="on")
-    plain = load_task(bundle_dir, EngineConfig(**{**cfg.__dict__, "prefill_graphs": "off"}))
+    cfg = dict(max_batch=4, max_context=96, async_scheduling="on")
+    plain = load_task(bundle_dir, EngineConfig(**cfg, prefill_graphs="off"))
     try:
         assert plain.info["prefill_graphs"] is None
         expected = _run(plain, stagger=False)
     finally:
         plain.close()
-    for extra in ({}, {"kv_cache_gb": 1e-9, "block_size": 4, "max_num_batched_tokens": 24}):  # + chunks, preemption
-        task = load_task(bundle_dir, EngineConfig(**{**cfg.__dict__, "prefill_graphs": "on",
-                                                     "prefill_graph_tokens": 64, **extra}))
-        try:
-            assert task.info["prefill_graphs"][0] == 16
-            seen = _padded_steps(task)
-            assert _run(task, stagger=False) == expected
-            if not extra:
-                assert _run(task, stagger=True) == expected              # one prompt a step, a pending token
-            assert seen and max(seen) > 1                                # several prompts in one padded step
-            blocks = task.engine.scheduler.blocks
-            assert blocks.num_free == blocks.capacity
-            if extra:
-                assert task.engine.scheduler.num_preemptions > 0
-        finally:
-            task.close()
+    # a pool of one full-context sequence and a 24-token budget: chunked prompts and preemption too
+    task = load_task(bundle_dir, EngineConfig(**cfg, prefill_graphs="on", prefill_graph_tokens=64, kv_cache_gb=1e-9,
+                                              block_size=4, max_num_batched_tokens=24))
+    try:
+        assert task.info["prefill_graphs"] == [16, 24] and task.info["prefill_graphs_note"] == "eager"
+        seen = _padded_steps(task)
+        assert _run(task, stagger=False) == expected
+        assert max(seen) > 1                                          # several prompts in one padded step
+        assert task.engine.scheduler.num_preemptions > 0
+        assert _run(task, stagger=True) == expected                   # one prompt a step
+        blocks = task.engine.scheduler.blocks
+        assert blocks.num_free == blocks.capacity
+    finally:
+        task.close()

@@ -163,7 +163,7 @@ def tri_qk_norm_rope(qkv, w_qn, w_kn, cos_table, sin_table, positions, heads: in
         qkv, w_qn, w_kn, cos_table, sin_table, positions, q, k, v, kc, vc, slots, eps,
         qkv.stride(0), q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
         cos_table.stride(0), kc.stride(0), kc.stride(1),
-        H=heads, KV=kv_heads, D=D, STORE=dest is not None)
+        H=heads, KV=kv_heads, D=D, STORE=dest is not None, num_warps=1)  # one head (D values) per program
     return q, k, v
 
 
