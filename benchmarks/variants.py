@@ -46,6 +46,6 @@ def plan(name: str, async_scheduling: str) -> tuple[tuple[Variant, ...], tuple[t
     if name == "v3":
         return V3, V3_PAIRS
     off = Variant("", dict(async_scheduling="off"), main=True, label="one step at a time")
-    on = Variant("_async", dict(async_scheduling="on"), correctness=async_scheduling == "on", label="overlapped")
+    on = Variant("_async", dict(async_scheduling="on"), main=async_scheduling == "on", label="overlapped")
     variants = {"off": (off,), "on": (on,), "ab": (off, on)}[async_scheduling]
     return variants, (("", "_async", "overlapped against one step at a time"),) if async_scheduling == "ab" else ()
