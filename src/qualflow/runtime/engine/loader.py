@@ -20,8 +20,8 @@ from .block_manager import RESERVED_BLOCKS, BlockManager
 from .cuda_graphs import DecodeGraphs
 from .engine import Engine
 from .model_runner import ModelRunner
-from .prefill_graphs import PrefillGraphs
 from .outputs import Final
+from .prefill_graphs import PrefillGraphs
 from .scheduler import Scheduler
 
 log = logging.getLogger("qualflow.engine")
