@@ -8,12 +8,19 @@ prints a table next to the last committed run in --prev and writes JSON.
 
 Each point runs in repeats of whole waves of `concurrency` requests until it has at least
 --min-seconds of measured time and --min-repeats repeats (after an unmeasured calibration wave); it
-stores the median of the repeats with their spread (min, max). `--async-scheduling ab` measures every
-point with the engine stepping one step at a time and overlapped (key suffix `_async`) in one run.
+stores the median of the repeats with their spread (min, max), its roofline (roofline.py) and its
+share of it. A run loads the engine variants of its plan in turn (variants.py): `--plan v3` the
+engine before issue 22's v3, with fused kernels, with prefill graphs and with mixed steps;
+`--async-scheduling ab` (plan async) one step at a time and overlapped. Each load records its decode
+step's GPU time and kernels (decode_step.py) and its greedy output against the plan's first variant
+(equality.py). The run prints every point against its roofline and the previous committed run, the
+A/B pairs and the variants (run_report.py), stores the same (`summary`, `variants`) in the JSON, and
+exits 1 when a variant failed to load, differs from the baseline beyond a near-tie, or (cuda) did not
+get the fused kernels or prefill graphs it asked for. The Task runs in this process (Task level).
 
-    python benchmarks/gpu_speed.py --work /tmp/gpu --out benchmarks/results --async-scheduling ab
+    python benchmarks/gpu_speed.py --work /tmp/gpu --out benchmarks/results --plan v3 --skip-hf --skip-offline
     # a tiny CPU smoke run of the same code (embedded tiny model, points scaled down):
-    python benchmarks/gpu_speed.py --tiny --work /tmp/gpu-smoke --out /tmp/gpu-smoke/results --async-scheduling ab
+    python benchmarks/gpu_speed.py --tiny --work /tmp/gpu-smoke --out /tmp/gpu-smoke/results --plan v3
 """
 from __future__ import annotations
 
@@ -37,15 +44,18 @@ from qualflow.families.qwen3.synthetic import write_embedded
 from qualflow.runtime import EngineConfig, load_task
 from qualflow.runtime.bench_point import run_point
 
+import decode_step
+import equality
+import run_report
 from roofline import copy_bandwidth, matmul_tflops, model_shape, point_roofline
+from variants import ASYNC_POINTS, plan
 
-AB_POINTS = ("c1_isl128_osl256", "c64_isl128_osl128", "c256_isl128_osl128", "c64_isl1024_osl256")
 POINTS = [  # (name, concurrency, ISL, OSL, target)
     ("c1_isl128_osl256", 1, 128, 256, {"output_tok_per_s": 1000, "itl_ms_p50": 1.0}),
-    ("c64_isl128_osl128", 64, 128, 128, {"output_tok_per_s": 25000}),
-    ("c256_isl128_osl128", 256, 128, 128, {}),
-    ("c1_isl1024_ttft", 1, 1024, 8, {"ttft_ms_p50": 8.0}),
-    ("c64_isl1024_osl256", 64, 1024, 256, {"output_tok_per_s": 20000}),  # the pilot's shape, Task level
+    ("c64_isl128_osl128", 64, 128, 128, {"output_tok_per_s": 28000, "itl_ms_p50": 2.3}),
+    ("c256_isl128_osl128", 256, 128, 128, {"output_tok_per_s": 40000}),
+    ("c1_isl1024_ttft", 1, 1024, 8, {"ttft_ms_p50": 6.0}),
+    ("c64_isl1024_osl256", 64, 1024, 256, {"output_tok_per_s": 16000}),  # the pilot's shape, Task level
 ]
 
 
@@ -77,9 +87,13 @@ async def offline_workload(task, n: int = 256, seed: int = 0) -> dict:
 
 
 def previous_figures(out: Path) -> dict:
-    """The last committed Task-level run before this one (for the side-by-side table)."""
-    runs = sorted(out.glob("*-NVIDIA-H200.json"))
-    return json.loads(runs[-1].read_text()) if runs else {}
+    """The newest committed Task-level run (a gpu_speed.py JSON: points and copy bandwidth) by its date."""
+    runs = []
+    for f in out.glob("*-NVIDIA-H200*.json"):
+        r = json.loads(f.read_text())
+        if isinstance(r, dict) and "points" in r and "copy_bandwidth_tb_s" in r:
+            runs.append(r)
+    return max(runs, key=lambda r: r.get("date", "")) if runs else {}
 
 
 def hf_point(ckpt: Path, concurrency: int, isl: int, osl: int) -> dict:
@@ -121,32 +135,6 @@ def machine(device: torch.device, shape: str) -> dict:
     return {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "gpu": gpu,
             "torch": torch.__version__, "cuda": torch.version.cuda, "driver": driver,
             "model": f"{shape} shape, seeded random weights, fp16", "points": {}}
-
-
-def graph_replay_ms(task) -> dict:
-    """The GPU-side cost of one decode step (a captured graph replayed), without the host loop."""
-    graphs, out = task.engine.runner.graphs, {}
-    if graphs is None:
-        return out
-    for bs, ctx in ((1, 256), (64, 256), (64, 1280), (256, 256)):
-        if bs not in graphs.graphs:
-            continue
-        nblk = -(-ctx // graphs.block_size)
-        graphs.tables[:bs, :nblk] = torch.arange(1, 1 + bs * nblk, device="cuda").view(bs, nblk) % (task.engine.scheduler.blocks.num_blocks - 1) + 1
-        graphs.lens[:bs] = ctx
-        g, _ = graphs.graphs[bs]
-        s_, e_ = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        g.replay()
-        s_.record()
-        for _ in range(30):
-            g.replay()
-        e_.record()
-        torch.cuda.synchronize()
-        out[f"b{bs}_ctx{ctx}"] = s_.elapsed_time(e_) / 30
-        graphs.tables.zero_()
-        graphs.lens.fill_(1)
-        graphs.forget()
-    return out
 
 
 def correctness(task, ckpt: Path) -> dict:
@@ -193,8 +181,8 @@ def steady_point(task, c: int, isl: int, osl: int, min_s: float, min_repeats: in
     return out
 
 
-def measure(task, result: dict, tag: str, names, save, opts: argparse.Namespace) -> None:
-    """The named POINTS (scaled for --tiny), then the offline workload, into result (saved after each)."""
+def measure(task, result: dict, tag: str, names, save, opts: argparse.Namespace, offline: bool = True) -> None:
+    """The named POINTS (scaled for --tiny), then (`offline`) the offline workload, into result (saved after each)."""
     shape = result["shape"]
     for name, c, isl, osl, target in POINTS:
         if name not in names:
@@ -207,7 +195,7 @@ def measure(task, result: dict, tag: str, names, save, opts: argparse.Namespace)
             result["points"][name + tag] = {"error": repr(e)}
             print(f"{name}{tag} failed: {e!r}", flush=True)
             continue
-        r["target"] = target
+        r["target"], r["variant"] = target, tag
         r["met"] = all((r[k] >= v) if k.endswith("per_s") else (r[k] <= v) for k, v in target.items())
         r["preemptions_total"] = task.engine.scheduler.num_preemptions
         r["roofline"] = point_roofline(shape, c, isl, osl, result)
@@ -219,7 +207,7 @@ def measure(task, result: dict, tag: str, names, save, opts: argparse.Namespace)
               f"TTFT p50 {r['ttft_ms_p50']:.2f} ms  ITL p50 {r['itl_ms_p50']:.3f} ms  "
               f"{r['pct_of_roofline']:.1f}% of roofline {r['roofline']['limit_tok_per_s']:.0f}  met={r['met']}", flush=True)
         save()
-    if opts.skip_offline:
+    if opts.skip_offline or not offline:
         return
     try:
         result["offline" + tag] = asyncio.run(offline_workload(task))
@@ -230,58 +218,34 @@ def measure(task, result: dict, tag: str, names, save, opts: argparse.Namespace)
     save()
 
 
-def print_table(result: dict, prev: dict) -> None:
-    """This run next to the previous one (same point name), with the spread and the roofline share."""
-    print(f"\nprevious: {prev.get('date', 'none')} {prev.get('gpu', '')}")
-    print("| point | tok/s (median) | [min, max] | previous tok/s | overlapped / one step at a time | % roofline "
-          "| TTFT p50 ms (prev) | ITL p50 ms (prev) | HF tok/s | target met |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    nan = float("nan")
-    for name, r in result["points"].items():
-        if "error" in r:
-            print(f"| {name} | error | | | | | | | |")
-            continue
-        p = prev.get("points", {}).get(name, {})
-        base = result["points"].get(name.removesuffix("_async"), {}) if name.endswith("_async") else {}
-        ab = r["output_tok_per_s"] / base["output_tok_per_s"] if "output_tok_per_s" in base else nan
-        print(f"| {name} | {r['output_tok_per_s']:.0f} | [{r.get('output_tok_per_s_min', nan):.0f}, "
-              f"{r.get('output_tok_per_s_max', nan):.0f}] | {p.get('output_tok_per_s', nan):.0f} | {ab:.2f} | "
-              f"{r.get('pct_of_roofline', nan):.1f} | {r['ttft_ms_p50']:.2f} ({p.get('ttft_ms_p50', nan):.2f}) | "
-              f"{r['itl_ms_p50']:.3f} ({p.get('itl_ms_p50', nan):.3f}) | {r.get('hf_output_tok_per_s', nan):.0f} | "
-              f"{r['met']} |")
-    for tag in [k for k in result if k.startswith("offline")]:
-        if "error" not in result[tag]:
-            p = prev.get(tag, {}).get("output_tok_per_s", nan)
-            print(f"| {tag} (nano-vllm bench) | {result[tag]['output_tok_per_s']:.0f} | | {p:.0f} | | | | | | "
-                  f"{result[tag]['met']} |")
-    print(f"copy bandwidth {result['copy_bandwidth_tb_s']:.3f} TB/s (previous {prev.get('copy_bandwidth_tb_s', nan):.2f}); "
-          f"matmul {result['matmul_tflops']:.1f} TFLOP/s; weight-read floor {result['weight_read_floor_ms']:.3f} ms/step; "
-          f"load {result['load_s']:.1f}s + compile/capture {result['graph_capture_s']:.1f}s "
-          f"(previous {prev.get('load_s', nan):.1f} + {prev.get('graph_capture_s', nan):.1f})")
-
-
 def parse_args(argv=None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--work", default="/tmp/qualflow-gpu")
     ap.add_argument("--out", default="benchmarks/results")
+    ap.add_argument("--suffix", default="", help="appended to the JSON's name (<date>-<gpu><suffix>.json)")
+    ap.add_argument("--plan", choices=("async", "v3"), default="async",
+                    help="the engine variants to load in turn (variants.py); async: per --async-scheduling")
     ap.add_argument("--skip-hf", action="store_true")
-    ap.add_argument("--skip-mixed", action="store_true", help="no second load with mixed prefill + decode steps")
+    ap.add_argument("--skip-mixed", action="store_true", help="plan async: no extra load with mixed prefill + decode steps")
     ap.add_argument("--skip-correctness", action="store_true", help="no family correctness run")
     ap.add_argument("--skip-offline", action="store_true", help="no nano-vllm offline workload")
+    ap.add_argument("--skip-equality", action="store_true", help="no greedy probe of each variant against the first")
     ap.add_argument("--kv-cache-gb", type=float, default=0.0, help="KV pool size (0: half the free memory)")
     ap.add_argument("--max-num-batched-tokens", type=int, default=0, help="prefill token budget (0: the engine's)")
     ap.add_argument("--async-scheduling", choices=("off", "on", "ab"), default="off",
-                    help="the engine's overlapped scheduling: off, on, or ab (both, one after the other, "
+                    help="plan async: the engine's overlapped scheduling: off, on, or ab (both, one after the other, "
                          "on the same bundle; the overlapped points get the suffix _async)")
     ap.add_argument("--points", default="",
-                    help="comma-separated point names (default: all; with --async-scheduling ab: " + ",".join(AB_POINTS) + ")")
+                    help="comma-separated point names, each variant's share of them (default: a variant's own; plan "
+                         "async: all, with --async-scheduling ab: " + ",".join(ASYNC_POINTS) + ")")
     ap.add_argument("--min-seconds", type=float, default=5.0, help="measured time per point, at least")
     ap.add_argument("--min-repeats", type=int, default=3, help="repeats per point, at least (median and spread)")
     ap.add_argument("--prev", default=None, help="folder of the previous committed runs (default: --out)")
-    ap.add_argument("--deadline-s", type=float, default=1e9, help="skip the optional parts after this long")
+    ap.add_argument("--deadline-s", type=float, default=1e9,
+                    help="after this long, later variants measure only their first point, and the optional parts are skipped")
     ap.add_argument("--tiny", action="store_true",
                     help="CPU smoke run: the embedded tiny model on cpu, points scaled to c<=4, ISL<=32, OSL<=16, "
-                         "1 s per point, no HF, mixed, correctness or offline workload")
+                         "1 s per point, no HF, mixed, correctness or offline workload; prefill padding runs eagerly")
     a = ap.parse_args(argv)
     if a.tiny:
         a.skip_hf = a.skip_mixed = a.skip_correctness = a.skip_offline = True
@@ -296,39 +260,95 @@ def device_figures(device: torch.device, tiny: bool) -> dict:
     return {"copy_bandwidth_tb_s": bw, "matmul_tflops": tf}
 
 
-def modes(opt: str) -> list[tuple[str, bool]]:
-    """(key suffix, async_scheduling) of each engine the run measures."""
-    return {"off": [("", False)], "on": [("_async", True)], "ab": [("", False), ("_async", True)]}[opt]
-
-
 def first_load(task, result: dict, save) -> None:
-    """What the first Task of the run records: load times, shape, floor and graph replay figures."""
+    """What the first Task of the run records: load times, shape and the weight-read floor."""
     result["load_s"], result["graph_capture_s"] = task.load_timing["load_s"], task.load_timing["graph_capture_s"]
     result["task_info"] = task.info
-    print(f"task load {result['load_s']:.1f}s, compile + graph capture {result['graph_capture_s']:.1f}s  {task.info}", flush=True)
     shape = model_shape(task)
     result["shape"], result["params"] = shape, shape["params"]
     result["weight_read_floor_ms"] = shape["weight_bytes"] / (result["copy_bandwidth_tb_s"] * 1e12) * 1e3
-    if task.device.type == "cuda":
-        result["graph_replay_ms"] = graph_replay_ms(task)
-        print(f"graph replay ms/step: {result['graph_replay_ms']}", flush=True)
     save()
 
 
-def run_modes(a, work: Path, engine: EngineConfig, ckpt: Path, result: dict, save) -> None:
-    names = a.points.split(",") if a.points else list(AB_POINTS if a.async_scheduling == "ab" else [p[0] for p in POINTS])
-    for i, (tag, overlapped) in enumerate(modes(a.async_scheduling)):
-        task = load_task(work / "bundle", dataclasses.replace(engine, async_scheduling="on" if overlapped else "off"))
-        if i == 0:
-            first_load(task, result, save)
-            if not a.skip_correctness:
-                result["correctness"] = correctness(task, ckpt)
-                save()
-        measure(task, result, tag, names, save, a)
-        task.close()
-        del task
-        if engine.device == "cuda":
-            torch.cuda.empty_cache()
+def load_figures(task, variant, a, base_probe: dict | None) -> tuple[dict, dict | None]:
+    """One variant's load: its info, timings, decode-step figures and its greedy probe (compared with
+    the baseline's when there is one). Returns (figures, probe)."""
+    v = {"label": variant.label, "engine": variant.engine, "task_info": task.info,
+         "load_s": task.load_timing["load_s"], "graph_capture_s": task.load_timing["graph_capture_s"]}
+    print(f"[{variant.tag or 'plain'}] {variant.label}: load {v['load_s']:.1f}s, compile + capture "
+          f"{v['graph_capture_s']:.1f}s  {task.info}", flush=True)
+    if task.device.type == "cuda":
+        v["graph_replay_ms"] = decode_step.graph_replay_ms(task)
+        v["decode_kernels"] = decode_step.decode_kernels(task)
+        k = v["decode_kernels"].get("b1_ctx256", {})
+        print(f"  graph replay ms/step {v['graph_replay_ms']}; b1 kernels/step replay "
+              f"{k.get('replay', {}).get('kernels_per_step')}, uncaptured {k.get('uncaptured', {}).get('kernels_per_step')}",
+              flush=True)
+    pr = None
+    if not a.skip_equality:
+        pr = equality.probe(task, base_probe, tiny=a.tiny)
+        if base_probe is not None:
+            v["equality"] = equality.compare(base_probe, pr, "float32" if task.device.type == "cpu" else "float16")
+            print(f"  equality with the baseline: {v['equality']}", flush=True)
+    return v, pr
+
+
+def problems(result: dict, variants, cuda: bool) -> list[str]:
+    """What makes the run fail loudly: a variant that did not load or measure, output that differs
+    from the baseline beyond a near-tie, fused kernels or prefill graphs asked for and not got (cuda)."""
+    out = []
+    for variant in variants:
+        v = result["variants"].get(variant.tag, {})
+        if "error" in v:
+            out.append(f"{variant.tag}: {v['error']}")
+            continue
+        if v.get("equality") and not v["equality"]["passed"]:
+            out.append(f"{variant.tag}: greedy output differs from {variants[0].tag} beyond a near-tie: {v['equality']}")
+        info = v.get("task_info", {})
+        if cuda and variant.engine.get("fused_kernels") and info.get("fused_kernels") != "triton":
+            out.append(f"{variant.tag}: fused kernels asked for, got {info.get('fused_kernels')!r}")
+        if cuda and variant.engine.get("prefill_graphs") == "auto" and not info.get("prefill_graphs"):
+            out.append(f"{variant.tag}: prefill graphs asked for, none captured")
+    out += [f"{k}: {r['error']}" for k, r in result["points"].items() if "error" in r]
+    return out
+
+
+def run_variants(a, work: Path, engine: EngineConfig, ckpt: Path, result: dict, save, t_start: float) -> list:
+    variants, _ = plan(a.plan, a.async_scheduling)
+    default = list(ASYNC_POINTS) if a.plan == "async" and a.async_scheduling == "ab" else [p[0] for p in POINTS]
+    base_probe = None
+    for i, variant in enumerate(variants):
+        overrides = dict(variant.engine)
+        if a.tiny and overrides.get("prefill_graphs") == "auto":
+            overrides["prefill_graphs"] = "on"       # on cpu: the padded step, eagerly
+        try:
+            task = load_task(work / "bundle", dataclasses.replace(engine, **overrides))
+        except Exception as e:  # noqa: BLE001 - record, go on with the next variant
+            result["variants"][variant.tag] = {"error": f"load failed: {e!r}"}
+            print(f"[{variant.tag}] load failed: {e!r}", flush=True)
+            continue
+        try:
+            if i == 0 or "load_s" not in result:
+                first_load(task, result, save)
+            v, pr = load_figures(task, variant, a, base_probe)
+            base_probe = base_probe if base_probe is not None or i > 0 else pr
+            result["variants"][variant.tag] = v
+            if variant.main and not a.skip_correctness:
+                v["correctness"] = result["correctness"] = correctness(task, ckpt)
+            save()
+            names = a.points.split(",") if a.points else list(variant.points or default)
+            if time.perf_counter() - t_start > a.deadline_s:
+                names = names[:1]
+            measure(task, result, variant.tag, names, save, a, offline=variant.main)
+        except Exception as e:  # noqa: BLE001
+            result["variants"].setdefault(variant.tag, {})["error"] = f"failed: {e!r}"
+            print(f"[{variant.tag}] failed: {e!r}", flush=True)
+        finally:
+            task.close()
+            del task
+            if engine.device == "cuda":
+                torch.cuda.empty_cache()
+    return list(variants)
 
 
 def main() -> int:
@@ -340,17 +360,18 @@ def main() -> int:
     ckpt = prepare_bundle(work, "tiny" if a.tiny else "qwen3-0.6b")
     result = machine(device, "tiny" if a.tiny else "Qwen3-0.6B")
     result.update(device_figures(device, a.tiny))
-    result["async_scheduling"] = a.async_scheduling
+    result.update({"plan": a.plan, "async_scheduling": a.async_scheduling, "variants": {}})
     prev = previous_figures(Path(a.prev or a.out))
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    path = out / f"{dt.date.today().isoformat()}-{result['gpu'].replace(' ', '-')}.json"
+    path = out / f"{dt.date.today().isoformat()}-{result['gpu'].replace(' ', '-')}{a.suffix}.json"
     save = lambda: path.write_text(json.dumps(result, indent=2, default=float) + "\n")  # noqa: E731
     engine = EngineConfig(device=device.type, max_batch=8 if a.tiny else 256, max_context=2048 + 64,
-                          kv_cache_gb=a.kv_cache_gb, max_num_batched_tokens=a.max_num_batched_tokens)
-    run_modes(a, work, engine, ckpt, result, save)
+                          kv_cache_gb=a.kv_cache_gb, max_num_batched_tokens=a.max_num_batched_tokens,
+                          engine_process="off")
+    variants = run_variants(a, work, engine, ckpt, result, save, t_start)
     late = lambda: time.perf_counter() - t_start > a.deadline_s  # noqa: E731
-    if not a.skip_mixed and not late():  # second load: Inductor's cache is warm now; mixed prefill + decode steps
+    if a.plan == "async" and not a.skip_mixed and not late():  # Inductor's cache is warm now; mixed steps
         task = load_task(work / "bundle", dataclasses.replace(engine, mixed=True))
         result["warm_load_s"], result["warm_graph_capture_s"] = task.load_timing["load_s"], task.load_timing["graph_capture_s"]
         print(f"warm start: load {result['warm_load_s']:.1f}s, compile + capture {result['warm_graph_capture_s']:.1f}s", flush=True)
@@ -360,9 +381,17 @@ def main() -> int:
         torch.cuda.empty_cache()
     if not a.skip_hf and not late():
         hf_points(ckpt, result, save)
-    print_table(result, prev)
+    result["summary"] = run_report.summary(result)
+    result["problems"] = problems(result, variants, device.type == "cuda")
+    run_report.print_points(result, prev)
+    run_report.print_pairs(result, plan(a.plan, a.async_scheduling)[1])
+    run_report.print_variants(result)
+    run_report.print_device(result, prev)
     save()
     print(f"wrote {path}")
+    if result["problems"]:
+        print("\n" + "!" * 100 + "\nRUN FAILED:\n  " + "\n  ".join(result["problems"]) + "\n" + "!" * 100, flush=True)
+        return 1
     return 0
 
 

@@ -37,6 +37,19 @@ class EngineConfig:
                      "stopped request is discarded); greedy output is identical. auto: on for cuda (1.1-1.6x "
                      "tok/s on an H200), off for cpu (no gain on the embedded default)")
     eager: bool = setting(False, help="no compiled ops, no CUDA graphs (debugging)")
+    fused_kernels: bool = setting(
+        True, help="run each layer through the fused elementwise kernels (residual add + RMSNorm, q/k-norm + RoPE "
+                   "+ KV-cache store, SiLU-mul: Triton on cuda after a self-check at load, their torch reference "
+                   "on cpu) instead of the compiled layer halves; fewer kernels per decode step; greedy output is "
+                   "the same (--no-fused-kernels: the compiled halves, for A/B)")
+    prefill_graphs: Literal["auto", "on", "off"] = setting(
+        "auto", help="run a fresh prefill step (every sequence from position 0, at most --prefill-graph-tokens "
+                     "tokens and --prefill-graph-seqs sequences) padded to a token bucket, as a CUDA graph captured "
+                     "at load (pads write to the scratch KV block); short prompts skip the per-kernel host cost. "
+                     "auto: on for cuda with flash varlen attention, off for cpu; on for cpu runs the padded step "
+                     "eagerly (tests)")
+    prefill_graph_tokens: int = setting(2048, help="largest prefill token bucket captured (--prefill-graphs)")
+    prefill_graph_seqs: int = setting(16, help="most sequences in one captured prefill step (--prefill-graphs)")
     engine_process: Literal["auto", "on", "off"] = setting(
         "auto", help="run the engine (model, KV cache, device) in its own process, so the HTTP side's work "
                      "overlaps the device step instead of sharing one GIL with it. auto: on for cuda (1.4-1.6x "
@@ -75,6 +88,12 @@ class EngineConfig:
         if self.async_scheduling == "auto":
             return device_type == "cuda"
         return self.async_scheduling == "on"
+
+    def pads_prefill(self, device_type: str) -> bool:
+        """Whether fresh prefill steps run padded to a token bucket (captured on cuda)."""
+        if self.prefill_graphs == "auto":
+            return device_type == "cuda" and not self.eager and self.prefill_graph_tokens > 0
+        return self.prefill_graphs == "on" and self.prefill_graph_tokens > 0
 
     def in_own_process(self, device_type: str) -> bool:
         """Whether the engine runs in a child process on this device type."""

@@ -29,8 +29,10 @@ class Qwen3Family:
         c = Qwen3Config.from_hf(config)
         return c.num_layers, c.num_kv_heads, c.head_dim
 
-    def build_model(self, config: dict, weights: dict, max_len: int, compile_ops: bool = False) -> Qwen3Model:
-        return Qwen3Model(Qwen3Config.from_hf(config), weights, max_len, compile_ops=compile_ops)
+    def build_model(self, config: dict, weights: dict, max_len: int, compile_ops: bool = False,
+                    ops=None) -> Qwen3Model:
+        """`ops`: the runtime's fused elementwise ops (Qwen3Model's fused path), or None."""
+        return Qwen3Model(Qwen3Config.from_hf(config), weights, max_len, compile_ops=compile_ops, ops=ops)
 
     def render_prompt(self, tokenizer, chat_template: str, instructions: str | None, messages: list[dict]) -> list[int]:
         return render_ids(tokenizer, chat_template, instructions, messages, **self.generation_settings)

@@ -5,6 +5,13 @@ The graph works on a flat, packed token batch ([N] ids and positions, no padding
 several sequences and decode tokens alike. Attention, and with it the KV cache, belongs to the
 caller, who passes it in as a callable; the family knows nothing of blocks or sequences. Nothing in
 the forward reads a value back to the host, so a decode step can be captured as a CUDA graph.
+
+Two paths run the same math. Without `ops`, each layer is two halves around attention (compiled on
+CUDA, so Inductor fuses their elementwise chains). With `ops` (the runtime's fused kernels, see
+`_forward_fused` for the calls it makes), each layer is four GEMMs, attention and four fused
+elementwise ops, nothing compiled; the caller's attention may also hand out where it keeps a
+layer's new K/V (`attend.kv_destination(layer)`), so the q/k op stores them there and attention
+is told they are stored.
 """
 from __future__ import annotations
 
@@ -62,9 +69,9 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
 
 class Qwen3Model(nn.Module):
     def __init__(self, cfg: Qwen3Config, weights: dict[str, torch.Tensor], max_len: int,
-                 compile_ops: bool = False):
+                 compile_ops: bool = False, ops=None):
         super().__init__()
-        self.cfg = cfg
+        self.cfg, self.ops = cfg, ops
         self.w = weights  # plain dict: the runtime layout, already on device and in the compute dtype
         device = weights["embed"].device
         self.cos, self.sin = rope_tables(cfg, max_len, device)
@@ -99,6 +106,8 @@ class Qwen3Model(nn.Module):
         the caller's attention: it stores k/v wherever its cache keeps them and knows which tokens
         belong to which sequence. Returns logits [len(logit_index), V] (float32), or [N, V] for
         every token when `logit_index` is None. Nothing here reads a value back to the host."""
+        if self.ops is not None:
+            return self._forward_fused(ids, positions, attend, logit_index)
         cfg, w = self.cfg, self.w
         cos, sin = self.cos[positions], self.sin[positions]
         h = F.embedding(ids, w["embed"])
@@ -110,5 +119,25 @@ class Qwen3Model(nn.Module):
             nxt = w[f"layers.{i + 1}.attn_norm"] if i + 1 < cfg.num_layers else w["norm"]
             h, x = self.post(h, a, w[p + "o"], w[p + "mlp_norm"], w[p + "gate_up"], w[p + "down"], nxt)
         if logit_index is not None:  # x is the final-normed hidden state
+            x = x[logit_index]
+        return F.linear(x, self.lm_head).float()
+
+    def _forward_fused(self, ids, positions, attend, logit_index):
+        """The same layer through `ops`: add_rms_norm(h, delta | None, w, eps) -> (h, normed),
+        qk_norm_rope(qkv, w_qn, w_kn, cos_table, sin_table, positions, heads, kv_heads, eps, dest)
+        -> (q, k, v), silu_mul(gate_up) -> [N, intermediate]."""
+        cfg, w, ops, eps = self.cfg, self.w, self.ops, self.cfg.rms_norm_eps
+        dest_of = getattr(attend, "kv_destination", None)
+        h, x = ops.add_rms_norm(F.embedding(ids, w["embed"]), None, w["layers.0.attn_norm"], eps)
+        for i in range(cfg.num_layers):
+            p = f"layers.{i}."
+            dest = dest_of(i) if dest_of is not None else None
+            q, k, v = ops.qk_norm_rope(F.linear(x, w[p + "qkv"]), w[p + "q_norm"], w[p + "k_norm"], self.cos,
+                                       self.sin, positions, cfg.num_heads, cfg.num_kv_heads, eps, dest)
+            a = attend(i, q, k, v, stored=True) if dest is not None else attend(i, q, k, v)
+            h, x = ops.add_rms_norm(h, F.linear(a, w[p + "o"]), w[p + "mlp_norm"], eps)
+            nxt = w[f"layers.{i + 1}.attn_norm"] if i + 1 < cfg.num_layers else w["norm"]
+            h, x = ops.add_rms_norm(h, F.linear(ops.silu_mul(F.linear(x, w[p + "gate_up"])), w[p + "down"]), nxt, eps)
+        if logit_index is not None:
             x = x[logit_index]
         return F.linear(x, self.lm_head).float()

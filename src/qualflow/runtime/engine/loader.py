@@ -1,9 +1,11 @@
-"""Builds the engine of one process from a bundle, in order: weights on the device (compiled ops on
-CUDA), the KV block pool, the decode CUDA graphs, then a warm-up that compiles the prefill variants
-before any user's request does. `load_engine` returns the engine with what the Task reports of it
+"""Builds the engine of one process from a bundle, in order: weights on the device (the fused
+kernels after their self-check, or compiled ops, on CUDA), the KV block pool, the decode CUDA
+graphs, the prefill graphs, then a warm-up that compiles the prefill variants before any user's
+request does. `load_engine` returns the engine with what the Task reports of it
 (`info`, `load_timing`)."""
 from __future__ import annotations
 
+import logging
 import queue
 import time
 from dataclasses import dataclass
@@ -12,14 +14,17 @@ import torch
 
 from ..api.request import GenerationRequest, SamplingParams
 from ..config import EngineConfig
-from ..kernels import paged_decode
+from ..kernels import fused, paged_decode
 from ..kernels.attention import PagedAttention, choose_flash
 from .block_manager import RESERVED_BLOCKS, BlockManager
 from .cuda_graphs import DecodeGraphs
 from .engine import Engine
 from .model_runner import ModelRunner
 from .outputs import Final
+from .prefill_graphs import PrefillGraphs
 from .scheduler import Scheduler
+
+log = logging.getLogger("qualflow.engine")
 
 
 def compute_dtype(profile_dtype: torch.dtype, device: torch.device) -> torch.dtype:
@@ -51,14 +56,16 @@ def load_engine(bundle, family, cfg: EngineConfig, context_limit: int, started_n
     dtype = compute_dtype(getattr(torch, bundle.manifest["precision"]), device)
     fast = device.type == "cuda" and not cfg.eager  # fused ops + CUDA graphs; eager for debugging
     weights = {k: v.to(device, dtype) for k, v in bundle.weights().items()}
-    model = family.build_model(bundle.config, weights, context_limit, compile_ops=fast)
+    ops, kernels = fused_ops(bundle.config, family.kv_layout(bundle.config), cfg, fast, device, dtype)
+    model = family.build_model(bundle.config, weights, context_limit, compile_ops=fast and ops is None, ops=ops)
     kv = allocate_kv_cache(family.kv_layout(bundle.config), int(bundle.config["num_attention_heads"]), cfg,
                            context_limit, device, dtype)
     t1 = time.time_ns()
     graphs = None
     if fast and paged_decode.available():
         graphs = DecodeGraphs(model, kv.attention, cfg.max_batch, kv.max_blocks, device)
-    engine = Engine(ModelRunner(model, kv.attention, device, graphs),
+    prefill, prefill_note = prefill_graphs(model, kv, cfg, device)
+    engine = Engine(ModelRunner(model, kv.attention, device, graphs, prefill),
                     Scheduler(kv.blocks, cfg.max_batch, cfg.token_budget(), mixed=cfg.mixed), context_limit, device,
                     step_delay_s=cfg.step_delay_s, async_scheduling=cfg.overlaps(device.type))
     if fast:
@@ -71,9 +78,45 @@ def load_engine(bundle, family, cfg: EngineConfig, context_limit: int, started_n
             "kv_cache_gb": kv.attention.pool.numel() * kv.attention.pool.element_size() / 1e9,
             "max_num_batched_tokens": cfg.token_budget(), "mixed_batches": cfg.mixed,
             "async_scheduling": engine.async_scheduling, "varlen_attention": kv.varlen,
+            "fused_kernels": kernels, "prefill_graphs": None if prefill is None else prefill.sizes,
+            "prefill_graphs_note": prefill_note,
             "engine_pid": None}
     timing = {"load_s": (t1 - started_ns) / 1e9, "graph_capture_s": (t2 - t1) / 1e9, "loaded_at_ns": t2}
     return LoadedEngine(engine, model, kv.max_blocks, info, timing)
+
+
+def fused_ops(config: dict, kv_layout: tuple[int, int, int], cfg: EngineConfig, fast: bool,
+              device: torch.device, dtype: torch.dtype) -> tuple[fused.FusedOps | None, str]:
+    """The fused layer ops and what runs them: "triton" on CUDA when every kernel agreed with its
+    reference at this model's shapes, "torch reference" on CPU (or eager); None ("off ...") with
+    --no-fused-kernels or when the check failed (then the compiled halves run, and why is said)."""
+    if not cfg.fused_kernels:
+        return None, "off"
+    if not fast:
+        return fused.FusedOps(use_triton=False), "torch reference"
+    _, kv_heads, head_dim = kv_layout
+    why = fused.self_check(device, dtype, int(config["num_attention_heads"]), kv_heads, head_dim,
+                           int(config["hidden_size"]), int(config["intermediate_size"]))
+    if why is not None:
+        return None, f"off (self-check failed: {why})"
+    return fused.FusedOps(use_triton=True), "triton"
+
+
+def prefill_graphs(model, kv: KvCache, cfg: EngineConfig, device: torch.device) -> tuple[PrefillGraphs | None, str]:
+    """The padded fresh-prefill steps (captured on CUDA), and a note on why there are none: they are
+    off, the varlen attention is not flash (the reference reads host lengths), or capture failed
+    (the engine then prefills eagerly, as without them)."""
+    if not cfg.pads_prefill(device.type):
+        return None, "off"
+    if device.type == "cuda" and not kv.attention.use_flash:
+        return None, f"off: varlen attention is {kv.varlen}, not flash"
+    try:
+        return PrefillGraphs(model, kv.attention, min(cfg.prefill_graph_tokens, cfg.token_budget()),
+                             min(cfg.prefill_graph_seqs, cfg.max_batch), device,
+                             capture=device.type == "cuda"), "captured" if device.type == "cuda" else "eager"
+    except Exception as e:  # noqa: BLE001 - serve without them, and say why
+        log.exception("prefill graph capture failed")
+        return None, f"off: capture failed: {type(e).__name__}: {e}"
 
 
 def allocate_kv_cache(layout: tuple[int, int, int], heads: int, cfg: EngineConfig, context_limit: int,

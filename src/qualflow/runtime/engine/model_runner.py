@@ -1,6 +1,7 @@
 """Turns a scheduled batch into the model's packed inputs and attention metadata, runs one forward
 and returns the logits of the sequences that sample this step. Decode-only steps replay a captured
-CUDA graph when there is one for the batch size; every other step runs eagerly (compiled ops).
+CUDA graph when there is one for the batch size, fresh prefill steps one for their token bucket
+(prefill_graphs.py); every other step runs eagerly.
 
 A token still on the device (Sequence.pending: sampled by the step in flight, not read back) is
 taken from that step's tokens (`prev`) by a device-side copy, so building a step never waits for
@@ -33,8 +34,9 @@ def _dev(values, device: torch.device, dtype: torch.dtype = torch.long) -> torch
 
 
 class ModelRunner:
-    def __init__(self, model, attention: PagedAttention, device: torch.device, graphs=None):
+    def __init__(self, model, attention: PagedAttention, device: torch.device, graphs=None, prefill=None):
         self.model, self.attn, self.device, self.graphs = model, attention, device, graphs
+        self.prefill = prefill  # PrefillGraphs, or None
         self.block_size = attention.block_size
 
     def run(self, batch: Batch, prev: torch.Tensor | None = None) -> torch.Tensor:
@@ -45,6 +47,8 @@ class ModelRunner:
             raise RuntimeError("a pending input token without the step that samples it")
         if self.graphs is not None and batch.is_decode and len(batch.seqs) <= self.graphs.max_batch:
             return self.graphs.decode(batch, (at, rows), prev)
+        if self.prefill is not None and self.prefill.fits(batch):
+            return self.prefill.prefill(batch, (at, rows), prev)
         ids, pos, slots, cu_q, cu_k, ctx = [], [], [], [0], [0], []
         fresh = all(s == 0 for s in batch.starts)
         for seq, start, n in zip(batch.seqs, batch.starts, batch.counts):

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from .fused import KvDestination
+
 
 @dataclass
 class StepMeta:
@@ -43,9 +45,18 @@ class PagedAttention:
         self.meta: StepMeta | None = None
         self.gqa_native = True                   # flash varlen reads grouped K/V without repeating them
 
-    def __call__(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    def kv_destination(self, layer: int) -> KvDestination | None:
+        """Where this step's new K/V of `layer` go (None: nothing is stored), for a fused op that
+        stores them itself and then calls with `stored=True`."""
         m = self.meta
-        if m.slot_mapping is not None:
+        if m.slot_mapping is None:
+            return None
+        return KvDestination(self.k_flat[layer], self.v_flat[layer], m.slot_mapping)
+
+    def __call__(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                 stored: bool = False) -> torch.Tensor:
+        m = self.meta
+        if m.slot_mapping is not None and not stored:
             self.k_flat[layer].index_copy_(0, m.slot_mapping, k)
             self.v_flat[layer].index_copy_(0, m.slot_mapping, v)
         N, H, D = q.shape
@@ -72,10 +83,14 @@ class PagedAttention:
 
 def varlen_sdpa(q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, q_lens: list[int], k_lens: list[int]) -> torch.Tensor:
     """Reference varlen attention: sequence i's queries are the last q_lens[i] of its k_lens[i]
-    positions (causal, aligned bottom-right). q [Nq, H, D], K/V [Nk, KV, D]."""
+    positions (causal, aligned bottom-right). q [Nq, H, D], K/V [Nk, KV, D]. A sequence of no
+    tokens (a padded step's filler) is skipped."""
     out = torch.empty_like(q)
     q0 = k0 = 0
     for lq, lk in zip(q_lens, k_lens):
+        if lq == 0:
+            k0 += lk
+            continue
         qi = q[q0:q0 + lq].transpose(0, 1)
         ki, vi = K[k0:k0 + lk].transpose(0, 1), V[k0:k0 + lk].transpose(0, 1)
         if lq == lk:

@@ -1,0 +1,51 @@
+"""The engine variants one gpu_speed.py run loads in turn, each on the same bundle, and the A/B pairs
+its report compares. A variant is EngineConfig overrides, the key suffix of its points and the points
+it measures; the first variant of a plan is the baseline the others' greedy output is checked
+against (equality.py).
+
+  --plan v3 (issue 22): overlap on throughout;
+    _base       the compiled layer halves, no prefill graphs, alternating steps (the engine before v3)
+    _fused      + the fused layer kernels                                   (kernels per step, b1 ITL)
+    _v3         + prefill graphs for fresh steps (the v3 defaults)          (TTFT)
+    _v3_mixed   + mixed prefill + decode steps                              (against alternating)
+  --plan async (the --async-scheduling off/on/ab runs): one step at a time "" and overlapped "_async"."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+C1 = ("c1_isl128_osl256", "c1_isl1024_ttft")
+C64 = ("c64_isl1024_osl256", "c64_isl128_osl128", "c256_isl128_osl128")  # past --deadline-s only the first runs
+ASYNC_POINTS = ("c1_isl128_osl256", "c64_isl128_osl128", "c256_isl128_osl128", "c64_isl1024_osl256")
+
+
+@dataclass(frozen=True)
+class Variant:
+    tag: str
+    engine: dict = field(default_factory=dict)
+    points: tuple[str, ...] = ()      # empty: every point of the run
+    main: bool = False                # the variant of record: family correctness and the offline workload run on it
+    label: str = ""
+
+
+V3 = (
+    Variant("_base", dict(async_scheduling="on", fused_kernels=False, prefill_graphs="off"), C1 + C64,
+            label="compiled halves, eager prefill, alternating"),
+    Variant("_fused", dict(async_scheduling="on", fused_kernels=True, prefill_graphs="off"), C1,
+            label="fused kernels, eager prefill"),
+    Variant("_v3", dict(async_scheduling="on", fused_kernels=True, prefill_graphs="auto"), C1 + C64,
+            main=True, label="fused kernels, prefill graphs (v3 defaults)"),
+    Variant("_v3_mixed", dict(async_scheduling="on", fused_kernels=True, prefill_graphs="auto", mixed=True), C64[:2],
+            label="v3 with mixed prefill + decode steps"),
+)
+V3_PAIRS = (("_base", "_fused", "fused kernels"), ("_fused", "_v3", "prefill graphs"),
+            ("_base", "_v3", "v3 against before"), ("_v3", "_v3_mixed", "mixed against alternating"))
+
+
+def plan(name: str, async_scheduling: str) -> tuple[tuple[Variant, ...], tuple[tuple[str, str, str], ...]]:
+    """The variants and A/B pairs of a run."""
+    if name == "v3":
+        return V3, V3_PAIRS
+    off = Variant("", dict(async_scheduling="off"), main=True, label="one step at a time")
+    on = Variant("_async", dict(async_scheduling="on"), main=async_scheduling == "on", label="overlapped")
+    variants = {"off": (off,), "on": (on,), "ab": (off, on)}[async_scheduling]
+    return variants, (("", "_async", "overlapped against one step at a time"),) if async_scheduling == "ab" else ()

@@ -1,0 +1,248 @@
+"""The fused elementwise kernels of one decoder layer (fewer kernels per decode step), as Triton
+kernels on CUDA with a plain-torch reference that is also the CPU path:
+  - `add_rms_norm`: residual add and the next RMSNorm in one pass (or the RMSNorm alone);
+  - `qk_norm_rope`: per-head RMSNorm of q and k, RoPE (positions read from the cos/sin tables
+    directly) and, when given a destination, the store of k and v into the paged KV cache;
+  - `silu_mul`: SwiGLU's silu(gate) * up over the fused gate_up projection's output.
+
+Each Triton kernel rounds where the torch reference rounds (the residual sum, the normalised value
+before the weight, the weight product, silu before the product), so the two differ only by the
+order of the fp32 sum of squares and the rounding of exp/rsqrt. `FusedOps` is what the family's
+model graph calls; it picks the kernel per call (a CUDA tensor and a kernel that passed `self_check`)
+or the reference. Nothing reads back to the host, so every op can be captured in a CUDA graph."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+try:
+    import triton
+    import triton.language as tl
+except ImportError:  # CPU-only installs: the reference runs
+    triton = None
+
+
+def available() -> bool:
+    return triton is not None
+
+
+@dataclass(frozen=True)
+class KvDestination:
+    """Where a layer's new K/V go: the flat [slots, KV, D] views of its cache and the token slots."""
+    k_cache: torch.Tensor
+    v_cache: torch.Tensor
+    slots: torch.Tensor          # [N] int64
+
+
+# ---- the torch reference (CPU path, and what the kernels are checked against) ----------------
+def ref_rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
+    xf = x.float()
+    xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
+    return w * xf.to(x.dtype)
+
+
+def ref_add_rms_norm(h: torch.Tensor, delta: torch.Tensor | None, w: torch.Tensor, eps: float):
+    """(h + delta, rms_norm(h + delta)); delta None: (h, rms_norm(h))."""
+    if delta is not None:
+        h = h + delta
+    return h, ref_rms_norm(h, w, eps)
+
+
+def ref_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    xf = x.float()
+    rot = torch.cat([-xf[..., half:], xf[..., :half]], dim=-1)
+    return (xf * cos[:, None] + rot * sin[:, None]).to(x.dtype)
+
+
+def ref_qk_norm_rope(qkv, w_qn, w_kn, cos_table, sin_table, positions, heads: int, kv_heads: int, eps: float,
+                     dest: KvDestination | None = None):
+    """qkv [N, (H + 2 KV) * D] -> q [N, H, D], k, v [N, KV, D]; k and v also stored at dest."""
+    N, D = qkv.shape[0], w_qn.shape[0]
+    q, k, v = qkv.split([heads * D, kv_heads * D, kv_heads * D], dim=-1)
+    cos, sin = cos_table[positions], sin_table[positions]
+    q = ref_rope(ref_rms_norm(q.view(N, heads, D), w_qn, eps), cos, sin)
+    k = ref_rope(ref_rms_norm(k.view(N, kv_heads, D), w_kn, eps), cos, sin)
+    v = v.view(N, kv_heads, D)
+    if dest is not None:
+        dest.k_cache.index_copy_(0, dest.slots, k)
+        dest.v_cache.index_copy_(0, dest.slots, v)
+    return q, k, v
+
+
+def ref_silu_mul(y: torch.Tensor) -> torch.Tensor:
+    gate, up = y.chunk(2, dim=-1)
+    return F.silu(gate) * up
+
+
+# ---- Triton -------------------------------------------------------------------------------------
+if triton is not None:
+    @triton.jit
+    def _add_rms_norm_kernel(H, R, W, HO, Y, C, eps, s_h, s_r, s_ho, s_y,
+                             HAS_RES: tl.constexpr, BLOCK: tl.constexpr):
+        row = tl.program_id(0).to(tl.int64)
+        c = tl.arange(0, BLOCK)
+        m = c < C
+        h = tl.load(H + row * s_h + c, mask=m, other=0.0).to(tl.float32)
+        if HAS_RES:
+            r = tl.load(R + row * s_r + c, mask=m, other=0.0).to(tl.float32)
+            hq = (h + r).to(HO.dtype.element_ty)            # the residual stream is stored rounded
+            tl.store(HO + row * s_ho + c, hq, mask=m)
+            h = hq.to(tl.float32)
+        inv = 1.0 / tl.sqrt(tl.sum(h * h, axis=0) / C + eps)
+        n = (h * inv).to(Y.dtype.element_ty).to(tl.float32)
+        w = tl.load(W + c, mask=m, other=0.0).to(tl.float32)
+        tl.store(Y + row * s_y + c, (w * n).to(Y.dtype.element_ty), mask=m)
+
+    @triton.jit
+    def _qk_norm_rope_kernel(QKV, WQ, WK, COS, SIN, POS, QO, KO, VO, KC, VC, SLOT, eps,
+                             s_t, s_qo, s_qh, s_ko, s_kh, s_vo, s_vh, s_tab, s_c, s_ch,
+                             H: tl.constexpr, KV: tl.constexpr, D: tl.constexpr, STORE: tl.constexpr):
+        # one program per (token, head): heads [0, H) are q's, [H, H + KV) k's (with v's copy)
+        t = tl.program_id(0).to(tl.int64)
+        j = tl.program_id(1)
+        d = tl.arange(0, D)
+        rot = (d + D // 2) % D                              # rotate-half partner
+        sign = tl.where(d < D // 2, -1.0, 1.0)
+        is_q = (d * 0 + j) < H                              # as a vector mask
+        row = QKV + t * s_t + j * D                         # q head j, or k head j - H: both at j * D
+        x = tl.load(row + d).to(tl.float32)
+        xr = tl.load(row + rot).to(tl.float32)
+        w = tl.where(is_q, tl.load(WQ + d).to(tl.float32), tl.load(WK + d).to(tl.float32))
+        wr = tl.where(is_q, tl.load(WQ + rot).to(tl.float32), tl.load(WK + rot).to(tl.float32))
+        inv = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) / D + eps)
+        n = (w * (x * inv).to(QO.dtype.element_ty).to(tl.float32)).to(QO.dtype.element_ty).to(tl.float32)
+        nr = (wr * (xr * inv).to(QO.dtype.element_ty).to(tl.float32)).to(QO.dtype.element_ty).to(tl.float32)
+        pos = tl.load(POS + t).to(tl.int64)
+        cos = tl.load(COS + pos * s_tab + d)
+        sin = tl.load(SIN + pos * s_tab + d)
+        out = (n * cos + (sign * nr) * sin).to(QO.dtype.element_ty)
+        qh = tl.minimum(j, H - 1)                           # in-range pointers for the masked stores
+        kvh = tl.maximum(j - H, 0)
+        is_k = (d * 0 + j) >= H
+        tl.store(QO + t * s_qo + qh * s_qh + d, out, mask=is_q)
+        tl.store(KO + t * s_ko + kvh * s_kh + d, out, mask=is_k)
+        v = tl.load(QKV + t * s_t + (H + KV) * D + kvh * D + d)
+        tl.store(VO + t * s_vo + kvh * s_vh + d, v, mask=is_k)
+        if STORE:
+            slot = tl.load(SLOT + t).to(tl.int64)
+            tl.store(KC + slot * s_c + kvh * s_ch + d, out, mask=is_k)
+            tl.store(VC + slot * s_c + kvh * s_ch + d, v, mask=is_k)
+
+    @triton.jit
+    def _silu_mul_kernel(Y, O, I, s_y, s_o, BLOCK: tl.constexpr):
+        row = tl.program_id(0).to(tl.int64)
+        c = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+        m = c < I
+        g = tl.load(Y + row * s_y + c, mask=m, other=0.0).to(tl.float32)
+        u = tl.load(Y + row * s_y + I + c, mask=m, other=0.0).to(tl.float32)
+        s = (g / (1.0 + tl.exp(-g))).to(O.dtype.element_ty).to(tl.float32)
+        tl.store(O + row * s_o + c, (s * u).to(O.dtype.element_ty), mask=m)
+
+
+def tri_add_rms_norm(h, delta, w, eps: float):
+    N, C = h.shape
+    y = torch.empty_like(h)
+    ho = torch.empty_like(h) if delta is not None else h
+    r = delta if delta is not None else h
+    _add_rms_norm_kernel[(N,)](h, r, w, ho, y, C, eps, h.stride(0), r.stride(0), ho.stride(0), y.stride(0),
+                               HAS_RES=delta is not None, BLOCK=triton.next_power_of_2(C))
+    return ho, y
+
+
+def tri_qk_norm_rope(qkv, w_qn, w_kn, cos_table, sin_table, positions, heads: int, kv_heads: int, eps: float,
+                     dest: KvDestination | None = None):
+    N, D = qkv.shape[0], w_qn.shape[0]
+    q = torch.empty(N, heads, D, dtype=qkv.dtype, device=qkv.device)
+    k = torch.empty(N, kv_heads, D, dtype=qkv.dtype, device=qkv.device)
+    v = torch.empty_like(k)
+    kc, vc, slots = (dest.k_cache, dest.v_cache, dest.slots) if dest is not None else (k, v, positions)
+    _qk_norm_rope_kernel[(N, heads + kv_heads)](
+        qkv, w_qn, w_kn, cos_table, sin_table, positions, q, k, v, kc, vc, slots, eps,
+        qkv.stride(0), q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
+        cos_table.stride(0), kc.stride(0), kc.stride(1),
+        H=heads, KV=kv_heads, D=D, STORE=dest is not None, num_warps=1)  # one head (D values) per program
+    return q, k, v
+
+
+def tri_silu_mul(y):
+    N, I = y.shape[0], y.shape[1] // 2
+    o = torch.empty(N, I, dtype=y.dtype, device=y.device)
+    block = min(1024, triton.next_power_of_2(I))
+    _silu_mul_kernel[(N, triton.cdiv(I, block))](y, o, I, y.stride(0), o.stride(0), BLOCK=block)
+    return o
+
+
+class FusedOps:
+    """The ops the family's fused layer path calls. A call runs its Triton kernel when the tensor is
+    on CUDA and `self_check` passed on this device (`use_triton`), the torch reference otherwise."""
+
+    def __init__(self, use_triton: bool = False, any_device: bool = False):
+        self.use_triton = use_triton and available()
+        self.any_device = any_device  # Triton's interpreter (TRITON_INTERPRET=1) runs CPU tensors: tests
+
+    def _tri(self, x: torch.Tensor) -> bool:
+        return self.use_triton and (x.is_cuda or self.any_device)
+
+    def add_rms_norm(self, h, delta, w, eps: float):
+        if self._tri(h):
+            return tri_add_rms_norm(h, delta, w, eps)
+        return ref_add_rms_norm(h, delta, w, eps)
+
+    def qk_norm_rope(self, qkv, w_qn, w_kn, cos_table, sin_table, positions, heads: int, kv_heads: int,
+                     eps: float, dest: KvDestination | None = None):
+        D = w_qn.shape[0]
+        if self._tri(qkv) and D & (D - 1) == 0:
+            return tri_qk_norm_rope(qkv, w_qn, w_kn, cos_table, sin_table, positions, heads, kv_heads, eps, dest)
+        return ref_qk_norm_rope(qkv, w_qn, w_kn, cos_table, sin_table, positions, heads, kv_heads, eps, dest)
+
+    def silu_mul(self, y):
+        if self._tri(y):
+            return tri_silu_mul(y)
+        return ref_silu_mul(y)
+
+
+def _close(a: torch.Tensor, b: torch.Tensor, tol: float) -> bool:
+    a, b = a.float(), b.float()
+    return bool(torch.isfinite(a).all()) and float((a - b).norm() / b.norm().clamp_min(1e-12)) < tol
+
+
+def self_check(device: torch.device, dtype: torch.dtype, heads: int, kv_heads: int, head_dim: int,
+               hidden: int, intermediate: int, tol: float = 1e-2) -> str | None:
+    """Run every kernel once on this device against the reference at the model's shapes; None when
+    all agree, else why not (the caller then keeps the reference: a kernel this build cannot
+    compile, or one that disagrees, never serves)."""
+    if not available():
+        return "triton is not installed"
+    if head_dim & (head_dim - 1):
+        return f"head_dim {head_dim} is not a power of two"
+    g = torch.Generator(device=device).manual_seed(0)
+    rnd = lambda *s: torch.randn(*s, device=device, generator=g).to(dtype)  # noqa: E731
+    N, eps, slots_n = 5, 1e-6, 16
+    try:
+        h, dl, w = rnd(N, hidden), rnd(N, hidden), rnd(hidden)
+        for delta in (dl, None):
+            got, ref = tri_add_rms_norm(h, delta, w, eps), ref_add_rms_norm(h, delta, w, eps)
+            if not (_close(got[0], ref[0], tol) and _close(got[1], ref[1], tol)):
+                return "add_rms_norm disagrees with the reference"
+        y = rnd(N, 2 * intermediate)
+        if not _close(tri_silu_mul(y), ref_silu_mul(y), tol):
+            return "silu_mul disagrees with the reference"
+        qkv = rnd(N, (heads + 2 * kv_heads) * head_dim)
+        wq, wk = rnd(head_dim), rnd(head_dim)
+        ang = torch.rand(64, head_dim, device=device, generator=g) * 6.28
+        pos = torch.tensor([0, 3, 63, 7, 1], device=device)
+        slots = torch.tensor([2, 9, 15, 0, 4], device=device)
+        outs = []
+        for fn in (tri_qk_norm_rope, ref_qk_norm_rope):
+            kc = torch.zeros(slots_n, kv_heads, head_dim, device=device, dtype=dtype)
+            vc = torch.zeros_like(kc)
+            q, k, v = fn(qkv, wq, wk, ang.cos(), ang.sin(), pos, heads, kv_heads, eps, KvDestination(kc, vc, slots))
+            outs.append((q, k, v, kc, vc))
+        if not all(_close(a, b, tol) for a, b in zip(*outs)):
+            return "qk_norm_rope disagrees with the reference"
+    except Exception as e:  # noqa: BLE001 - this build cannot compile or run a kernel
+        return f"{type(e).__name__}: {e}"
+    return None
