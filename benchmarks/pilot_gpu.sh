@@ -8,13 +8,8 @@ set -uo pipefail
 OUT=${1:?OUT dir}; CONFIG=${2:-config/pilot-embedded-0.6b.yaml}; KEY=${3:-pilot-gpu}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
-if [ -d .whl ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-  export PYTHONPATH=/tmp/site:$ROOT/src PATH=/tmp/site/bin:$PATH
-fi
-mkdir -p /tmp/qf-bin "$OUT"
-printf '#!/bin/sh\nexec python3 -m qualflow.cli "$@"\n' > /tmp/qf-bin/qualflow && chmod +x /tmp/qf-bin/qualflow
-export PATH=/tmp/qf-bin:$PATH PYTHONUNBUFFERED=1 TORCHINDUCTOR_CACHE_DIR=${TORCHINDUCTOR_CACHE_DIR:-/tmp/inductor}
+. benchmarks/device_env.sh || exit 1
+mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
 SNAKEFILE=$( [ -f workflow/Snakefile ] && echo workflow/Snakefile || echo Snakefile )
 t0=$(date +%s)
