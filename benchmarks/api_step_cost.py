@@ -6,7 +6,8 @@ trees alternate), warms it up, then measures for DURATION_S seconds:
   tok/s        tokens delivered in delta events (a merged delta counts each of its tokens), over the window,
                and the median of its one-second windows;
   cpu_us/tok   the server process's CPU time (utime + stime) over the window per token delivered: what one
-               token costs the API process, which a loaded machine changes far less than tok/s;
+               token costs the API process, which a loaded machine changes far less than tok/s (and per
+               delta event: a client that falls behind gets merged deltas, which cost less per token);
   tok/delta    tokens per delta event: 1.0 while each delta leaves in the step that produced it;
   ITL p50/p99  client-side gaps between a stream's deltas.
 
@@ -127,7 +128,9 @@ async def load(port: int, concurrency: int, duration_s: float, max_tokens: int, 
     gaps = sorted(meter.gaps)
     per_s = [meter.seconds.get(i, 0) for i in range(int(duration_s))]
     return {"tok_per_s": meter.tokens / duration_s, "tok_per_s_median_1s": statistics.median(per_s),
-            "cpu_us_per_tok": 1e6 * (c1 - c0) / max(meter.tokens, 1), "server_cpu_share": (c1 - c0) / duration_s,
+            "cpu_us_per_tok": 1e6 * (c1 - c0) / max(meter.tokens, 1),
+            "cpu_us_per_delta": 1e6 * (c1 - c0) / max(meter.deltas, 1),
+            "server_cpu_share": (c1 - c0) / duration_s,
             "tok_per_delta": meter.tokens / max(meter.deltas, 1),
             "itl_ms_p50": 1e3 * gaps[len(gaps) // 2] if gaps else None,
             "itl_ms_p99": 1e3 * gaps[int(len(gaps) * 0.99)] if gaps else None}
@@ -158,7 +161,8 @@ def main() -> None:
                 proc.wait(timeout=60)
             runs[name].append(r)
             print(f"run {i} {name}: {r['tok_per_s']:.0f} tok/s (1 s median {r['tok_per_s_median_1s']:.0f}), "
-                  f"{r['cpu_us_per_tok']:.1f} cpu us/tok, server cpu {r['server_cpu_share']:.2f}, "
+                  f"{r['cpu_us_per_tok']:.1f} cpu us/tok, {r['cpu_us_per_delta']:.1f} cpu us/delta, "
+                  f"server cpu {r['server_cpu_share']:.2f}, "
                   f"{r['tok_per_delta']:.2f} tok/delta, ITL p50 {r['itl_ms_p50']:.2f} ms", flush=True)
     med = {n: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for n, rs in runs.items()}
     for n, m in med.items():

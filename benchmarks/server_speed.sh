@@ -69,6 +69,7 @@ start_server() {   # start_server DIR [serve flags...]: one `qualflow serve` on 
 }
 aiperf_point() {   # aiperf_point DIR C REQUESTS WORKERS RECORD_PROCESSORS: one AIPerf run into DIR/aiperf_c<C>
   local dir=$1 c=$2 n=$3 w=$4 rp=$5
+  mkdir -p "$dir"
   env -u HF_HUB_OFFLINE aiperf profile --model speed --tokenizer "$BUNDLE" \
     --url "http://127.0.0.1:$PORT" --endpoint-type responses --streaming \
     --synthetic-input-tokens-mean "$ISL" --synthetic-input-tokens-stddev 0 \

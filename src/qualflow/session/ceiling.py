@@ -55,8 +55,9 @@ def _run_points(session: Session, srv: ServerProcess, rec: CeilingRecord, out: P
     from qualflow.aiperf.runner import run_point
     runner = session.point_runner or run_point
     client = dataclasses.replace(session.client, url=srv.url)
-    options = AiperfOptions(workers_max=session.cfg.aiperf_workers,
-                            record_processors=session.cfg.aiperf_record_processors, timeout_s=session.cfg.aiperf_timeout)
+    cfg = session.cfg
+    options = AiperfOptions(workers_max=cfg.aiperf_workers, record_processors=cfg.aiperf_record_processors,
+                            timeout_s=cfg.aiperf_timeout)
     watch = engine_watch(srv)
     for p in ceiling_points(session.points):
         tag, label = aiperf_tag(p.point_id), f"{p.point_id} (harness ceiling)"

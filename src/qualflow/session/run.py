@@ -10,9 +10,9 @@ one allocation whose members run sequentially (#4223). Here instead:
 
   start server (own process group, PDEATHSIG) -> wait for /health (timeout) -> warm-up ->
   protocol checks -> AIPerf point 1..N (sequential) -> [the harness ceiling: the points marked
-  `harness_ceiling` against a synthetic-engine server, session.ceiling] -> stop server (finally; also on SIGTERM/SIGINT/
-  SIGHUP, each handled once, and when Snakemake itself dies: this process has PDEATHSIG=SIGTERM
-  towards it).
+  `harness_ceiling` again, against a synthetic-engine server; session.ceiling] -> stop server
+  (finally; also on SIGTERM/SIGINT/SIGHUP, each handled once, and when Snakemake itself dies: this
+  process has PDEATHSIG=SIGTERM towards it).
 
 A crash of the server is noticed while any stage runs and fails the session with the server's last
 log lines. Any failure is recorded in session.json (`error`: stage, exception type, message); with
