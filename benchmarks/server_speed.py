@@ -96,9 +96,15 @@ def device_tag(name: str) -> str:
 
 def newest_baseline(tag: str) -> Path | None:
     """The newest committed server-speed result of this device: by the date its name starts with,
-    then by modification time."""
+    then by the time it records (`recorded_utc`; older results have none), then by modification time."""
+    def key(p: Path):
+        try:
+            recorded = json.loads(p.read_text()).get("recorded_utc") or ""
+        except (OSError, ValueError):
+            recorded = ""
+        return p.name[:10], recorded, p.stat().st_mtime
     found = [p for p in RESULTS.glob(f"*-{tag}-server-speed*.json") if re.match(r"\d{4}-\d\d-\d\d-", p.name)]
-    return max(found, key=lambda p: (p.name[:10], p.stat().st_mtime)) if found else None
+    return max(found, key=key) if found else None
 
 
 def _n(v, fmt="{:,.0f}") -> str:

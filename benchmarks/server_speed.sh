@@ -11,7 +11,8 @@
 # OUT/<date>-<device>-server-speed.json (NAME= to change it), ready to be committed there.
 #
 # MODE=scaling measures only the ceiling, at each AIPerf workers_max:record_processors pair of GRID and
-# each point (default c64 and c256, SCALING_REQUESTS_PER_C x c requests each), and writes
+# each point (default c64 and c256, SCALING_REQUESTS_PER_C (8) x c requests each, on the `tiny` preset's
+# bundle: no model runs, and its tokenizer is the real one), and writes
 # OUT/<date>-<device>-ceiling-scaling.json: the figures to set the pilot's `aiperf:` section from.
 #
 # On the lent GPU machine (torch there, not this project) the carried cp312 wheels in .whl/ are
@@ -33,11 +34,12 @@ if [ "$DEVICE" = cpu ]; then
   DEVICE_NAME=cpu; PRESET=${PRESET:-tiny}; MAX_BATCH=${MAX_BATCH:-8}; WORKERS=${WORKERS:-1}; RECORD_PROCESSORS=${RECORD_PROCESSORS:-1}
 else
   DEVICE_NAME=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+  [ "$MODE" = scaling ] && PRESET=${PRESET:-tiny}   # no model runs there: only the tokenizer matters
   PRESET=${PRESET:-qwen3-0.6b}; MAX_BATCH=${MAX_BATCH:-64}; WORKERS=${WORKERS:-8}; RECORD_PROCESSORS=${RECORD_PROCESSORS:-4}
 fi
 [ "$MODE" = scaling ] && POINTS=${POINTS:-"64 256"} || POINTS=${POINTS:-"1 64 256"}
 ISL=${ISL:-128}; OSL=${OSL:-128}; CEILING_STEP_MS=${CEILING_STEP_MS:-1}; PORT=${PORT:-8765}; SERVE_FLAGS=${SERVE_FLAGS:-}
-GRID=${GRID:-"1:1 2:1 4:1 4:2 8:2 8:4 16:4 16:8"}; SCALING_REQUESTS_PER_C=${SCALING_REQUESTS_PER_C:-16}
+GRID=${GRID:-"1:1 2:1 4:1 4:2 8:2 8:4 16:4 16:8"}; SCALING_REQUESTS_PER_C=${SCALING_REQUESTS_PER_C:-8}
 TAG=$(python3 -c "import re,sys; print(re.sub(r'[^A-Za-z0-9]+', '-', sys.argv[1]).strip('-'))" "$DEVICE_NAME")
 QF="python3 -m qualflow.cli"; PY="python3 $ROOT/benchmarks/server_speed.py"
 BUNDLE=$WORK/bundle-$PRESET
