@@ -11,6 +11,8 @@ import os
 import socket
 import stat
 
+import pytest
+
 from qualflow.runtime.config import EngineConfig
 from qualflow.session.config import SessionConfig
 from qualflow.session.run import run_session
@@ -228,3 +230,13 @@ def test_a_failure_reason_is_one_line_and_the_log_tail_is_in_the_record(tmp_path
     tail = s["server_log_tail"]
     assert isinstance(tail, list) and any("no-such-bundle" in ln for ln in tail), tail
 
+
+
+def test_an_endpoint_cannot_have_a_harness_ceiling(tmp_path):
+    """The ceiling is our server on the synthetic engine, which needs our bundle: refused before
+    anything is written."""
+    cfg = SessionConfig(out=str(tmp_path / "s"), points=json.dumps([{**POINTS[0], "harness_ceiling": True}]),
+                        endpoint=json.dumps({"url": "http://127.0.0.1:1", "model": "m"}))
+    with pytest.raises(ValueError, match="harness_ceiling needs our server's bundle"):
+        run_session(cfg)
+    assert not (tmp_path / "s").exists()
