@@ -35,7 +35,9 @@ for name, v in res.items():
     for row in v["summary"]:
         print(f"{name} {row['point_id']}: {row['status']}  {row['output_token_throughput_tps'] or 0:.0f} tok/s  "
               f"TTFT p50 {row['client_ttft_ms_p50'] or 0:.1f} ms  ITL p50 {row['client_itl_ms_p50'] or 0:.2f} ms  "
-              f"queue p50 {row['server_queue_wait_ms_p50'] or 0:.1f} ms  gap p50 {row['client_minus_task_wall_ms_p50'] or 0:.1f} ms")
+              f"queue p50 {row['server_queue_wait_ms_p50'] or 0:.1f} ms  gap p50 {row['client_minus_task_wall_ms_p50'] or 0:.1f} ms"
+              + (f"  harness ceiling {row['ceiling_output_token_throughput_tps']:.0f} tok/s, share {row['share_of_ceiling']:.0%}"
+                 if row.get("share_of_ceiling") is not None and row["share_of_ceiling"] == row["share_of_ceiling"] else ""))
 PY
 tar czf "$OUT/logs.tgz" logs results/session/"$KEY"/*/*/session.json results/session/"$KEY"/*/*/server.log 2>/dev/null
 exit $rc
