@@ -80,13 +80,11 @@ def run_ceiling(session: Session) -> None:
     out.mkdir(parents=True, exist_ok=True)
     rec = session.record.ceiling = CeilingRecord(step_ms=session.cfg.ceiling_step_ms)
     session.record.server_exit_code = session.srv.stop()   # the stack is done: the ceiling runs alone
-    srv = None
+    srv, session.stage_name, t0 = None, "ceiling-startup", time.time_ns()
     try:
         srv = _server(session, out)
         rec.server_command, rec.settings = srv.argv, {"engine": "synthetic", "step_ms": rec.step_ms,
                                                       "max_batch": srv.engine.max_batch}
-        session.stage_name = "ceiling-startup"
-        t0 = time.time_ns()
         srv.start()
         srv.wait_healthy(session.cfg.startup_timeout)
         session.record.stages[session.stage_name] = StageTime.between(t0, time.time_ns())
