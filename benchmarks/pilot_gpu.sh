@@ -8,13 +8,8 @@ set -uo pipefail
 OUT=${1:?OUT dir}; CONFIG=${2:-config/pilot-embedded-0.6b.yaml}; KEY=${3:-pilot-gpu}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
-if [ -d .whl ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-  export PYTHONPATH=/tmp/site:$ROOT/src PATH=/tmp/site/bin:$PATH
-fi
-mkdir -p /tmp/qf-bin "$OUT"
-printf '#!/bin/sh\nexec python3 -m qualflow.cli "$@"\n' > /tmp/qf-bin/qualflow && chmod +x /tmp/qf-bin/qualflow
-export PATH=/tmp/qf-bin:$PATH PYTHONUNBUFFERED=1 TORCHINDUCTOR_CACHE_DIR=${TORCHINDUCTOR_CACHE_DIR:-/tmp/inductor}
+. benchmarks/device_env.sh || exit 1
+mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
 SNAKEFILE=$( [ -f workflow/Snakefile ] && echo workflow/Snakefile || echo Snakefile )
 t0=$(date +%s)
@@ -40,7 +35,9 @@ for name, v in res.items():
     for row in v["summary"]:
         print(f"{name} {row['point_id']}: {row['status']}  {row['output_token_throughput_tps'] or 0:.0f} tok/s  "
               f"TTFT p50 {row['client_ttft_ms_p50'] or 0:.1f} ms  ITL p50 {row['client_itl_ms_p50'] or 0:.2f} ms  "
-              f"queue p50 {row['server_queue_wait_ms_p50'] or 0:.1f} ms  gap p50 {row['client_minus_task_wall_ms_p50'] or 0:.1f} ms")
+              f"queue p50 {row['server_queue_wait_ms_p50'] or 0:.1f} ms  gap p50 {row['client_minus_task_wall_ms_p50'] or 0:.1f} ms"
+              + (f"  harness ceiling {row['ceiling_output_token_throughput_tps']:.0f} tok/s, share {row['share_of_ceiling']:.0%}"
+                 if row.get("share_of_ceiling") is not None and row["share_of_ceiling"] == row["share_of_ceiling"] else ""))
 PY
 tar czf "$OUT/logs.tgz" logs results/session/"$KEY"/*/*/session.json results/session/"$KEY"/*/*/server.log 2>/dev/null
 exit $rc

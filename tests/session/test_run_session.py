@@ -11,6 +11,8 @@ import os
 import socket
 import stat
 
+import pytest
+
 from qualflow.runtime.config import EngineConfig
 from qualflow.session.config import SessionConfig
 from qualflow.session.run import run_session
@@ -121,13 +123,18 @@ def test_a_cuda_session_leases_a_free_gpu_and_records_it(tmp_path, monkeypatch, 
 
 def test_collaborators_are_injected_and_the_session_records_their_outcome(tmp_path, bundle_dir):
     """The server comes from `server_factory` with the session's exact settings, each point's run from
-    `point_runner`; session.json records the outcome of each run and the session's own command."""
+    `point_runner`; session.json records the outcome of each run and the session's own command. A
+    point marked harness_ceiling then runs once more (not per repeat), the stack's server stopped, on
+    a second server from the factory: the synthetic engine on the same bundle, which really streams;
+    that run failing is the ceiling's failure, and the session still succeeds."""
+    import urllib.request
+
     from qualflow.aiperf.exports import Verdict
     from qualflow.aiperf.record import PointRun
     from qualflow.invocation import set_argv
     from qualflow.session.server_process import ServerProcess
 
-    made, ran = [], []
+    made, ran, streamed = [], [], []
 
     def factory(server, engine, *, log_path):
         made.append((server, engine))
@@ -135,33 +142,55 @@ def test_collaborators_are_injected_and_the_session_records_their_outcome(tmp_pa
 
     def runner(point, client, *, point_dir, phase_header=None, options=None, **_):
         ran.append((point.point_id, client.url, client.model_name, client.tokenizer, phase_header,
-                    options.workers_max, options.timeout_s))
+                    options.workers_max, options.timeout_s, port_is_free("127.0.0.1", made[0][0].port)))
+        if "ceiling" in point_dir.parts:   # one real request to the synthetic server, then a failure
+            body = json.dumps({"model": "m", "input": "hi", "max_output_tokens": 3, "stream": True}).encode()
+            req = urllib.request.Request(client.url + "/v1/responses", body, {"content-type": "application/json",
+                                                                              "x-qualflow-phase": phase_header})
+            streamed.append(urllib.request.urlopen(req, timeout=30).read().decode())
+            raise RuntimeError("stand-in AIPerf failure")
         rec = PointRun(point=point, command="stand-in", exit_code=0, verdict=Verdict(ok=False, reasons=["stand-in"]))
         point_dir.mkdir(parents=True, exist_ok=True)
         rec.write(point_dir / "run.json")
         return rec
 
-    plan = [{**POINTS[0], "repeats": 2}]
+    plan = [{**POINTS[0], "repeats": 2, "harness_ceiling": True}]
     (tmp_path / "points.json").write_text(json.dumps({"points": plan, "slos": {}}))
     set_argv(["session", "--points", str(tmp_path / "points.json")])
     try:
-        cfg = dataclasses.replace(_cfg(tmp_path, bundle_dir, protocol=False, aiperf_workers=2, aiperf_timeout=60),
+        cfg = dataclasses.replace(_cfg(tmp_path, bundle_dir, protocol=False, aiperf_workers=2, aiperf_timeout=60,
+                                       ceiling_step_ms=2.0),
                                   points=str(tmp_path / "points.json"), engine=EngineConfig(max_batch=2))
         rc = run_session(cfg, server_factory=factory, point_runner=runner)
     finally:
         set_argv([])
     assert rc == 0
-    (server, engine), = made
+    (server, engine), (ceiling_server, ceiling_engine) = made
     assert engine == EngineConfig(max_batch=2) and server.bundle == str(bundle_dir) and server.model_name == "m"
     assert server.timing_log == str(tmp_path / "s" / "server_timing.jsonl") and server.port != 0
     s = json.loads((tmp_path / "s" / "session.json").read_text())
-    assert [r[0] for r in ran] == ["tiny_c1", "tiny_c1"] and [r[4] for r in ran] == ["aiperf:tiny_c1", "aiperf:tiny_c1.r2"]
-    assert ran[0][1:4] == (s["url"], "m", str(bundle_dir)) and ran[0][5:] == (2, 60.0)
+    assert [r[0] for r in ran] == ["tiny_c1"] * 3
+    assert [r[4] for r in ran] == ["aiperf:tiny_c1", "aiperf:tiny_c1.r2", "aiperf:tiny_c1"]
+    assert ran[0][1:4] == (s["url"], "m", str(bundle_dir)) and ran[0][5:7] == (2, 60.0)
     assert s["points"] == {key: {"command": "stand-in", "exit_code": 0, "ok": False, "reasons": ["stand-in"]}
                            for key in ("tiny_c1", "tiny_c1.r2")}
     assert s["command"] == f"qualflow session --points {tmp_path / 'points.json'}"
     assert s["settings"]["max_batch"] == 2 and "--max-batch" in s["server_command"]
     assert s["timing_records_missing"] == 0 and s["error"] is None
+    # the harness ceiling: the synthetic engine on the same bundle and batch, after the stack's server stopped
+    assert ceiling_engine == EngineConfig(max_batch=2, engine_kind="synthetic", step_ms=2.0)
+    assert ceiling_server.bundle == str(bundle_dir) and ceiling_server.port != server.port
+    assert ran[2][1] == f"http://127.0.0.1:{ceiling_server.port}" and ran[2][2:4] == ("m", str(bundle_dir))
+    assert ran[2][7] and not ran[0][7]   # the stack's port: free during the ceiling's run only
+    assert '"text":" token token token"' in streamed[0] and "response.incomplete" in streamed[0]
+    c = s["ceiling"]
+    argv = c["server_command"]
+    assert c["step_ms"] == 2.0 and argv[argv.index("--engine") + 1] == "synthetic"
+    assert argv[argv.index("--step-ms") + 1] == "2.0"
+    assert c["error"] == {"stage": "ceiling:tiny_c1", "type": "RuntimeError", "message": "stand-in AIPerf failure"}
+    timing = (tmp_path / "s" / "ceiling" / "server_timing.jsonl").read_text()
+    assert '"tag": "aiperf:tiny_c1"' in timing
+    assert port_is_free("127.0.0.1", ceiling_server.port) and port_is_free("127.0.0.1", server.port)
 
 
 def _hashes(root) -> dict[str, str]:
@@ -200,3 +229,14 @@ def test_a_failure_reason_is_one_line_and_the_log_tail_is_in_the_record(tmp_path
     assert "exited with code" in s["error"]["message"] and "server_log_tail" in s["error"]["message"]
     tail = s["server_log_tail"]
     assert isinstance(tail, list) and any("no-such-bundle" in ln for ln in tail), tail
+
+
+
+def test_an_endpoint_cannot_have_a_harness_ceiling(tmp_path):
+    """The ceiling is our server on the synthetic engine, which needs our bundle: refused before
+    anything is written."""
+    cfg = SessionConfig(out=str(tmp_path / "s"), points=json.dumps([{**POINTS[0], "harness_ceiling": True}]),
+                        endpoint=json.dumps({"url": "http://127.0.0.1:1", "model": "m"}))
+    with pytest.raises(ValueError, match="harness_ceiling needs our server's bundle"):
+        run_session(cfg)
+    assert not (tmp_path / "s").exists()

@@ -25,6 +25,7 @@ FIELD_OF = {
     ("server", "host"): (SESSION, "host"),
     ("server", "port"): (SESSION, "port"),
     ("server", "startup_timeout_s"): (SESSION, "startup_timeout"),
+    ("server", "ceiling_step_ms"): (SESSION, "ceiling_step_ms"),
     ("warmup", "requests"): (SESSION, "warmup_requests"),
     ("warmup", "max_output_tokens"): (SESSION, "warmup_max_tokens"),
     ("aiperf", "workers_max"): (SESSION, "aiperf_workers"),

@@ -50,6 +50,12 @@ def _check_config():
             )
         if "endpoint" in mc:
             mc["profiles"] = [ENDPOINT_PROFILE]
+            ceiling = [w for w in mc["workloads"] if config["workloads"][w].get("harness_ceiling")]
+            if ceiling:
+                raise ValueError(
+                    f"config: models.{m} is an endpoint, and workloads {ceiling} have harness_ceiling: the "
+                    "ceiling is our server on the synthetic engine, which needs our bundle"
+                )
         ck = mc.get("checkpoint")
         local = ck is not None and ck != "embedded" and (os.path.isabs(ck) or Path(ck).exists()
                                                         or ck.startswith((".", "~")))

@@ -4,6 +4,8 @@
 #     -> warmup (fixed requests, each with its own X-Request-ID -> warmup.parquet)
 #     -> protocol_checks (openai SDK conformance checks -> protocol.parquet)
 #     -> AIPerf point 1..N, sequentially (points/<point>/aiperf + command.sh + run.json)
+#     -> the harness ceiling, where a workload has harness_ceiling: the same points against a
+#        synthetic-engine server (ceiling/; qualflow.session.ceiling)
 #     -> stop (finally; also on Ctrl-C/SIGTERM, and if Snakemake itself dies: PDEATHSIG)
 #
 # Not Snakemake `service()` jobs, because their consumers start simultaneously (warm-up, protocol
@@ -49,6 +51,7 @@ rule aiperf_profile:
         max_context=config["server"]["max_context"],
         cpu_threads=config["server"]["cpu_threads"],
         startup_timeout=config["server"]["startup_timeout_s"],
+        ceiling_step_ms=config["server"]["ceiling_step_ms"],
         warmup_requests=config["warmup"]["requests"],
         warmup_max_tokens=config["warmup"]["max_output_tokens"],
         protocol="" if config["protocol_checks"] else "--no-protocol",
@@ -68,7 +71,8 @@ rule aiperf_profile:
         " --model-name {params.model_name} --device {params.device} --host {params.host}"
         " --port {params.port} --max-batch {params.max_batch} --max-context {params.max_context}"
         " --cpu-threads {params.cpu_threads}"
-        " --startup-timeout {params.startup_timeout} --warmup-requests {params.warmup_requests}"
+        " --startup-timeout {params.startup_timeout} --ceiling-step-ms {params.ceiling_step_ms}"
+        " --warmup-requests {params.warmup_requests}"
         " --warmup-max-tokens {params.warmup_max_tokens} {params.protocol}"
         " --aiperf-workers {params.aiperf_workers} --aiperf-record-processors {params.aiperf_rp}"
         " --aiperf-timeout {params.aiperf_timeout} {params.unpinned_client} --record-failures"

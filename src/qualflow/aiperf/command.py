@@ -43,6 +43,9 @@ class AiperfPoint:
     # qualflow's request extensions (ignore_eos, min_tokens); false: standard Responses fields only,
     # for an endpoint that rejects (or would silently ignore) fields outside the spec
     request_extensions: bool = True
+    # also run the point against a synthetic-engine server (the session's harness ceiling): no change
+    # to the requests, recorded as the ceiling's runs, never as the stack's
+    harness_ceiling: bool = False
 
     @classmethod
     def from_dict(cls, d: dict) -> "AiperfPoint":

@@ -17,6 +17,7 @@ from qualflow.aiperf import exports
 from qualflow.aiperf.command import AiperfPoint
 from qualflow.configs import from_args
 from qualflow.evidence import slo as slo_mod
+from qualflow.evidence.ceiling import Ceiling, ceiling_columns, ceiling_failure, read_ceilings
 from qualflow.evidence.freshness import Measured
 from qualflow.evidence.inputs import EvidenceInputs, Sources
 from qualflow.evidence.requests import request_table
@@ -53,6 +54,7 @@ class Joined:
     protocol: pd.DataFrame
     implemented: tuple[bool, list[str]]
     slos: Mapping[str, dict]
+    ceilings: Mapping[str, Ceiling]   # point id -> its harness-ceiling run (evidence.ceiling)
 
 
 @dataclass(frozen=True, eq=False)
@@ -94,7 +96,8 @@ def _prepare(inputs: EvidenceInputs, points: Sequence[AiperfPoint], slos: Mappin
         else pd.DataFrame(columns=["name", "passed", "detail", "request_id"])
     return Joined(inputs=inputs, src=src, run_id=run_id, key=key, requests=request_table(session_dir, points, key, run_id),
                   correctness=_keyed(corr, key, "correctness"), protocol=_keyed(proto, key, "protocol"),
-                  implemented=_implemented(inputs, src), slos=slos or {})
+                  implemented=_implemented(inputs, src), slos=slos or {},
+                  ceilings=read_ceilings(session_dir, reached(src.session.ceiling)))
 
 
 def _repeat(j: Joined, p: AiperfPoint, k: int) -> Repeat:
@@ -107,6 +110,9 @@ def _repeat(j: Joined, p: AiperfPoint, k: int) -> Repeat:
                            server_timing=not j.src.session.endpoint)
     srow.update(repeat=k, repeats=p.repeats)
     session = j.src.session
+    if p.harness_ceiling:   # beside the stack's figures, never part of its status
+        srow.update(ceiling_columns(j.ceilings.get(p.point_id), srow.get("output_token_throughput_tps"),
+                                    ceiling_failure(reached(session.ceiling))))
     acc_ok, acc_reasons = accounting_ok(srow, server_timing=not session.endpoint)
     status = StatusInputs(
         implemented=j.implemented[0], implemented_reasons=j.implemented[1], correctness=j.correctness,
@@ -168,6 +174,16 @@ def _session_cols(j: Joined) -> dict:
     }
 
 
+def _commands(j: Joined, p: AiperfPoint, run: PointRun | None) -> str:
+    """`runs.commands`, with the harness ceiling's server and AIPerf commands where the point had one."""
+    commands, ceiling = j.src.commands(run), j.ceilings.get(p.point_id) if p.harness_ceiling else None
+    if ceiling is None:
+        return commands
+    record = reached(j.src.session.ceiling)
+    return json.dumps({**json.loads(commands), "ceiling_server": record.server_command if record else None,
+                       "ceiling_aiperf": ceiling.command}, default=str)
+
+
 def _judge_point(j: Joined, p: AiperfPoint, shared: dict) -> tuple[list[dict], list[dict], list[dict]]:
     """The point's summary, runs and targets rows: each repeat's status, the SLOs over all of them."""
     reps = [_repeat(j, p, k) for k in range(1, p.repeats + 1)]
@@ -187,7 +203,7 @@ def _judge_point(j: Joined, p: AiperfPoint, shared: dict) -> tuple[list[dict], l
                      "status_reasons": "; ".join(reasons) or None,
                      "dataset_sha256": run.dataset_sha256 if run else None, "seed": p.seed,
                      "input_file_sha256": run.input_file_sha256 if run else None, "streaming": p.streaming,
-                     "workload": json.dumps(p.to_dict(), sort_keys=True), "commands": j.src.commands(run)})
+                     "workload": json.dumps(p.to_dict(), sort_keys=True), "commands": _commands(j, p, run)})
     return summaries, runs, targets
 
 

@@ -105,6 +105,15 @@ SUMMARY = {
     "goodput_fraction": "fraction of the sent profiling requests that succeeded and met every per-request goodput "
                         "bound of the SLO (null without a goodput SLO)",
     "aiperf_goodput_fraction": "AIPerf good_request_count / request_count (--goodput; null without a goodput SLO)",
+    "ceiling_step_ms": "step clock (ms) of the harness ceiling: the point run once more, same AIPerf settings, "
+                       "against our server on the synthetic engine (workload harness_ceiling; null without one)",
+    "ceiling_output_token_throughput_tps": "AIPerf output_token_throughput of the point's harness-ceiling run: "
+                                           "the serving path and AIPerf with no model behind them (null: no "
+                                           "ceiling, or its run was not valid)",
+    "ceiling_client_itl_ms_p50": "AIPerf inter_token_latency p50 of the harness-ceiling run",
+    "share_of_ceiling": "output_token_throughput_tps / ceiling_output_token_throughput_tps: near 1, the serving "
+                        "path or AIPerf is the limit; well below, the stack's engine is",
+    "ceiling_reasons": "why the point has no ceiling figures although its workload asked for them",
     **{f"{m}_{s}": f"{s} of {m} over the point's samples (evidence.samples: matched profiling requests; "
                    "for an endpoint, its error-free client-only ones"
                    + ("; null for an endpoint: no server timing)" if m in SERVER_METRICS else ")")

@@ -46,6 +46,10 @@ class SessionConfig:
         help="name the evidence run id (MODEL.PROFILE.<start time>), recorded in session.json")
     archive_dir: str | None = setting(
         None, help="also keep the session's raw artifacts under ARCHIVE_DIR/<run id>/")
+    ceiling_step_ms: float = setting(
+        1.0, help="step clock in ms of the harness-ceiling server (the synthetic engine), which runs the points "
+                  "marked harness_ceiling again after the stack's; 1 ms is faster than any engine step measured "
+                  "here (an H200's c1 Task step is 2.0 ms), so the ceiling is the serving path's, not the clock's")
     engine: EngineConfig = EngineConfig()
 
     def plan(self) -> PointPlan:

@@ -16,7 +16,7 @@ from typing import Any
 
 from qualflow.aiperf.record import PointRun
 
-__all__ = ["NOT_REACHED", "NotReached", "PointOutcome", "PointRun", "SessionError", "SessionRecord", "StageTime",
+__all__ = ["NOT_REACHED", "CeilingRecord", "NotReached", "PointOutcome", "PointRun", "SessionError", "SessionRecord", "StageTime",
            "StartupRecord", "reached", "repeat_run_id", "run_id_of"]
 
 
@@ -122,12 +122,34 @@ class SessionError:
         return cls(d.get("stage"), d.get("type"), str(d.get("message")))
 
 
+@dataclass
+class CeilingRecord:
+    """session.json's `ceiling`: the harness ceiling, the points marked `harness_ceiling` run again
+    against a second server on the synthetic engine (no model: one token per running request every
+    `step_ms`) after the stack's points. Its runs are the ceiling's, never the stack's: a failure
+    here is recorded in `error` and changes no status of the stack. `points`: each run's outcome by
+    point id (its run.json under ceiling/points/<point id>/)."""
+    step_ms: float
+    server_command: list[str] | None = None
+    settings: dict[str, Any] = field(default_factory=dict)
+    points: dict[str, PointOutcome] = field(default_factory=dict)
+    error: SessionError | None = None
+    server_exit_code: int | None = None
+
+    def to_json(self) -> dict:
+        return _to_json(self, {"points": _SESSION_TO["points"], "error": dataclasses.asdict})
+
+    @classmethod
+    def from_json(cls, d: dict) -> "CeilingRecord":
+        return cls(**_kwargs(cls, d, {"points": _SESSION_FROM["points"], "error": SessionError.from_json}))
+
+
 _SESSION_FROM = {"stages": lambda d: {k: StageTime.from_json(v) for k, v in d.items()},
                  "points": lambda d: {k: PointOutcome.from_json(v) for k, v in d.items()},
-                 "error": SessionError.from_json}
+                 "error": SessionError.from_json, "ceiling": lambda d: CeilingRecord.from_json(d)}
 _SESSION_TO = {"stages": lambda d: {k: dataclasses.asdict(v) for k, v in d.items()},
                "points": lambda d: {k: dataclasses.asdict(v) for k, v in d.items()},
-               "error": dataclasses.asdict}
+               "error": dataclasses.asdict, "ceiling": lambda c: c.to_json()}
 
 
 @dataclass
@@ -158,6 +180,7 @@ class SessionRecord:
     session_ended_ns: int | None | NotReached = NOT_REACHED
     cleanup_errors: list[str] | NotReached = NOT_REACHED
     server_log_tail: list[str] | NotReached = NOT_REACHED   # the failed server's last log lines
+    ceiling: CeilingRecord | NotReached = NOT_REACHED       # the harness ceiling, where points asked for it
 
     @property
     def endpoint(self) -> bool:

@@ -9,9 +9,10 @@ SIGKILL the service shell (orphaning a background server), and on SLURM a servic
 one allocation whose members run sequentially (#4223). Here instead:
 
   start server (own process group, PDEATHSIG) -> wait for /health (timeout) -> warm-up ->
-  protocol checks -> AIPerf point 1..N (sequential) -> stop server (finally; also on SIGTERM/SIGINT/
-  SIGHUP, each handled once, and when Snakemake itself dies: this process has PDEATHSIG=SIGTERM
-  towards it).
+  protocol checks -> AIPerf point 1..N (sequential) -> [the harness ceiling: the points marked
+  `harness_ceiling` again, against a synthetic-engine server; session.ceiling] -> stop server
+  (finally; also on SIGTERM/SIGINT/SIGHUP, each handled once, and when Snakemake itself dies: this
+  process has PDEATHSIG=SIGTERM towards it).
 
 A crash of the server is noticed while any stage runs and fails the session with the server's last
 log lines. Any failure is recorded in session.json (`error`: stage, exception type, message); with
@@ -43,6 +44,7 @@ from qualflow.runtime.config import EngineConfig
 from qualflow.server.config import ServerConfig
 from qualflow.server.timing import read_timing_log
 
+from .ceiling import CEILING_DIR, ceiling_points, run_ceiling
 from .config import SessionConfig
 from .records import NOT_REACHED, PointRun, SessionError, SessionRecord, StageTime, StartupRecord, run_id_of
 from .server_process import ServerError, ServerProcess, free_port
@@ -133,6 +135,7 @@ def _fresh_out(out: Path) -> Path:
     (out / "points").mkdir(exist_ok=True)
     for stale in ("session.json", "startup.json", "warmup.parquet", "protocol.parquet", "server_timing.jsonl"):
         (out / stale).unlink(missing_ok=True)
+    shutil.rmtree(out / CEILING_DIR, ignore_errors=True)   # an earlier session's ceiling is not this one's
     return out
 
 
@@ -214,6 +217,7 @@ def _measure(session: Session) -> None:
     session.record.timing_records_missing = (
         _wait_timing_flushed(session.out / "server_timing.jsonl", session.sent_ids) if ours else None)
     session.note_other_gpu_jobs()
+    run_ceiling(session)
 
 
 def _shut_down(session: Session) -> None:
@@ -261,12 +265,15 @@ def run_session(cfg: SessionConfig, *, server_factory: Callable[..., ServerProce
     if cfg.endpoint is not None:   # refused before anything is written
         from .endpoint import EndpointSpec, pinned_checkpoint
         spec, checkpoint = EndpointSpec.from_json(cfg.endpoint), pinned_checkpoint(cfg.pin, cfg.checkpoint)
+        if ceiling_points(plan.points):
+            raise ValueError("session: harness_ceiling needs our server's bundle (the synthetic engine serves its "
+                             "tokenizer); an endpoint's points cannot have one")
     remove_stale_tmpdirs()   # a session killed with -9 left its private AIPerf TMPDIR behind
     out = _fresh_out(Path(cfg.out))
     (out / "provenance.json").write_text(json.dumps(collect(with_torch=cfg.engine.device != "cpu"), indent=2))
     srv, client = _our_server(cfg, out, server_factory) if spec is None else _endpoint(spec, out, checkpoint)
     session = Session(cfg, srv=srv, record=_new_record(cfg, srv, client), client=client, points=plan.points,
-                      point_runner=point_runner)
+                      point_runner=point_runner, server_factory=server_factory)
     rc, interrupted = 1, False
     try:
         _install_signal_handlers()

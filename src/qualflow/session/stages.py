@@ -18,7 +18,7 @@ from .records import NOT_REACHED, PointOutcome, PointRun, SessionRecord, StageTi
 from .server_process import ServerError, ServerProcess, http_get_json
 
 
-def _engine_watch(srv: ServerProcess, every_s: float = 2.0):
+def engine_watch(srv: ServerProcess, every_s: float = 2.0):
     """The server process alive and, at most every `every_s`, its /health not reporting a dead engine."""
     last = [0.0]
 
@@ -38,13 +38,15 @@ def _engine_watch(srv: ServerProcess, every_s: float = 2.0):
 
 class Session:
     """The stages of one serving session, in order; each records its wall time in the record's
-    `stages`. `point_runner`: runs one AIPerf point (qualflow.aiperf.runner.run_point's signature)."""
+    `stages`. `point_runner`: runs one AIPerf point (qualflow.aiperf.runner.run_point's signature);
+    `server_factory`: makes a further server of ours (the harness ceiling's; ServerProcess's signature)."""
 
     def __init__(self, cfg: SessionConfig, *, srv: ServerProcess, record: SessionRecord, client: ClientOptions,
-                 points: Sequence[AiperfPoint], point_runner: Callable[..., PointRun] | None = None):
+                 points: Sequence[AiperfPoint], point_runner: Callable[..., PointRun] | None = None,
+                 server_factory: Callable[..., ServerProcess] | None = None):
         self.cfg, self.srv, self.record, self.client, self.points = cfg, srv, record, client, list(points)
         self.out = Path(cfg.out)
-        self.point_runner = point_runner
+        self.point_runner, self.server_factory = point_runner, server_factory
         self.sent_ids: set[str] = set()
         self.stage_name = "setup"
         self.lease = None
@@ -141,7 +143,7 @@ class Session:
         runner = self.point_runner or run_point
         options = AiperfOptions(workers_max=self.cfg.aiperf_workers,
                                 record_processors=self.cfg.aiperf_record_processors, timeout_s=self.cfg.aiperf_timeout)
-        watch = _engine_watch(self.srv)
+        watch = engine_watch(self.srv)
         runs = [(p, k) for p in self.points for k in range(1, p.repeats + 1)]
         for n, (p, k) in enumerate(runs, 1):
             key, tag = point_key(p.point_id, k), aiperf_tag(p.point_id, k)

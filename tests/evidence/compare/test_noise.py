@@ -162,3 +162,15 @@ def test_a_point_recorded_with_its_set_keys_only_fingerprints_as_the_full_point(
     assert fb == fh and fb.comparable_to(fh)
     other = fingerprint({**row, "workload": json.dumps({**full, "osl": 32})})
     assert other != fb
+
+
+def test_a_point_with_a_harness_ceiling_stays_comparable_to_the_same_point_without():
+    """harness_ceiling adds a run against the synthetic engine and changes none of the stack's
+    requests: it is no part of the fingerprint, as repeats is not."""
+    from qualflow.evidence.compare.noise import fingerprint
+
+    point = {"point_id": "tiny_c2", "concurrency": 2, "isl": 32, "osl": 16, "workload": "tiny"}
+    row = {"dataset_sha256": "d", "server_settings": '{"device": "cpu"}', "status": "slo-met"}
+    plain = fingerprint({**row, "workload": json.dumps(point)})
+    with_ceiling = fingerprint({**row, "workload": json.dumps({**point, "harness_ceiling": True})})
+    assert plain == with_ceiling and plain.comparable_to(with_ceiling)

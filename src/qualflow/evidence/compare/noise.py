@@ -39,7 +39,7 @@ def server_settings(run_row: dict) -> dict | None:
 
 
 # workload settings that do not change what one run measures: left out of the fingerprint
-NOT_MEASURED = ("repeats",)
+NOT_MEASURED = ("repeats", "harness_ceiling")
 
 
 def workload_settings(run_row: dict) -> dict:

@@ -1,0 +1,223 @@
+"""The Python side of benchmarks/server_speed.sh (which runs the servers and AIPerf):
+
+  task WORK BUNDLE DEVICE MAX_BATCH ISL OSL C...   the Task alone at each concurrency -> WORK/task_level.json
+  report WORK OUT NAME BASELINE C...               Task, server and harness ceiling side by side per point,
+                                                   and this run against BASELINE (a committed result; "" for
+                                                   the newest committed one of this device) -> OUT/NAME
+  scaling WORK OUT NAME GRID C...                  the ceiling's output tok/s per AIPerf workers:record_processors
+                                                   pair and point -> OUT/NAME
+
+WORK holds server/ (timing.jsonl, aiperf_c<C>/) and ceiling/ (aiperf_c<C>/), or scaling/w<W>_rp<RP>/aiperf_c<C>/.
+The figures are AIPerf's own (profile_export_aiperf.json); the client-minus-Task gap pairs each profiling
+record with the server's timing record by request id."""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+import sys
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def task_requests(c: int) -> int:
+    """Profiling requests of a point (the committed results' counts)."""
+    return 16 if c == 1 else (256 if c == 64 else 4 * c)
+
+
+def run_task(work: str, bundle: str, device: str, max_batch: int, isl: int, osl: int, points: list[int]) -> None:
+    import asyncio
+
+    from qualflow.runtime import EngineConfig, load_task
+    from qualflow.runtime.bench_point import run_point
+    task = load_task(bundle, EngineConfig(device=device, max_batch=max_batch, max_context=512))
+    res = {"load_timing": task.load_timing, "isl": isl, "osl": osl}
+    try:
+        asyncio.run(run_point(task, max_batch, isl, min(16, osl), max_batch))   # warm-up: every batch size once
+        for c in points:
+            r = asyncio.run(run_point(task, c, isl, osl, task_requests(c)))
+            res[f"c{c}"] = r
+            print(f"Task c{c}: {r['output_tok_per_s']:.0f} tok/s  TTFT p50 {r['ttft_ms_p50']:.1f} ms  "
+                  f"ITL p50 {r['itl_ms_p50']:.2f} ms", flush=True)
+    finally:
+        task.close()
+    Path(work, "task_level.json").write_text(json.dumps(res, indent=2))
+
+
+def _aiperf(d: Path) -> dict | None:
+    f = d / "profile_export_aiperf.json"
+    return json.loads(f.read_text()) if f.exists() else None
+
+
+def _stat(j: dict | None, tag: str, key: str = "avg"):
+    b = (j or {}).get(tag)
+    return b.get(key) if isinstance(b, dict) else None
+
+
+def _gaps(d: Path, records: dict) -> list[float]:
+    rows = [json.loads(ln) for ln in (d / "profile_export.jsonl").read_text().splitlines()] \
+        if (d / "profile_export.jsonl").exists() else []
+    return sorted(r["metrics"]["request_latency"]["value"] - records[rid]["public_task_call_wall_ns"] / 1e6
+                  for r in rows if r["metadata"].get("benchmark_phase") == "profiling"
+                  and (rid := r["metadata"].get("x_request_id")) in records and "request_latency" in r.get("metrics", {}))
+
+
+def _pct(a: list[float], q: float):
+    return a[min(len(a) - 1, int(len(a) * q))] if a else None
+
+
+def _ratio(a, b):
+    return a / b if a and b else None
+
+
+def point_figures(work: Path, c: int, task: dict, records: dict) -> dict:
+    """One point: the Task's, the server's and the ceiling's figures (the server's keys as committed)."""
+    srv, ceil, t = _aiperf(work / "server" / f"aiperf_c{c}"), _aiperf(work / "ceiling" / f"aiperf_c{c}"), task.get(f"c{c}", {})
+    gaps = _gaps(work / "server" / f"aiperf_c{c}", records)
+    s_tps, c_tps, t_tps = (_stat(srv, "output_token_throughput"), _stat(ceil, "output_token_throughput"),
+                           t.get("output_tok_per_s"))
+    return {"server_output_tok_per_s": s_tps, "task_output_tok_per_s": t_tps, "server_share_of_task": _ratio(s_tps, t_tps),
+            "ttft_ms_p50": _stat(srv, "time_to_first_token", "p50"), "itl_ms_p50": _stat(srv, "inter_token_latency", "p50"),
+            "task_ttft_ms_p50": t.get("ttft_ms_p50"), "task_itl_ms_p50": t.get("itl_ms_p50"),
+            "errors": _stat(srv, "error_request_count") or 0, "requests": _stat(srv, "request_count"),
+            "matched": len(gaps), "client_minus_task_ms_p50": _pct(gaps, 0.5), "client_minus_task_ms_p99": _pct(gaps, 0.99),
+            "ceiling_output_tok_per_s": c_tps, "server_share_of_ceiling": _ratio(s_tps, c_tps),
+            "task_share_of_ceiling": _ratio(t_tps, c_tps),
+            "ceiling_ttft_ms_p50": _stat(ceil, "time_to_first_token", "p50"),
+            "ceiling_itl_ms_p50": _stat(ceil, "inter_token_latency", "p50"),
+            "ceiling_errors": _stat(ceil, "error_request_count") or 0, "ceiling_requests": _stat(ceil, "request_count")}
+
+
+def device_tag(name: str) -> str:
+    """The device part of a result's file name: 'NVIDIA H200' -> 'NVIDIA-H200'."""
+    return re.sub(r"[^A-Za-z0-9]+", "-", name).strip("-") or "cpu"
+
+
+def newest_baseline(tag: str) -> Path | None:
+    """The newest committed server-speed result of this device: by the date its name starts with,
+    then by the time it records (`recorded_utc`; older results have none), then by modification time."""
+    def key(p: Path):
+        try:
+            recorded = json.loads(p.read_text()).get("recorded_utc") or ""
+        except (OSError, ValueError):
+            recorded = ""
+        return p.name[:10], recorded, p.stat().st_mtime
+    found = [p for p in RESULTS.glob(f"*-{tag}-server-speed*.json") if re.match(r"\d{4}-\d\d-\d\d-", p.name)]
+    return max(found, key=key) if found else None
+
+
+def _n(v, fmt="{:,.0f}") -> str:
+    return "-" if v is None else fmt.format(v)
+
+
+def _pc(v) -> str:
+    return "-" if v is None else f"{100 * v:.0f}%"
+
+
+def print_side_by_side(res: dict, points: list[int]) -> None:
+    print(f"\n{'point':>6} | {'Task tok/s':>10} | {'server tok/s':>12} {'/Task':>5} | {'ceiling tok/s':>13} "
+          f"{'server/ceil':>11} | ITL p50 Task / server / ceiling | TTFT p50 server / ceiling | gap p50")
+    for c in points:
+        r = res[f"c{c}"]
+        print(f"{'c' + str(c):>6} | {_n(r['task_output_tok_per_s']):>10} | {_n(r['server_output_tok_per_s']):>12} "
+              f"{_pc(r['server_share_of_task']):>5} | {_n(r['ceiling_output_tok_per_s']):>13} "
+              f"{_pc(r['server_share_of_ceiling']):>11} | {_n(r['task_itl_ms_p50'], '{:.2f}')} / "
+              f"{_n(r['itl_ms_p50'], '{:.2f}')} / {_n(r['ceiling_itl_ms_p50'], '{:.2f}')} ms | "
+              f"{_n(r['ttft_ms_p50'], '{:.1f}')} / {_n(r['ceiling_ttft_ms_p50'], '{:.1f}')} ms | "
+              f"{_n(r['client_minus_task_ms_p50'], '{:.2f}')} ms  (errors {r['errors']:.0f}/{r['ceiling_errors']:.0f})")
+
+
+def against(res: dict, base: dict, points: list[int]) -> dict:
+    """This run's figures over the baseline's, per point (None where either side lacks one)."""
+    keys = ("task_output_tok_per_s", "server_output_tok_per_s", "server_share_of_task", "ceiling_output_tok_per_s",
+            "itl_ms_p50", "client_minus_task_ms_p50")
+    out = {}
+    for c in points:
+        now, was = res.get(f"c{c}", {}), base.get(f"c{c}") or {}
+        out[f"c{c}"] = {k: {"base": was.get(k), "head": now.get(k), "ratio": _ratio(now.get(k), was.get(k))} for k in keys}
+    return out
+
+
+def print_against(vs: dict, name: str) -> None:
+    print(f"\nthis version against {name} (head / base):")
+    for point, figs in vs.items():
+        cells = []
+        for k, label in (("task_output_tok_per_s", "Task"), ("server_output_tok_per_s", "server"),
+                         ("ceiling_output_tok_per_s", "ceiling")):
+            f = figs[k]
+            cells.append(f"{label} {_n(f['head'])} / {_n(f['base'])} ({_n(f['ratio'], '{:.2f}x')})")
+        sh = figs["server_share_of_task"]
+        cells.append(f"server share of Task {_pc(sh['head'])} / {_pc(sh['base'])}")
+        print(f"  {point}: " + "; ".join(cells))
+
+
+def report(work: str, out: str, name: str, baseline: str, points: list[int], settings: dict) -> dict:
+    work_p = Path(work)
+    task = json.loads((work_p / "task_level.json").read_text()) if (work_p / "task_level.json").exists() else {}
+    timing = work_p / "server" / "timing.jsonl"
+    records = {r["request_id"]: r for r in map(json.loads, timing.read_text().splitlines())} if timing.exists() else {}
+    res = {"recorded_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), **settings,
+           "task_load_timing": task.get("load_timing")}
+    res.update({f"c{c}": point_figures(work_p, c, task, records) for c in points})
+    base_path = Path(baseline) if baseline else newest_baseline(device_tag(settings.get("device_name", "cpu")))
+    print_side_by_side(res, points)
+    if base_path is not None and base_path.exists():
+        res["baseline"] = base_path.name
+        res["vs_baseline"] = against(res, json.loads(base_path.read_text()), points)
+        print_against(res["vs_baseline"], base_path.name)
+    else:
+        print("\nno committed result of this device to compare with")
+    Path(out, name).write_text(json.dumps(res, indent=2) + "\n")
+    print(f"\nwrote {Path(out, name)}")
+    return res
+
+
+def scaling(work: str, out: str, name: str, grid: list[str], points: list[int], settings: dict) -> dict:
+    """The ceiling's output tok/s (and ITL p50, errors) per workers:record_processors pair and point,
+    and each pair's share of the best at that point."""
+    res = {"recorded_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), **settings, "runs": []}
+    for pair in grid:
+        w, rp = pair.split(":")
+        for c in points:
+            j = _aiperf(Path(work) / "scaling" / f"w{w}_rp{rp}" / f"aiperf_c{c}")
+            res["runs"].append({"workers_max": int(w), "record_processors": int(rp), "concurrency": c,
+                                "output_tok_per_s": _stat(j, "output_token_throughput"),
+                                "itl_ms_p50": _stat(j, "inter_token_latency", "p50"),
+                                "ttft_ms_p50": _stat(j, "time_to_first_token", "p50"),
+                                "errors": _stat(j, "error_request_count") or 0, "requests": _stat(j, "request_count")})
+    for c in points:
+        best = max((r["output_tok_per_s"] or 0 for r in res["runs"] if r["concurrency"] == c), default=0)
+        for r in res["runs"]:
+            if r["concurrency"] == c:
+                r["share_of_best"] = _ratio(r["output_tok_per_s"], best)
+    print(f"\n{'workers:rp':>10} " + " ".join(f"{'c' + str(c) + ' tok/s (of best)':>24}" for c in points))
+    for pair in grid:
+        w, rp = (int(x) for x in pair.split(":"))
+        rows = {r["concurrency"]: r for r in res["runs"] if (r["workers_max"], r["record_processors"]) == (w, rp)}
+        print(f"{pair:>10} " + " ".join(f"{_n(rows[c]['output_tok_per_s']) + ' (' + _pc(rows[c]['share_of_best']) + ')':>24}"
+                                        for c in points))
+    Path(out, name).write_text(json.dumps(res, indent=2) + "\n")
+    print(f"\nwrote {Path(out, name)}")
+    return res
+
+
+def main(argv: list[str]) -> int:
+    cmd, rest = argv[0], argv[1:]
+    settings = json.loads(rest.pop()) if cmd in ("report", "scaling") else {}
+    if cmd == "task":
+        work, bundle, device, mb, isl, osl, *pts = rest
+        run_task(work, bundle, device, int(mb), int(isl), int(osl), [int(c) for c in pts])
+    elif cmd == "report":
+        work, out, name, baseline, *pts = rest
+        report(work, out, name, baseline, [int(c) for c in pts], settings)
+    elif cmd == "scaling":
+        work, out, name, grid, *pts = rest
+        scaling(work, out, name, grid.split(), [int(c) for c in pts], settings)
+    else:
+        raise SystemExit(f"unknown command {cmd!r}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
