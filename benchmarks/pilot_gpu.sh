@@ -38,6 +38,11 @@ for name, v in res.items():
               f"queue p50 {row['server_queue_wait_ms_p50'] or 0:.1f} ms  gap p50 {row['client_minus_task_wall_ms_p50'] or 0:.1f} ms"
               + (f"  harness ceiling {row['ceiling_output_token_throughput_tps']:.0f} tok/s, share {row['share_of_ceiling']:.0%}"
                  if row.get("share_of_ceiling") is not None and row["share_of_ceiling"] == row["share_of_ceiling"] else ""))
+        if row.get("reasoning_effort"):
+            print(f"  reasoning {row['reasoning_effort']}: first answer token p50 {row.get('client_ttfot_ms_p50') or 0:.1f} ms "
+                  f"(server {row.get('server_ttfat_ms_p50') or 0:.1f} ms), reasoning tokens mean "
+                  f"{row.get('server_reasoning_tokens_mean') or 0:.0f} (AIPerf {row.get('client_reasoning_tokens_mean') or 0:.0f}), "
+                  f"answer tokens mean {row.get('server_answer_tokens_mean') or 0:.0f}")
 PY
 tar czf "$OUT/logs.tgz" logs results/session/"$KEY"/*/*/session.json results/session/"$KEY"/*/*/server.log 2>/dev/null
 exit $rc

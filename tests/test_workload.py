@@ -111,13 +111,17 @@ def test_the_embedded_default_expands_to_its_points():
     config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
     validate(config, schema=str(REPO / "workflow" / "schemas" / "config.schema.yaml"))
     plan = plan_points({w: config["workloads"][w] for w in config["models"]["embedded"]["workloads"]})
-    assert [p.point_id for p in plan.points] == ["tiny_c2", "tiny_r2", "chat_c2"]
+    assert [p.point_id for p in plan.points] == ["tiny_c2", "tiny_r2", "chat_c2", "chat-reasoning_c2"]
     assert plan.points[1] == AiperfPoint(
         point_id="tiny_r2", workload="tiny", concurrency=None, request_rate=2, arrival_pattern="poisson",
         isl=32, osl=16, request_count=16, warmup_request_count=4, seed=42, goodput={"ttft_ms": 10000})
     assert plan.points[2] == AiperfPoint(
         point_id="chat_c2", workload="chat", concurrency=2, isl=None, input_file="workloads/prompts/chat-v1.jsonl",
         osl=16, request_count=16, warmup_request_count=2, seed=42, sampling={"temperature": 0.7, "top_p": 0.9})
+    assert plan.points[3] == replace(plan.points[2], point_id="chat-reasoning_c2", workload="chat-reasoning",
+                                     reasoning={"effort": "medium"}, osl=288, request_count=8, warmup_request_count=1,
+                                     sampling={"temperature": 0.6, "top_p": 0.95})
+    assert plan.points[3].extra_inputs_payload()["reasoning"] == {"effort": "medium"}
     assert plan.slos["tiny_r2"] == config["workloads"]["tiny"]["slo"]
     assert replace(plan.points[0], point_id="tiny_r2", concurrency=None, request_rate=2) == plan.points[1]
 

@@ -141,3 +141,18 @@ def test_stale_private_tmpdirs_are_removed(tmp_path):
         (d / "ipc").mkdir(parents=True)
     assert remove_stale_tmpdirs(str(tmp_path)) == [dead]
     assert not dead.exists() and mine.exists()
+
+
+def test_reasoning_reaches_the_payload_nested_as_aiperf_parses_extra_inputs():
+    """`reasoning: {effort}` goes into --extra-inputs as one JSON object, which AIPerf 0.13.0 parses
+    into top-level (key, value) pairs merged into every payload: `reasoning` arrives as a nested
+    object, with or without our request extensions (it is a standard Responses field)."""
+    from aiperf.config.loader.parsing import parse_str_or_dict_as_tuple_list
+    client = ClientOptions(url="u", model_name="m", tokenizer="t")
+    for extensions in (True, False):
+        p = _point(input_file="prompts.jsonl", isl=None, reasoning={"effort": "medium"},
+                   sampling={"temperature": 0.6}, request_extensions=extensions)
+        pairs = parse_str_or_dict_as_tuple_list(_flag(build_command(p, client, artifact_dir="a"), "--extra-inputs"))
+        assert ("reasoning", {"effort": "medium"}) in pairs and ("temperature", 0.6) in pairs
+        assert ("ignore_eos", True) in pairs if extensions else "ignore_eos" not in dict(pairs)
+    assert "reasoning" not in json.loads(_flag(build_command(_point(), client, artifact_dir="a"), "--extra-inputs"))

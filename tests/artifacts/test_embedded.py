@@ -57,11 +57,18 @@ def test_embedding_rows(embedded_dir):
     assert "model.layers.3.self_attn.q_norm.weight" in keys and "model.layers.4.mlp.up_proj.weight" not in keys
 
 
-def test_transformers_loads_offline_and_is_well_conditioned(embedded_dir):
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+@pytest.fixture(scope="module")
+def hf_tokenizer(embedded_dir):
+    """transformers' tokenizer of the embedded default, loaded offline."""
+    from transformers import AutoTokenizer
     assert os.environ.get("HF_HUB_OFFLINE") == "1"
-    tok = AutoTokenizer.from_pretrained(str(embedded_dir))
+    return AutoTokenizer.from_pretrained(str(embedded_dir))
+
+
+def test_transformers_loads_offline_and_is_well_conditioned(embedded_dir, hf_tokenizer):
+    import torch
+    from transformers import AutoModelForCausalLM
+    tok = hf_tokenizer
     assert tok("Hello world").input_ids == [9707, 1879]
     assert tok.convert_tokens_to_ids("<|im_end|>") == 151645
     msgs = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]
@@ -95,3 +102,19 @@ def test_qwen3_06b_preset_is_the_real_shape():
     c = model_config("qwen3-0.6b")
     assert (c["hidden_size"], c["num_hidden_layers"], c["num_attention_heads"], c["num_key_value_heads"],
             c["head_dim"], c["intermediate_size"], c["max_position_embeddings"]) == (1024, 28, 16, 8, 128, 3072, 40960)
+
+
+def test_thinking_on_renders_as_transformers_does(embedded_dir, hf_tokenizer):
+    """The family's thinking-on prompt (the correctness reasoning variant, requests with `reasoning`)
+    is the checkpoint template's rendering with enable_thinking=True, as transformers renders it for
+    the reference: no empty think block; the family may open the block after the assistant header."""
+    from qualflow.families import get_family
+    hf, family = hf_tokenizer, get_family("qwen3")
+    template = json.loads((embedded_dir / "tokenizer_config.json").read_text())["chat_template"]
+    msgs = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]
+    ref = hf.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True, enable_thinking=True)
+    assert ref.endswith("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n")
+    ours = family.render_prompt(hf.backend_tokenizer, template, "Be brief.", msgs[1:], thinking=True)
+    ref_ids = hf(ref, add_special_tokens=False).input_ids
+    assert ours[:len(ref_ids)] == ref_ids and "</think>" not in hf.decode(ours)
+    assert "<think>\n\n</think>" in hf.decode(family.render_prompt(hf.backend_tokenizer, template, "Be brief.", msgs[1:]))

@@ -9,6 +9,8 @@ import pytest
 from safetensors.torch import load_file, save_file
 
 from qualflow.artifacts.bundle import compute_bundle_hash
+from qualflow.correctness.criteria import check_case, variants
+from qualflow.families import get_family
 from qualflow.files import sha256_file
 from qualflow.cli import main
 
@@ -21,6 +23,15 @@ def test_embedded_default_passes(bundle_dir, tmp_path, capsys):
     assert df.passed.all() and len(df) == 4 * df.prompt_id.nunique() >= 15
     assert (df.thresholds_version == "qwen3-correctness-v1").all()
     assert "criteria passed" in capsys.readouterr().out
+    # the reasoning variant: every prompt again, rendered with thinking on, the same criteria and thresholds
+    plain = [p["id"] for p in get_family("qwen3").correctness_spec()["prompts"]]
+    assert set(df.prompt_id) == set(plain) | {f"{p}@reasoning" for p in plain}
+    for p in plain:
+        a, b = df[df.prompt_id == p].set_index("criterion"), df[df.prompt_id == f"{p}@reasoning"].set_index("criterion")
+        assert (a["threshold"] == b["threshold"]).all() and set(a.index) == set(b.index)
+    assert set(df[df.prompt_id.str.endswith("@reasoning")].case_id) == {
+        f"{p}@reasoning/{c}" for p in plain for c in ("max_rel_logit_diff", "max_kl", "top1_agreement",
+                                                      "greedy_continuation")}
 
 
 def _rebuilt_with_perturbed_weight(bundle_dir, dst):
@@ -84,3 +95,47 @@ def test_the_table_records_the_command_that_wrote_it(tmp_path):
     df.to_parquet(tmp_path / "plain.parquet", index=False)
     assert pq.read_schema(out).remove_metadata().equals(pq.read_schema(tmp_path / "plain.parquet").remove_metadata())
     assert recorded_command(tmp_path / "plain.parquet") is None and recorded_command(None) is None
+
+
+class _Scored:
+    """Just enough of a Task and a reference for check_case: a 4-token vocabulary whose logits put
+    token (last + 1) % 4 first, on both sides; records how each prompt was rendered."""
+
+    def __init__(self):
+        self.rendered = []
+
+    def render_prompt(self, instructions, messages, thinking=False):
+        self.rendered.append(thinking)
+        return [0, 1, 2] + ([3] if thinking else [])
+
+    def logits(self, ids):
+        import torch
+        return torch.nn.functional.one_hot((torch.tensor(ids) + 1) % 4, 4).float() * 5
+
+    score = logits
+
+    def greedy(self, ids, n):
+        out = []
+        for _ in range(n):
+            out.append(((ids + out)[-1] + 1) % 4)
+        return out
+
+    def default_params(self, **kw):
+        from types import SimpleNamespace
+        return SimpleNamespace(**kw)
+
+    def generate_sync(self, req):
+        from types import SimpleNamespace
+        return SimpleNamespace(token_ids=self.greedy(req.prompt_token_ids, req.params.max_new_tokens))
+
+
+def test_a_variant_renders_its_own_way_under_the_same_criteria():
+    spec = {"greedy_tokens": 3, "variants": {"reasoning": {"thinking": True}}}
+    th = {"max_rel_logit_diff": 0.0, "max_kl": 0.0, "top1_margin_tol": 1.0, "top1_agreement": 1.0}
+    task = _Scored()
+    rows = [r for v in variants(spec) for r in check_case(task, task, {"id": "p", "input": "hi"}, spec, th, v)]
+    assert task.rendered == [False, True]
+    assert [r["prompt_id"] for r in rows] == ["p"] * 4 + ["p@reasoning"] * 4
+    assert all(r["passed"] for r in rows)
+    with pytest.raises(ValueError, match=r"variant 'x': unknown settings \['temperature'\]"):
+        variants({"variants": {"x": {"temperature": 1}}})

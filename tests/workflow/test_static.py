@@ -44,10 +44,11 @@ def test_dry_run_has_every_stage(configfile, wf):
     out = r.stdout + r.stderr
     if configfile:   # the pilot replaces (is not merged into) the embedded default
         assert "embedded_checkpoint" not in out and "Qwen/Qwen3-0.6B" in out
-        assert "--device cuda" in out and "chat-1k-256_c64" in point_ids(wf, "dry", "qwen3-0.6b", *args[3:])
+        pilot = point_ids(wf, "dry", "qwen3-0.6b", *args[3:])
+        assert "--device cuda" in out and "chat-1k-256_c64" in pilot and "chat-reasoning_c8" in pilot
     else:
         assert re.search(r"^embedded_checkpoint\s+1$", out, re.M)
-        assert point_ids(wf, "dry", "embedded", *args[3:]) == ["tiny_c2", "tiny_r2", "chat_c2"]
+        assert point_ids(wf, "dry", "embedded", *args[3:]) == ["tiny_c2", "tiny_r2", "chat_c2", "chat-reasoning_c2"]
     # the session's command names its points file: no inline JSON in its log
     (session,) = re.findall(r"^.*exec qualflow session .*$", out, re.M)
     assert "--points results/points/dry/" in session and "{" not in session and len(session) < 1000

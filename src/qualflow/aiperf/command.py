@@ -38,6 +38,7 @@ class AiperfPoint:
     arrival_pattern: str = "poisson"      # AIPerf --request-rate-mode for request_rate points
     input_file: str | None = None         # single-turn JSONL prompt file (AIPerf --input-file)
     sampling: dict = field(default_factory=dict)   # temperature / top_p / top_k, sent via --extra-inputs
+    reasoning: dict = field(default_factory=dict)  # Responses `reasoning` ({effort}), via --extra-inputs; {}: none
     goodput: dict = field(default_factory=dict)    # per-request bounds (GOODPUT_TAGS keys) for AIPerf --goodput
     repeats: int = 1                      # AIPerf runs of this point against the same warmed server
     # qualflow's request extensions (ignore_eos, min_tokens); false: standard Responses fields only,
@@ -64,6 +65,8 @@ class AiperfPoint:
             extra.update(ignore_eos=bool(self.ignore_eos),
                          min_tokens=int(self.osl if self.min_tokens is None else self.min_tokens))
         extra.update(self.sampling)
+        if self.reasoning:   # a standard Responses field: sent with or without the request extensions
+            extra["reasoning"] = dict(self.reasoning)
         extra.update(self.extra_inputs)
         return extra
 

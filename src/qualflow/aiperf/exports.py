@@ -22,7 +22,10 @@ OUTPUTS = "outputs.json"
 CLIENT_METRICS = ("request_latency", "time_to_first_token", "time_to_second_token", "inter_token_latency",
                   "decode_duration", "input_sequence_length", "output_sequence_length",
                   "output_token_count", "osl_mismatch_diff_pct", "output_token_throughput_per_user",
-                  "usage_prompt_tokens", "usage_completion_tokens")
+                  "usage_prompt_tokens", "usage_completion_tokens",
+                  # with reasoning events (response.reasoning_text.delta): the first non-reasoning
+                  # content event's time, and the reasoning text's tokens (client tokenizer)
+                  "time_to_first_output_token", "reasoning_token_count")
 
 
 def sha256_text(s: str | None) -> str | None:

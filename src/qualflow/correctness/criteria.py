@@ -1,5 +1,7 @@
 """Family correctness: the native Task on a bundle against the family's reference implementation,
-on the family's versioned prompts, criteria and thresholds. One row per case and criterion."""
+on the family's versioned prompts, criteria and thresholds. One row per case and criterion. Each
+prompt is checked in every rendering the family declares (its `variants`, e.g. thinking on): the
+same criteria and thresholds, the native Task and the reference given the same rendered ids."""
 from __future__ import annotations
 
 import pandas as pd
@@ -16,8 +18,30 @@ def _margin(logits: torch.Tensor) -> torch.Tensor:
     return top2[..., 0] - top2[..., 1]
 
 
-def check_case(task: Task, reference, prompt: dict, spec: dict, th: dict) -> list[dict]:
-    ids = task.render_prompt(prompt.get("instructions"), [{"role": "user", "content": prompt["input"]}])
+VARIANT_SETTINGS = ("thinking",)
+
+
+def variants(spec: dict) -> list[tuple[str, dict]]:
+    """(name, settings) of every rendering a prompt is checked in: the plain one (name "", thinking
+    off, as requests without `reasoning` are served), then the spec's `variants` in order."""
+    out = [("", {"thinking": False})]
+    for name, how in (spec.get("variants") or {}).items():
+        unknown = set(how) - set(VARIANT_SETTINGS)
+        if unknown:
+            raise ValueError(f"correctness variant {name!r}: unknown settings {sorted(unknown)} "
+                             f"(known: {list(VARIANT_SETTINGS)})")
+        out.append((name, how))
+    return out
+
+
+def check_case(task: Task, reference, prompt: dict, spec: dict, th: dict,
+               variant: tuple[str, dict] = ("", {})) -> list[dict]:
+    """The criteria on one prompt in one rendering; a variant's cases are `<prompt id>@<variant>`."""
+    name, how = variant
+    messages = [{"role": "user", "content": prompt["input"]}]
+    ids = task.render_prompt(prompt.get("instructions"), messages, thinking=True) if how.get("thinking") \
+        else task.render_prompt(prompt.get("instructions"), messages)
+    pid = f"{prompt['id']}@{name}" if name else prompt["id"]
     n = spec["greedy_tokens"]
     ref_cont = reference.greedy(ids, n)
     seq = ids + ref_cont
@@ -27,7 +51,7 @@ def check_case(task: Task, reference, prompt: dict, spec: dict, th: dict) -> lis
     rows = []
 
     def row(criterion, measured, threshold, passed, detail=""):
-        rows.append({"prompt_id": prompt["id"], "criterion": criterion, "measured": float(measured),
+        rows.append({"prompt_id": pid, "criterion": criterion, "measured": float(measured),
                      "threshold": float(threshold), "passed": bool(passed), "detail": detail})
 
     diff = (nat_logits - ref_logits).abs().max().item()
@@ -44,7 +68,7 @@ def check_case(task: Task, reference, prompt: dict, spec: dict, th: dict) -> lis
     row("top1_agreement", frac, th["top1_agreement"], frac >= th["top1_agreement"],
         f"{int(agree.sum())}/{len(agree)} decisive positions ({int((~decisive).sum())} near-ties skipped)")
     params = task.default_params(max_new_tokens=n, temperature=0.0, ignore_eos=True)
-    native = task.generate_sync(GenerationRequest(f"correctness-{prompt['id']}", ids, params)).token_ids
+    native = task.generate_sync(GenerationRequest(f"correctness-{pid}", ids, params)).token_ids
     matched = next((i for i, (a, b) in enumerate(zip(native, ref_cont)) if a != b), n)
     tie = matched < n and margin[matched].item() < th["top1_margin_tol"]
     detail = "identical" if matched == n else (
@@ -62,8 +86,9 @@ def run_correctness(task: Task, checkpoint_dir: str) -> pd.DataFrame:
     th = spec["thresholds"][precision]
     reference = task.family.load_reference(checkpoint_dir)
     rows = []
-    for prompt in spec["prompts"]:
-        rows += check_case(task, reference, prompt, spec, th)
+    for variant in variants(spec):
+        for prompt in spec["prompts"]:
+            rows += check_case(task, reference, prompt, spec, th, variant)
     df = pd.DataFrame(rows)
     df.insert(0, "case_id", [f"{r['prompt_id']}/{r['criterion']}" for r in rows])
     df["thresholds_version"] = spec["version"]

@@ -19,6 +19,9 @@ from qualflow.server.timing import TimingRecord, read_timing_log
 from qualflow.session.records import repeat_run_id
 
 NS_MS = 1e6
+# the thinking columns read from either side's records (null where a record has none)
+THINKING_COLUMNS = ("client_ttfot_ms", "client_reasoning_tokens", "server_reasoning_tokens", "server_answer_tokens",
+                   "server_answer_first_token_ns")
 
 
 def _ms(v):
@@ -39,6 +42,8 @@ def _server_cols(s: TimingRecord | None) -> dict:
         "server_queue_wait_ms": _ms(s.queue_wait_ns), "server_prefill_ms": _ms(s.prefill_ns),
         "server_decode_ms": _ms(s.decode_ns),
         "public_task_call_wall_ms": _ms(s.public_task_call_wall_ns),
+        "server_reasoning_tokens": s.reasoning_tokens, "server_answer_tokens": s.answer_tokens,
+        "server_answer_first_token_ns": s.answer_first_token_ns,
     }
 
 
@@ -91,6 +96,10 @@ def _derive(df: pd.DataFrame) -> pd.DataFrame:
     df["client_to_server_ms"] = (col("server_http_received_ns") - col("client_request_start_ns")) / NS_MS
     df["client_minus_task_wall_ms"] = df["client_e2e_ms"] - col("public_task_call_wall_ms")
     df["client_latency_minus_task_wall_ms"] = col("client_request_latency_ms") - col("public_task_call_wall_ms")
+    df["server_ttft_ms"] = (col("server_first_token_ns") - col("server_http_received_ns")) / NS_MS
+    df["server_ttfat_ms"] = (col("server_answer_first_token_ns") - col("server_http_received_ns")) / NS_MS
+    for c in THINKING_COLUMNS:   # float whether or not any request thought: one arrow type in every run
+        df[c] = col(c).astype(float)
     return df
 
 
@@ -121,6 +130,7 @@ def aiperf_client_rows(point_id: str, artifact_dir: Path, rel_dir: str, repeat: 
             "client_ttst_ms": r["time_to_second_token"], "client_itl_ms": r["inter_token_latency"],
             "client_decode_ms": r["decode_duration"], "client_isl": r["input_sequence_length"],
             "client_osl": r["output_sequence_length"], "client_osl_mismatch_pct": r["osl_mismatch_diff_pct"],
+            "client_ttfot_ms": r["time_to_first_output_token"], "client_reasoning_tokens": r["reasoning_token_count"],
             **_terminal_cols(terminals, r["request_id"], r["client_error"]),
             "input_sha256": exports.sha256_text(text),
             "input_artifact": f"{rel_dir}/inputs.json#{key[0]}/{key[1]}" if text is not None else None,

@@ -68,16 +68,41 @@ REQUESTS = {
     "output_sha256": "sha256 of the output text (when exported)",
     "output_chars": "length of the output text",
     "output_artifact": "where the output text lies",
+    # thinking on (requests with `reasoning`): reasoning first, then the answer
+    "client_ttfot_ms": "AIPerf time_to_first_output_token: to the first non-reasoning content event (the answer); "
+                       "equal to client_ttft_ms without reasoning events",
+    "client_reasoning_tokens": "AIPerf reasoning_token_count (client tokenizer over the reasoning text); null "
+                               "without reasoning events",
+    "server_reasoning_tokens": "reasoning tokens generated (server timing record reasoning_tokens); null where the "
+                               "record has none (no thinking, or a server that does not record it)",
+    "server_answer_tokens": "answer tokens generated after the reasoning (server timing record answer_tokens)",
+    "server_answer_first_token_ns": "server wall clock when the first answer token was produced, epoch ns",
+    "server_ttft_ms": "server_first_token_ns - server_http_received_ns (the first token of any kind, reasoning "
+                      "included)",
+    "server_ttfat_ms": "server_answer_first_token_ns - server_http_received_ns (time to the first answer token)",
 }
 
-# The per-request columns the summary table aggregates, and how (`<metric>_<stat>` columns).
+# The per-request columns the summary table aggregates, and how (`<metric>_<stat>` columns): the
+# latencies, then the figures of thinking (TTFT beside the time to the first answer token, and the
+# token counts; null at a point without reasoning).
 SUMMARY_METRICS = ("client_request_latency_ms", "client_ttft_ms", "client_itl_ms", "public_task_call_wall_ms",
                    "server_queue_wait_ms", "server_prefill_ms", "server_decode_ms", "client_minus_task_wall_ms")
+REASONING_METRICS = ("client_ttfot_ms", "server_ttft_ms", "server_ttfat_ms", "client_reasoning_tokens",
+                     "server_reasoning_tokens", "server_answer_tokens")
 # the ones that need the server's timing records: null for a run without server timing (an endpoint)
 SERVER_METRICS = ("public_task_call_wall_ms", "server_queue_wait_ms", "server_prefill_ms", "server_decode_ms",
-                  "client_minus_task_wall_ms")
+                  "client_minus_task_wall_ms", "server_ttft_ms", "server_ttfat_ms", "server_reasoning_tokens",
+                  "server_answer_tokens")
 SUMMARY_PERCENTILES = (50, 90, 99)
 SUMMARY_STATS = ("mean", *(f"p{q}" for q in SUMMARY_PERCENTILES))
+
+
+def _stat_columns(metrics: tuple[str, ...]) -> dict:
+    return {f"{m}_{s}": f"{s} of {m} over the point's samples (evidence.samples: matched profiling requests; "
+                        "for an endpoint, its error-free client-only ones"
+                        + ("; null for an endpoint: no server timing)" if m in SERVER_METRICS else ")")
+            for m in metrics for s in SUMMARY_STATS}
+
 
 SUMMARY = {
     **_KEY,
@@ -114,10 +139,7 @@ SUMMARY = {
     "share_of_ceiling": "output_token_throughput_tps / ceiling_output_token_throughput_tps: near 1, the serving "
                         "path or AIPerf is the limit; well below, the stack's engine is",
     "ceiling_reasons": "why the point has no ceiling figures although its workload asked for them",
-    **{f"{m}_{s}": f"{s} of {m} over the point's samples (evidence.samples: matched profiling requests; "
-                   "for an endpoint, its error-free client-only ones"
-                   + ("; null for an endpoint: no server timing)" if m in SERVER_METRICS else ")")
-       for m in SUMMARY_METRICS for s in SUMMARY_STATS},
+    **_stat_columns(SUMMARY_METRICS),
     "aiperf_ok": "AIPerf run judged successful from its exports",
     "aiperf_reasons": "why not, if not",
     "dataset_sha256": "sha256 of AIPerf inputs.json (dataset identity)",
@@ -125,6 +147,8 @@ SUMMARY = {
     "payloads_sha256": "sha256 of inputs.json's payloads without their `model` field (the dataset identity "
                        "of a cross-stack comparison: stacks name the model differently)",
     "status": "qualification status reached for this point",
+    "reasoning_effort": "Responses reasoning.effort the point's requests sent (null: none, thinking off)",
+    **_stat_columns(REASONING_METRICS),
 }
 
 CORRECTNESS = {**_KEY, "case_id": "case", "prompt_id": "prompt", "criterion": "criterion",

@@ -10,7 +10,7 @@ from qualflow.aiperf.command import AiperfPoint
 from qualflow.aiperf.record import PointRun
 from qualflow.evidence import slo as slo_mod
 from qualflow.evidence.samples import sample_rows
-from qualflow.evidence.schema import SUMMARY_METRICS, SUMMARY_PERCENTILES
+from qualflow.evidence.schema import REASONING_METRICS, SUMMARY_METRICS, SUMMARY_PERCENTILES
 
 
 def _pct(s: pd.Series, q: float):
@@ -82,8 +82,9 @@ def summarize_point(req: pd.DataFrame, point: AiperfPoint, run: PointRun | None,
         "goodput_fraction": slo_mod.goodput_fraction(mine, point.request_count, goodput or {}),
         "payloads_sha256": payloads_sha,
         **_aiperf_figures(point, summary_json),
+        "reasoning_effort": (point.reasoning or {}).get("effort"),
     }
-    for m in SUMMARY_METRICS:
+    for m in SUMMARY_METRICS + REASONING_METRICS:
         vals = pd.to_numeric(samples[m], errors="coerce") if m in samples else pd.Series(dtype=float)
         row[f"{m}_mean"] = None if vals.dropna().empty else float(vals.mean())
         for q in SUMMARY_PERCENTILES:

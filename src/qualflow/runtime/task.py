@@ -83,7 +83,11 @@ class Task:
         if capability not in self.capabilities:
             raise CapabilityMissing(capability, self.capabilities)
 
-    def render_prompt(self, instructions: str | None, messages: list[dict]) -> list[int]:
+    def render_prompt(self, instructions: str | None, messages: list[dict], thinking: bool = False) -> list[int]:
+        """Prompt ids through the family's chat template; `thinking`: rendered with thinking on."""
+        if thinking:
+            return self.family.render_prompt(GilFreeEncoder(self.tokenizer), self.chat_template, instructions,
+                                             messages, thinking=True)
         return self.family.render_prompt(GilFreeEncoder(self.tokenizer), self.chat_template, instructions, messages)
 
     def default_params(self, **overrides) -> SamplingParams:

@@ -41,6 +41,11 @@ class TimingRecord:
     prefill_ns: int | None = None
     decode_ns: int | None = None
     public_task_call_wall_ns: int | None = None
+    # thinking on: reasoning and answer token counts, and when the first answer token came (epoch ns);
+    # None without thinking, and in logs written before these fields existed
+    reasoning_tokens: int | None = None
+    answer_tokens: int | None = None
+    answer_first_token_ns: int | None = None
 
     # ---- transitions ------------------------------------------------------------------------
     def reject(self, http_status: int, message: str) -> None:

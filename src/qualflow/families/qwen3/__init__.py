@@ -9,7 +9,7 @@ import yaml
 
 from .convert import hf_to_native
 from .model import Qwen3Config, Qwen3Model
-from .prompting import render_ids
+from .prompting import render_prompt
 
 
 @dataclass(frozen=True)
@@ -34,8 +34,11 @@ class Qwen3Family:
         """`ops`: the runtime's fused elementwise ops (Qwen3Model's fused path), or None."""
         return Qwen3Model(Qwen3Config.from_hf(config), weights, max_len, compile_ops=compile_ops, ops=ops)
 
-    def render_prompt(self, tokenizer, chat_template: str, instructions: str | None, messages: list[dict]) -> list[int]:
-        return render_ids(tokenizer, chat_template, instructions, messages, **self.generation_settings)
+    def render_prompt(self, tokenizer, chat_template: str, instructions: str | None, messages: list[dict],
+                      thinking: bool = False) -> list[int]:
+        """Prompt ids; with `thinking`, rendered with thinking on (`enable_thinking=True`)."""
+        return render_prompt(tokenizer, chat_template, instructions, messages,
+                             enable_thinking=thinking or self.generation_settings["enable_thinking"])
 
     def stop_token_ids(self, generation_config: dict) -> tuple[int, ...]:
         eos = generation_config.get("eos_token_id", [])
