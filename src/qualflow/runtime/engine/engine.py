@@ -254,11 +254,13 @@ class Engine:
 
     def _read_thinking(self, flight: _InFlight, toks: list[int], now: int) -> None:
         """Note the think-block close and the first answer token of the step's thinking sequences."""
+        held = self.scheduler.held
         for row in flight.thinking:
             s = flight.seqs[row]
-            self.scheduler.held.discard(s)
             if s.done:
                 continue
+            if held and s in held and s.think.waits_for(len(s.out)):
+                held.discard(s)
             if s.think.read(len(s.out), toks[row]):
                 s.timing.answer_first_token_ns = now
             if s.think.settled:

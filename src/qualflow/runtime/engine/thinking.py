@@ -51,6 +51,10 @@ class ThinkState:
         """The next sample decides whether to force, and the token before it is not read back yet."""
         return next_position == self.force_from and self.closed_at is None and not self.forcing
 
+    def waits_for(self, position: int) -> bool:
+        """Output token `position` is the one the forcing decision waits for (see must_wait)."""
+        return self.force_from is not None and position == self.force_from - 1
+
     def read(self, position: int, token: int) -> bool:
         """Output token `position` was read back; True when it is the first answer token."""
         if self.closed_at is None:
