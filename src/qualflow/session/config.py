@@ -19,7 +19,8 @@ class SessionConfig:
                                "(inline or in a file)")
     bundle: str | None = setting(None, help="our server on this bundle (or --endpoint)")
     endpoint: str | None = setting(
-        None, help="JSON {url, model, api_key_env?, tokenizer?, launch?}: qualify that endpoint")
+        None, help="JSON {url, model, api_key_env?, tokenizer?, launch?, reasoning?, reasoning_budget?}: "
+                   "qualify that endpoint")
     checkpoint: str | None = setting(
         None, help="pinned checkpoint dir of an endpoint (tokenizer, {checkpoint} in launch)")
     pin: str | None = setting(
