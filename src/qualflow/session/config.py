@@ -28,6 +28,9 @@ class SessionConfig:
     request_extensions: bool = setting(
         True, help="send qualflow's request extensions (ignore_eos / min_tokens); --no-request-extensions: "
                    "standard Responses fields only")
+    reasoning_budgets: tuple[int, int, int, int] | None = setting(
+        None, metavar=("MINIMAL", "LOW", "MEDIUM", "HIGH"),
+        help="our server's thinking budget of each reasoning.effort, 0 = unbounded (default: the family's)")
     host: str = setting("127.0.0.1", help="address our server binds")
     port: int = setting(0, help="our server's port (0: pick a free port)")
     model_name: str = setting("qualflow", help="the model name our server serves")
