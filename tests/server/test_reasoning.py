@@ -147,3 +147,32 @@ def test_a_family_without_the_capability_keeps_the_400():
     with pytest.raises(ApiError) as e:
         h.prepare(parse_request({"model": "fake", "input": "x", "reasoning": {"effort": "low"}}), "r2")
     assert e.value.param == "reasoning" and "does not support" in e.value.message
+
+
+def test_the_node_openai_sdk_and_the_vercel_ai_sdk_take_it(srv, tmp_path):
+    """Through the Node SDKs (tests/fixtures/node/reasoning_sdks.mjs), where they are installed:
+    `npm install --prefix DIR openai ai @ai-sdk/openai` and QUALFLOW_NODE_MODULES=DIR/node_modules
+    (checked with openai 6.49.0, ai 6.0.326, @ai-sdk/openai 3.0.141). The Vercel provider renders a
+    reasoning part from the item's summaries only, so its reasoning text is empty; its reasoning token
+    count and the answer are ours."""
+    import json
+    import os
+    import shutil
+    import subprocess
+    from pathlib import Path
+    modules = os.environ.get("QUALFLOW_NODE_MODULES")
+    if not shutil.which("node") or not modules or not all(
+            (Path(modules) / m).is_dir() for m in ("openai", "ai", "@ai-sdk/openai")):
+        pytest.skip("node or its openai / ai / @ai-sdk/openai packages are not installed (QUALFLOW_NODE_MODULES)")
+    (tmp_path / "node_modules").symlink_to(Path(modules).resolve())
+    script = shutil.copy(Path(__file__).parents[1] / "fixtures" / "node" / "reasoning_sdks.mjs", tmp_path)
+    out = subprocess.run(["node", script, srv.url, MODEL], capture_output=True, text=True, timeout=120, check=True)
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    node, vercel = got["node"], got["vercel"]
+    assert node["items"] == ["reasoning", "message"] and node["reasoning_tokens"] == 4 and node["reasoning"]
+    assert node["streamed_reasoning"] == node["reasoning"]
+    assert [seq for _, _, seq in node["events"]] == list(range(len(node["events"])))
+    assert {i for t, i, _ in node["events"] if t.startswith("response.reasoning_text")} == {0}
+    assert {i for t, i, _ in node["events"] if t.startswith("response.output_text")} == {1}
+    assert vercel["parts"] == ["reasoning", "text"] and vercel["reasoning_tokens"] == 4 and "stream_error" not in vercel
+    assert {"reasoning-start", "reasoning-end", "text-delta"} <= set(vercel["stream_parts"])
