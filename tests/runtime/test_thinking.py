@@ -5,6 +5,7 @@ is untouched by a thinking one beside it. The engine process: tests/runtime/test
 from __future__ import annotations
 
 import asyncio
+import os
 
 import pytest
 
@@ -48,7 +49,10 @@ def test_think_split_separates_reasoning_and_answer(tasks):
 
 @pytest.fixture(scope="module")
 def tasks(bundle_dir):
-    loaded = {mode: load_task(bundle_dir, EngineConfig(max_batch=4, max_context=128, async_scheduling=mode))
+    """Both scheduling modes; QUALFLOW_TEST_DEVICE=cuda runs them on a GPU (CUDA graphs, compiled ops)."""
+    device = os.environ.get("QUALFLOW_TEST_DEVICE", "cpu")
+    loaded = {mode: load_task(bundle_dir, EngineConfig(device=device, max_batch=4, max_context=128,
+                                                       async_scheduling=mode, engine_process="off"))
               for mode in ("off", "on")}
     yield loaded
     for t in loaded.values():

@@ -361,6 +361,9 @@ class ContentPartEvent(Event):       # content_part.added / .done
     part: OutputText | ReasoningText
 
 
+_INDEX = (b"0", b"1")   # a delta's output_index: the message is output 0, or 1 after a reasoning item
+
+
 class TextDelta:
     """`response.output_text.delta` on the hot path: no model, rendered by a byte template (`frame`).
     Same wire form as `TextDeltaEvent`."""
@@ -374,7 +377,7 @@ class TextDelta:
     def frame(self) -> bytes:
         return b"".join((b'event: response.output_text.delta\ndata: {"type":"response.output_text.delta",'
                          b'"sequence_number":', str(self.sequence_number).encode(), b',"item_id":"',
-                         self.item_id.encode(), b'","output_index":', str(self.output_index).encode(),
+                         self.item_id.encode(), b'","output_index":', _INDEX[self.output_index],
                          b',"content_index":0,"delta":', orjson.dumps(self.delta), b',"logprobs":[]}\n\n'))
 
 
