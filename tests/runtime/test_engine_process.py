@@ -144,3 +144,17 @@ def test_killed_engine_process_fails_fast_and_close_leaves_nothing(bundle_dir):
     pid = healthy.info["engine_pid"]
     healthy.close()
     assert gone(pid) and healthy.engine.proc.exitcode == 0
+
+
+def test_thinking_through_the_engine_process(tasks):
+    """Thinking with a budget: the forced close happens in the engine process, and the first answer
+    token's stamp comes back with the final; the same tokens as in process."""
+    from qualflow.runtime import Thinking
+    remote, local = tasks
+    prompt = local.render_prompt(None, [{"role": "user", "content": "Think"}], thinking=True)
+    req = lambda: GenerationRequest("think", prompt, local.default_params(  # noqa: E731
+        max_new_tokens=9, temperature=0, ignore_eos=True), Thinking(5))
+    got, want = asyncio.run(collect(remote, req()))[-1], local.generate_sync(req())
+    assert got.token_ids == want.token_ids and got.token_ids[3:6] == list(local.reasoning.close_ids)
+    assert (got.reasoning_tokens, got.reasoning_text, got.text) == (5, want.reasoning_text, want.text)
+    assert got.timing.first_token_ns < got.timing.answer_first_token_ns <= got.timing.finished_ns

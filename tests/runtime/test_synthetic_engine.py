@@ -52,3 +52,17 @@ def test_cancel_and_close_end_requests_as_cancelled():
     assert isinstance(b.get(timeout=10), Tokens) and eng.health() is None
     eng.close()
     assert items(b)[-1] == Final("cancelled") and sb.done
+
+
+def test_thinking_gets_its_close_forced_at_the_budget():
+    from qualflow.runtime import Thinking
+    from qualflow.runtime.engine.thinking import ThinkTokens
+    eng = SyntheticEngine(0.001, 1, [7], ThinkTokens(9, (8, 9, 10)))
+    try:
+        box = queue.SimpleQueue()
+        seq = eng.submit(GenerationRequest("t", [1], SamplingParams(max_new_tokens=6), Thinking(4)), box.put)
+        assert items(box)[-1] == Final("length")
+        assert seq.out == [7, 7, 8, 9, 10, 7]      # the end-think token is the budget's last
+        assert seq.timing.first_token_ns < seq.timing.answer_first_token_ns <= seq.timing.finished_ns
+    finally:
+        eng.close()

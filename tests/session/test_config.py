@@ -64,7 +64,7 @@ def test_points_from_a_points_json_or_a_bare_list(tmp_path):
         read_points(str(tmp_path / "absent.json"))
 
 
-def test_recorded_settings_keep_their_keys():
+def test_recorded_settings_keep_their_keys(tmp_path):
     cfg = SessionConfig(out="s", points="p", warmup_requests=2, warmup_max_tokens=4,
                         engine=EngineConfig(cpu_threads=1))
     assert session_settings(cfg, None) == {
@@ -75,6 +75,13 @@ def test_recorded_settings_keep_their_keys():
     assert session_settings(off, True) == {
         "stack": "endpoint", "endpoint_launched": True, "aiperf_workers": 1, "aiperf_record_processors": 1,
         "warmup_requests": 2, "warmup_max_tokens": 4, "protocol_checks": False, "request_extensions": False}
+    # thinking budgets changed from the family's reach our server and are recorded
+    budgets = dataclasses.replace(cfg, reasoning_budgets=(8, 8, 16, 0), bundle="b")
+    assert session_settings(budgets, None)["reasoning_budgets"] == [8, 8, 16, 0]
+    from qualflow.session.run import _our_server
+    from types import SimpleNamespace
+    srv, _ = _our_server(budgets, tmp_path, lambda server, engine, log_path: SimpleNamespace(url="u", server=server))
+    assert srv.server.reasoning_budgets == (8, 8, 16, 0)
     # an engine setting away from its default is recorded, so runs that differ in it are not comparable
     assert engine_settings(EngineConfig(engine_process="on", max_batch=2))["engine_process"] == "on"
     assert engine_settings(EngineConfig(engine_process="on", max_batch=2))["max_batch"] == 2

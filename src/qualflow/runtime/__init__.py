@@ -13,19 +13,19 @@ import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .api.capabilities import SCORING, STREAMING, TEXT_GENERATION
+    from .api.capabilities import REASONING, SCORING, STREAMING, TEXT_GENERATION
     from .api.errors import CapabilityMissing, EngineFailed, InvalidRequest, PromptTooLong, TaskError
     from .api.events import FinalEvent, TaskTiming, TokenEvent
-    from .api.request import GenerationRequest, SamplingParams
+    from .api.request import GenerationRequest, SamplingParams, Thinking
     from .config import EngineConfig
     from .task import Task, load_task
 
 _WHERE = {  # public name -> the module that defines it
-    "SCORING": "api.capabilities", "STREAMING": "api.capabilities", "TEXT_GENERATION": "api.capabilities",
+    "REASONING": "api.capabilities", "SCORING": "api.capabilities", "STREAMING": "api.capabilities", "TEXT_GENERATION": "api.capabilities",
     "CapabilityMissing": "api.errors", "EngineFailed": "api.errors", "InvalidRequest": "api.errors",
     "PromptTooLong": "api.errors", "TaskError": "api.errors",
     "FinalEvent": "api.events", "TaskTiming": "api.events", "TokenEvent": "api.events",
-    "GenerationRequest": "api.request", "SamplingParams": "api.request",
+    "GenerationRequest": "api.request", "SamplingParams": "api.request", "Thinking": "api.request",
     "EngineConfig": "config",
     "Task": "task", "load_task": "task",
 }

@@ -17,13 +17,13 @@ from typing import AsyncIterator
 import torch
 
 from ..families import get_family
-from .api.capabilities import SCORING, STREAMING, TEXT_GENERATION
+from .api.capabilities import REASONING, SCORING, STREAMING, TEXT_GENERATION
 from .api.errors import CapabilityMissing, EngineFailed, InvalidRequest, PromptTooLong
 from .api.events import FinalEvent, TokenEvent
 from .api.request import GenerationRequest, SamplingParams
 from .config import EngineConfig
 from .engine.interface import EngineClient
-from .engine.loader import load_engine
+from .engine.loader import load_engine, think_tokens
 from .engine.synthetic import SyntheticEngine
 from .frontend.delivery import Collector, Mailbox
 from .frontend.tokenizing import GilFreeEncoder
@@ -31,7 +31,7 @@ from .process.proxy import EngineProxy
 
 
 class Task:
-    capabilities = frozenset({TEXT_GENERATION, STREAMING, SCORING})
+    capabilities = frozenset({TEXT_GENERATION, STREAMING, SCORING})   # + REASONING where the family has thinking
 
     def __init__(self, bundle, cfg: EngineConfig):
         """The engine runs in this process, on its own thread, or in a child process where
@@ -58,7 +58,7 @@ class Task:
         """No model: the synthetic engine, emitting the ids of a plain word (never a stop token)."""
         ids = [i for i in self.tokenizer.encode(" token", add_special_tokens=False).ids
                if i not in self.stop_token_ids]
-        self.engine = SyntheticEngine(cfg.step_ms / 1000, cfg.max_batch, ids)
+        self.engine = SyntheticEngine(cfg.step_ms / 1000, cfg.max_batch, ids, think_tokens(self.family))
         self.model, self._max_blocks = None, 0
         loaded_ns = time.time_ns()
         self.load_timing = {"load_s": (loaded_ns - started_ns) / 1e9, "graph_capture_s": 0.0, "loaded_at_ns": loaded_ns}
@@ -77,6 +77,21 @@ class Task:
             logging.getLogger("qualflow.runtime").warning(capped)
         self.vocab_size = int(bundle.config["vocab_size"])
         self.stop_token_ids = self.family.stop_token_ids(bundle.generation_config)
+        self.reasoning, self.reasoning_unavailable = self._thinking_mode()
+        if self.reasoning is not None:
+            self.capabilities = self.capabilities | {REASONING}
+
+    def _thinking_mode(self):
+        """(the family's ReasoningSpec, None) when the tokenizer has its delimiters where the family says;
+        else (None, why not)."""
+        spec = getattr(self.family, "reasoning", None)
+        if spec is None:
+            return None, f"the {self.family.name} family has no thinking mode"
+        found = (self.tokenizer.id_to_token(spec.open_ids[0]), self.tokenizer.id_to_token(spec.end_id))
+        if found != tuple(spec.delimiters):
+            return None, (f"the bundle's tokenizer has {found} where the {self.family.name} family expects its "
+                          f"think delimiters {tuple(spec.delimiters)}")
+        return spec, None
 
     # ---- capabilities and requests ------------------------------------------------------------
     def require(self, capability: str) -> None:
@@ -84,8 +99,10 @@ class Task:
             raise CapabilityMissing(capability, self.capabilities)
 
     def render_prompt(self, instructions: str | None, messages: list[dict], thinking: bool = False) -> list[int]:
-        """Prompt ids through the family's chat template; `thinking`: rendered with thinking on."""
+        """Prompt ids through the family's chat template; `thinking` (capability `reasoning`): rendered with
+        thinking on, ending in the opened think block."""
         if thinking:
+            self.require(REASONING)
             return self.family.render_prompt(GilFreeEncoder(self.tokenizer), self.chat_template, instructions,
                                              messages, thinking=True)
         return self.family.render_prompt(GilFreeEncoder(self.tokenizer), self.chat_template, instructions, messages)
@@ -103,6 +120,17 @@ class Task:
             raise InvalidRequest(f"prompt token ids must be in [0, {self.vocab_size})", param="input")
         if len(ids) + req.params.max_new_tokens > self.context_limit:
             raise PromptTooLong(len(ids), req.params.max_new_tokens, self.context_limit)
+        if req.thinking is not None:
+            self._validate_thinking(req)
+
+    def _validate_thinking(self, req: GenerationRequest) -> None:
+        if self.reasoning is None:
+            raise InvalidRequest(f"thinking is not available: {self.reasoning_unavailable}", param="reasoning",
+                                 code="unsupported_parameter")
+        budget, least = req.thinking.budget, self.reasoning.min_budget
+        if budget is not None and budget < least:
+            raise InvalidRequest(f"thinking budget {budget} is below the {least} tokens that close a think block",
+                                 param="reasoning")
 
     # ---- generation ---------------------------------------------------------------------------
     async def generate(self, req: GenerationRequest) -> AsyncIterator[TokenEvent | FinalEvent]:
@@ -116,7 +144,7 @@ class Task:
         mailbox = self._mailboxes.get(loop) or self._mailboxes.setdefault(loop, Mailbox(loop, self.health))
         box = mailbox.open_delivery()
         seq = self.engine.submit(req, lambda item: mailbox.put(box, item))
-        out = Collector(self.tokenizer, seq)
+        out = Collector(self.tokenizer, seq, self._end_id)
         try:
             while True:
                 for ev in out.handle_many(await box.take()):
@@ -128,6 +156,10 @@ class Task:
             if not seq.done:
                 self.engine.cancel(req.request_id)
 
+    @property
+    def _end_id(self) -> int | None:
+        return None if self.reasoning is None else self.reasoning.end_id
+
     def health(self) -> str | None:
         """None while the engine serves; otherwise why it cannot (its thread or process died, and of what)."""
         return self.engine.health()
@@ -137,7 +169,7 @@ class Task:
         self.validate(req)
         inbox: queue.SimpleQueue = queue.SimpleQueue()
         seq = self.engine.submit(req, inbox.put)
-        out = Collector(self.tokenizer, seq)
+        out = Collector(self.tokenizer, seq, self._end_id)
         while True:
             ev = out.handle(inbox.get())
             if isinstance(ev, FinalEvent):

@@ -21,12 +21,14 @@ from .timing import TimingStore
 def create_app(load: Callable[[], Any] | None = None, *, task: Any = None, model_name: str | None = None,
                timing_log: str | None = None, started_ns: int | None = None,
                on_load_error: Callable[[BaseException], None] | None = None, max_queue: int = 512,
-               max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, timing_store: TimingStore | None = None) -> FastAPI:
+               max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, timing_store: TimingStore | None = None,
+               reasoning_budgets: tuple[int, ...] | None = None) -> FastAPI:
     """`task`: an already loaded Task; or `load`: a callable loading one, run on a thread after the server
     starts so that /health answers 503 while loading. At most the Task's batch + `max_queue` requests
-    are admitted at once; more get 429."""
+    are admitted at once; more get 429. `reasoning_budgets`: thinking budgets per effort over the family's."""
     state = ServerState(task=task, model_name=model_name, started_ns=started_ns or time.time_ns(),
-                        max_queue=max_queue, store=timing_store or TimingStore(log_path=timing_log))
+                        max_queue=max_queue, store=timing_store or TimingStore(log_path=timing_log),
+                        reasoning_budgets=reasoning_budgets)
     app = FastAPI(title="qualflow Responses server", lifespan=lifespan_of(state, load, task, on_load_error),
                   docs_url=None, redoc_url=None, openapi_url=None)
     app.add_middleware(RequestIdMiddleware)

@@ -23,3 +23,6 @@ class ServerConfig:
                                        "429 + Retry-After")
     max_body_bytes: int = setting(8 << 20, help="request body cap (413 above it)")
     log_level: Literal["debug", "info", "warning", "error"] = setting("info", help="server log level")
+    reasoning_budgets: tuple[int, int, int, int] | None = setting(
+        None, metavar=("MINIMAL", "LOW", "MEDIUM", "HIGH"),
+        help="thinking budget (reasoning tokens) of each reasoning.effort, 0 = unbounded (default: the family's)")

@@ -16,6 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from qualflow.runtime import FinalEvent, SamplingParams
 
+from .reasoning import ReasoningDelta, ReasoningItem, ReasoningParam, ReasoningText
+
 
 class ApiError(Exception):
     """An error in OpenAI's shape: {"error": {"message", "type", "param", "code"}}."""
@@ -85,7 +87,7 @@ class CreateResponse(_Strict):
     tools: list[Any] | None = None
     tool_choice: str | dict[str, Any] | None = None
     text: TextConfig | None = None
-    reasoning: dict[str, Any] | None = None
+    reasoning: ReasoningParam | None = None
     include: list[str] | None = None
     top_logprobs: int | None = Field(None, ge=0, le=20)
     background: bool | None = None
@@ -270,7 +272,7 @@ class Response(BaseModel):
     max_output_tokens: int | None = None
     max_tool_calls: int | None = None
     model: str
-    output: list[OutputMessage] = Field(default_factory=list)
+    output: list[ReasoningItem | OutputMessage] = Field(default_factory=list)
     parallel_tool_calls: bool = True
     previous_response_id: None = None
     reasoning: dict = Field(default_factory=lambda: {"effort": None, "summary": None})
@@ -302,15 +304,20 @@ class Response(BaseModel):
                    temperature=params.temperature, top_p=params.top_p,
                    parallel_tool_calls=True if r.parallel_tool_calls is None else r.parallel_tool_calls,
                    tool_choice=r.tool_choice or "auto", metadata=r.metadata or {}, user=r.user, text=text,
-                   safety_identifier=r.safety_identifier, prompt_cache_key=r.prompt_cache_key)
+                   safety_identifier=r.safety_identifier, prompt_cache_key=r.prompt_cache_key,
+                   reasoning={"effort": r.reasoning.effort if r.reasoning else None, "summary": None})
 
-    def finished(self, final: FinalEvent, message_id: str, text: str | None = None) -> "Response":
-        """A copy completed by the Task's final event. `text`: the output a stream sent (default the
-        final's); a failed response keeps what was produced so far, as its `*.done` events did."""
+    def finished(self, final: FinalEvent, message_id: str, text: str | None = None, reasoning_id: str | None = None,
+                 reasoning: str | None = None, closed: bool | None = None) -> "Response":
+        """A copy completed by the Task's final event. `text`, `reasoning`: the output a stream sent (default
+        the final's); a failed response keeps what was produced so far, as its `*.done` events did.
+        With `reasoning_id` (thinking on) the reasoning item comes first, and the message only once the
+        think block `closed` (default: as the final says)."""
         status = FINAL_STATUS.get(final.finish_reason, "failed")
         text = final.text if text is None else text
         resp = self.model_copy(update={"status": status, "usage": Usage(
             input_tokens=final.prompt_tokens, output_tokens=final.completion_tokens,
+            output_tokens_details={"reasoning_tokens": final.reasoning_tokens},
             total_tokens=final.prompt_tokens + final.completion_tokens)})
         if status == "completed":
             resp.completed_at = int(time.time())
@@ -318,7 +325,13 @@ class Response(BaseModel):
             resp.incomplete_details = {"reason": "max_output_tokens"}
         else:
             resp.error = {"code": "server_error", "message": final.error or "generation failed"}
-        resp.output = [OutputMessage.of(message_id, text, "completed" if status == "completed" else "incomplete")]
+        item_status = "completed" if status == "completed" else "incomplete"
+        resp.output = [OutputMessage.of(message_id, text, item_status)]
+        if reasoning_id is not None:
+            closed = final.reasoning_closed if closed is None else closed
+            thought = ReasoningItem.of(reasoning_id, (final.reasoning_text or "") if reasoning is None else reasoning,
+                                       "completed" if closed else item_status)
+            resp.output = [thought, *resp.output] if closed else [thought]
         return resp
 
 
@@ -338,31 +351,34 @@ class ResponseEvent(Event):          # created / in_progress / completed / incom
 
 class OutputItemEvent(Event):        # output_item.added / .done
     output_index: int = 0
-    item: OutputMessage
+    item: OutputMessage | ReasoningItem
 
 
 class ContentPartEvent(Event):       # content_part.added / .done
     item_id: str
     output_index: int = 0
     content_index: int = 0
-    part: OutputText
+    part: OutputText | ReasoningText
+
+
+_INDEX = (b"0", b"1")   # a delta's output_index: the message is output 0, or 1 after a reasoning item
 
 
 class TextDelta:
     """`response.output_text.delta` on the hot path: no model, rendered by a byte template (`frame`).
     Same wire form as `TextDeltaEvent`."""
-    __slots__ = ("sequence_number", "item_id", "delta")
+    __slots__ = ("sequence_number", "item_id", "delta", "output_index")
     type = "response.output_text.delta"
-    output_index = content_index = 0
+    content_index = 0
 
-    def __init__(self, sequence_number: int, item_id: str, delta: str):
-        self.sequence_number, self.item_id, self.delta = sequence_number, item_id, delta
+    def __init__(self, sequence_number: int, item_id: str, delta: str, output_index: int = 0):
+        self.sequence_number, self.item_id, self.delta, self.output_index = sequence_number, item_id, delta, output_index
 
     def frame(self) -> bytes:
         return b"".join((b'event: response.output_text.delta\ndata: {"type":"response.output_text.delta",'
                          b'"sequence_number":', str(self.sequence_number).encode(), b',"item_id":"',
-                         self.item_id.encode(), b'","output_index":0,"content_index":0,"delta":',
-                         orjson.dumps(self.delta), b',"logprobs":[]}\n\n'))
+                         self.item_id.encode(), b'","output_index":', _INDEX[self.output_index],
+                         b',"content_index":0,"delta":', orjson.dumps(self.delta), b',"logprobs":[]}\n\n'))
 
 
 class TextDeltaEvent(Event):
@@ -383,9 +399,9 @@ class TextDoneEvent(Event):
     logprobs: list = Field(default_factory=list)
 
 
-def sse_frame(e: "Event | TextDelta") -> bytes:
+def sse_frame(e: "Event | TextDelta | ReasoningDelta") -> bytes:
     """One SSE frame: `event: <type>` + `data: <json>`."""
-    if isinstance(e, TextDelta):
+    if isinstance(e, (TextDelta, ReasoningDelta)):
         return e.frame()
     return b"".join((b"event: ", e.type.encode(), b"\ndata: ", e.__pydantic_serializer__.to_json(e), b"\n\n"))
 

@@ -11,12 +11,14 @@ from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any, AsyncIterator
 
-from qualflow.runtime import (STREAMING, TEXT_GENERATION, CapabilityMissing, FinalEvent,
+from qualflow.runtime import (REASONING, STREAMING, TEXT_GENERATION, CapabilityMissing, FinalEvent,
                               GenerationRequest, InvalidRequest, TaskTiming)
 
 from .protocol import (ApiError, ContentPartEvent, CreateResponse, ErrorEvent, Event, OutputItemEvent,
                        OutputMessage, OutputText, Response, ResponseEvent, TextDelta, TextDoneEvent,
                        bad_request, input_messages, new_id)
+from .reasoning_stream import reasoning_stream
+from .thinking import asks_for_reasoning, check_include, thinking_for, wants_thinking
 from .timing import TimingRecord, new_record
 
 # Task/SamplingParams field names -> the request param a client set
@@ -46,6 +48,7 @@ def check_supported(req: CreateResponse) -> None:
     if req.text is not None and req.text.format is not None and req.text.format != {"type": "text"}:
         raise _unsupported("text.format", "must be {'type': 'text'}: structured output is not supported",
                            "unsupported_value")
+    check_include(req)
     if req.include:
         raise _unsupported("include", "must be empty: no includable output data exists", "unsupported_value")
     if req.top_logprobs:
@@ -63,7 +66,7 @@ def request_features(req: CreateResponse, messages: list[dict]) -> dict[str, str
     """Features this request asks for, by the names families use in `unsupported_features`,
     each mapped to the param that asks for it."""
     f = {}
-    if req.reasoning and any(v is not None for v in req.reasoning.values()):
+    if asks_for_reasoning(req):
         f["reasoning"] = "reasoning"
     if req.instructions is not None:
         f["instructions"] = "instructions"
@@ -86,6 +89,7 @@ class Prepared:
     message_id: str
     created_at: int
     abandoned: bool = False
+    reasoning_id: str | None = None   # thinking on: the reasoning item's id
 
 
 def engine_unavailable(why: str) -> ApiError:
@@ -93,11 +97,22 @@ def engine_unavailable(why: str) -> ApiError:
 
 
 class ResponsesHandler:
-    def __init__(self, task: Any, model_name: str | None = None):
+    def __init__(self, task: Any, model_name: str | None = None, reasoning_budgets: tuple[int, ...] | None = None):
+        """`reasoning_budgets`: thinking budgets per effort overriding the family's (ServerConfig)."""
         self.task = task
         self.model_name = model_name or task.model_name
+        self.reasoning_budgets = reasoning_budgets
         self.inflight: dict[str, Prepared] = {}   # response_id -> a request whose Task call is running
         task.require(TEXT_GENERATION)
+
+    def reasoning_info(self) -> dict | None:
+        """What /health says of thinking: the budget of each effort (null: unbounded) and the default
+        effort (null: off); None for a Task without the `reasoning` capability."""
+        spec = getattr(self.task, "reasoning", None)
+        if spec is None or REASONING not in self.task.capabilities:
+            return None
+        return {"budgets": {e: spec.budget(e, self.reasoning_budgets) for e in spec.budgets},
+                "default_effort": spec.default_effort}
 
     def health(self) -> str | None:
         """None while the Task can serve; otherwise why not."""
@@ -128,23 +143,33 @@ class ResponsesHandler:
                 why = family.unsupported_features[feature]
                 raise _unsupported(param, f"asks for '{feature}', which the {family.name} family does not "
                                           f"support{': ' + why if why else ''}")
+        if wants_thinking(req) and REASONING not in self.task.capabilities:
+            why = getattr(self.task, "reasoning_unavailable", None)
+            raise _unsupported("reasoning", f"asks for 'reasoning', which the {family.name} family does not "
+                                            f"support{': ' + why if why else ''}")
         check_supported(req)
+        thinking = thinking_for(req, self.task, self.reasoning_budgets)
         try:
-            ids = self.task.render_prompt(req.instructions, messages)
+            ids = (self.task.render_prompt(req.instructions, messages, thinking=True) if thinking else
+                   self.task.render_prompt(req.instructions, messages))
             params = req.to_sampling_params(self.task.default_params, self.task.context_limit - len(ids))
-            gen = GenerationRequest(record.response_id, ids, params)
+            gen = GenerationRequest(record.response_id, ids, params, thinking)
             self.task.validate(gen)
         except InvalidRequest as e:
             param = _PARAM_NAMES.get(e.param, e.param)
             raise bad_request(str(e), param, e.code) from None
         record.input_tokens = len(ids)
-        return Prepared(req, gen, record, record.response_id, new_id("msg"), int(time.time()))
+        return Prepared(req, gen, record, record.response_id, new_id("msg"), int(time.time()),
+                        reasoning_id=new_id("rs") if thinking else None)
 
     # ------------------------------------------------------------ running
 
     def _record(self, p: Prepared, final: FinalEvent) -> None:
         p.record.finish("cancelled" if p.abandoned else _STATUS[final.finish_reason], final.finish_reason,
                         final.error, final.prompt_tokens, final.completion_tokens, final.timing.as_dict())
+        if p.reasoning_id is not None:
+            p.record.reasoning_tokens = final.reasoning_tokens
+            p.record.answer_tokens = final.completion_tokens - final.reasoning_tokens
 
     def abandon(self, response_id: str) -> None:
         """The client left before the final event: cancel the Task request; its final event still comes
@@ -196,7 +221,7 @@ class ResponsesHandler:
                            "server_error", None, "server_error")
         params = p.gen.params
         return Response.from_request(p.req, params, p.response_id, p.created_at, self.model_name).finished(
-            final, p.message_id)
+            final, p.message_id, reasoning_id=p.reasoning_id)
 
     def _check_engine(self) -> None:
         if (why := self.health()) is not None:
@@ -230,6 +255,11 @@ class ResponsesHandler:
         item_id = p.message_id
         ids = dict(item_id=item_id)
         snapshot = Response.from_request(p.req, p.gen.params, p.response_id, p.created_at, self.model_name)
+        if p.reasoning_id is not None:
+            async for batch in reasoning_stream(p, snapshot, self._events(p), lambda: self.abandon(p.response_id),
+                                                terminal_events):
+                yield number(batch)
+            return
         yield number([ResponseEvent(type="response.created", response=snapshot),
                       ResponseEvent(type="response.in_progress", response=snapshot),
                       OutputItemEvent(type="response.output_item.added", item=OutputMessage.of(item_id, None)),
@@ -256,10 +286,16 @@ class ResponsesHandler:
         tail += [TextDoneEvent(text=text, **ids),
                  ContentPartEvent(type="response.content_part.done", part=OutputText(text=text), **ids),
                  OutputItemEvent(type="response.output_item.done", item=OutputMessage.of(item_id, text, done))]
-        if resp.status == "failed":
-            if final.finish_reason == "cancelled" and not final.error:
-                resp.error["message"] = "request cancelled"
-            err = {"type": "server_error", "code": "server_error", "message": resp.error["message"], "param": None}
-            tail.append(ErrorEvent(code="server_error", message=err["message"], error=err))
-        tail.append(ResponseEvent(type=f"response.{resp.status}", response=resp))
-        yield number(tail)
+        yield number(tail + terminal_events(final, resp))
+
+
+def terminal_events(final: FinalEvent, resp: Response) -> list[Event]:
+    """The stream's last events: an `error` event for a failed response, then `response.<status>`."""
+    out: list[Event] = []
+    if resp.status == "failed":
+        if final.finish_reason == "cancelled" and not final.error:
+            resp.error["message"] = "request cancelled"
+        err = {"type": "server_error", "code": "server_error", "message": resp.error["message"], "param": None}
+        out.append(ErrorEvent(code="server_error", message=err["message"], error=err))
+    out.append(ResponseEvent(type=f"response.{resp.status}", response=resp))
+    return out

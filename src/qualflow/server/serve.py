@@ -65,7 +65,8 @@ def serve(server: ServerConfig, engine: EngineConfig) -> int:
 
     app = create_app(lambda: load_engine_task(server.bundle, engine), model_name=server.model_name,
                      timing_log=server.timing_log, started_ns=started_ns, on_load_error=on_load_error,
-                     max_queue=server.max_queue, max_body_bytes=server.max_body_bytes)
+                     max_queue=server.max_queue, max_body_bytes=server.max_body_bytes,
+                     reasoning_budgets=server.reasoning_budgets)
     uv = uvicorn.Server(uvicorn.Config(app, log_level=server.log_level, access_log=False, lifespan="on",
                                        timeout_graceful_shutdown=5))
     _say(f"listening on http://{server.host}:{sock.getsockname()[1]} (bundle {server.bundle}, "

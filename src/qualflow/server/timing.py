@@ -16,7 +16,7 @@ from pathlib import Path
 import orjson
 
 TASK_FIELDS = ("submitted_ns", "first_scheduled_ns", "first_token_ns", "finished_ns", "queue_wait_ns",
-               "prefill_ns", "decode_ns", "public_task_call_wall_ns")
+               "prefill_ns", "decode_ns", "public_task_call_wall_ns", "answer_first_token_ns")
 
 
 @dataclass
@@ -41,8 +41,8 @@ class TimingRecord:
     prefill_ns: int | None = None
     decode_ns: int | None = None
     public_task_call_wall_ns: int | None = None
-    # thinking on: reasoning and answer token counts, and when the first answer token came (epoch ns);
-    # None without thinking, and in logs written before these fields existed
+    # thinking on (None when off): output tokens of the think block (its end token included) and after
+    # it, and when the first token after it was produced (None too when no answer token came)
     reasoning_tokens: int | None = None
     answer_tokens: int | None = None
     answer_first_token_ns: int | None = None

@@ -19,7 +19,8 @@ class SessionConfig:
                                "(inline or in a file)")
     bundle: str | None = setting(None, help="our server on this bundle (or --endpoint)")
     endpoint: str | None = setting(
-        None, help="JSON {url, model, api_key_env?, tokenizer?, launch?}: qualify that endpoint")
+        None, help="JSON {url, model, api_key_env?, tokenizer?, launch?, reasoning?, reasoning_budget?}: "
+                   "qualify that endpoint")
     checkpoint: str | None = setting(
         None, help="pinned checkpoint dir of an endpoint (tokenizer, {checkpoint} in launch)")
     pin: str | None = setting(
@@ -27,6 +28,9 @@ class SessionConfig:
     request_extensions: bool = setting(
         True, help="send qualflow's request extensions (ignore_eos / min_tokens); --no-request-extensions: "
                    "standard Responses fields only")
+    reasoning_budgets: tuple[int, int, int, int] | None = setting(
+        None, metavar=("MINIMAL", "LOW", "MEDIUM", "HIGH"),
+        help="our server's thinking budget of each reasoning.effort, 0 = unbounded (default: the family's)")
     host: str = setting("127.0.0.1", help="address our server binds")
     port: int = setting(0, help="our server's port (0: pick a free port)")
     model_name: str = setting("qualflow", help="the model name our server serves")

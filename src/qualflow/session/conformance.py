@@ -169,10 +169,12 @@ class Checker:
 
 
 def run_protocol_checks(url: str, model: str, timeout_s: float = 300.0, api_key: str | None = None,
-                        request_extensions: bool = True) -> list[dict]:
+                        request_extensions: bool = True,
+                        more: Callable[[Checker], list[tuple[str, Callable[[str], str]]]] | None = None) -> list[dict]:
+    """`more`: further checks on the same checker (session.reasoning_checks for a stack that serves thinking)."""
     checker = Checker(url, model, timeout_s, api_key=api_key, request_extensions=request_extensions)
     rows = []
-    for name, fn in checker.checks():
+    for name, fn in checker.checks() + (more(checker) if more is not None else []):
         rid = _rid(name)
         try:
             detail, passed = fn(rid), True

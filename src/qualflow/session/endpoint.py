@@ -1,7 +1,8 @@
 """An external Responses endpoint as a serving session's server: vLLM, SGLang, `transformers serve`,
 a hosted API, or our own server started by someone else.
 
-`EndpointSpec` is the config's `endpoint:` (url, model, api_key_env, tokenizer) plus an optional
+`EndpointSpec` is the config's `endpoint:` (url, model, api_key_env, tokenizer, reasoning,
+reasoning_budget) plus an optional
 `launch` command: then the session starts that process itself and owns its lifetime exactly as it
 owns our server (own process group, PDEATHSIG, stopped in `finally`, port free afterwards).
 `{port}` in url/model/launch is replaced by a free port, `{checkpoint}` by the pinned checkpoint dir.
@@ -31,6 +32,8 @@ class EndpointSpec:
     api_key_env: str | None = None
     tokenizer: str | None = None
     launch: tuple[str, ...] = field(default_factory=tuple)
+    reasoning: bool = False                # it serves thinking (`reasoning: {effort}`): the reasoning checks run
+    reasoning_budget: int | None = None    # its reasoning-token budget for effort `minimal`, if it has one
 
     @classmethod
     def from_json(cls, text: str) -> "EndpointSpec":

@@ -169,6 +169,8 @@ def session_settings(cfg: SessionConfig, endpoint_launched: bool | None) -> dict
         settings = {"stack": "endpoint", "endpoint_launched": endpoint_launched, **common}
     if not cfg.request_extensions:
         settings["request_extensions"] = False
+    if cfg.reasoning_budgets is not None:
+        settings["reasoning_budgets"] = list(cfg.reasoning_budgets)
     return settings
 
 
@@ -177,7 +179,8 @@ def _our_server(cfg: SessionConfig, out: Path, server_factory) -> tuple[ServerPr
     leases one GPU and the server sees only that one), and how the clients reach it."""
     bundle = str(Path(cfg.bundle))
     server = ServerConfig(bundle=bundle, host=cfg.host, port=cfg.port or free_port(cfg.host),
-                          model_name=cfg.model_name or None, timing_log=str(out / "server_timing.jsonl"))
+                          model_name=cfg.model_name or None, timing_log=str(out / "server_timing.jsonl"),
+                          reasoning_budgets=cfg.reasoning_budgets)
     device = cfg.engine.device
     engine = dataclasses.replace(cfg.engine, device="cuda" if device.startswith("cuda") else device)
     srv = (server_factory or ServerProcess)(server, engine, log_path=out / "server.log")

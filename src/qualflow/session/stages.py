@@ -93,6 +93,7 @@ class Session:
         self.record.server_pid = pid
         print(f"session: server pid {pid} starting at {self.srv.url}", flush=True)
         health = self.srv.wait_healthy(self.cfg.startup_timeout)
+        self.health = health
         self._done(t0)
         startup = StartupRecord(url=self.srv.url, pid=pid, spawn_ns=self.srv.spawn_ns, healthy_ns=self.srv.healthy_ns,
                                 startup_s=(self.srv.healthy_ns - self.srv.spawn_ns) / 1e9,
@@ -121,12 +122,15 @@ class Session:
         from .client_pins import check_openai
         from .conformance import run_protocol_checks
         from .outputs import write_protocol
+        from .reasoning_checks import reasoning_checks, reasoning_support
         t0 = self._stage("protocol")
         rows = []
         if self.cfg.protocol:
             self.record.client_pin_reasons += check_openai(self.cfg.allow_unpinned_client)
             rows = run_protocol_checks(self.srv.url, self.client.model_name, api_key=self.client.api_key,
-                                       request_extensions=self.cfg.request_extensions)
+                                       request_extensions=self.cfg.request_extensions,
+                                       more=reasoning_checks(reasoning_support(getattr(self, "health", None) or {},
+                                                                               getattr(self.srv, "spec", None))))
         self._done(t0)
         write_protocol(rows, str(self.out / "protocol.parquet"))
         self.sent_ids |= {r["request_id"] for r in rows}

@@ -1,5 +1,6 @@
-"""The qwen3 family: native graph, weight conversion, prompt rendering, stop tokens, the transformers
-reference, correctness criteria, the request features it does not support and its synthetic checkpoint."""
+"""The qwen3 family: native graph, weight conversion, prompt rendering (thinking on or off), stop tokens,
+its thinking mode, the transformers reference, correctness criteria, the request features it does not
+support and its synthetic checkpoint."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -7,20 +8,24 @@ from importlib import resources
 
 import yaml
 
+from ..reasoning import ReasoningSpec
 from .convert import hf_to_native
 from .model import Qwen3Config, Qwen3Model
-from .prompting import render_prompt
+from .prompting import render_ids
 
 
 @dataclass(frozen=True)
 class Qwen3Family:
     name: str = "qwen3"
-    # Generation settings the family declares for qualification (passed to the chat template).
-    generation_settings: dict = field(default_factory=lambda: {"enable_thinking": False})
     # Request features this family cannot honour: feature -> why (the server answers 400 naming it).
-    unsupported_features: dict = field(default_factory=lambda: {
-        "reasoning": "qwen3 is qualified with thinking disabled (enable_thinking=False)",
-    })
+    unsupported_features: dict = field(default_factory=dict)
+    # Thinking (the Task capability `reasoning`): `enable_thinking` in the chat template, the think block
+    # <think>\n ... \n</think>\n\n (151667, 151668 in the Qwen3 tokenizer), off unless a request asks;
+    # a budget of reasoning tokens per effort, `high` unbounded.
+    reasoning: ReasoningSpec | None = field(default_factory=lambda: ReasoningSpec(
+        template_on={"enable_thinking": True}, template_off={"enable_thinking": False},
+        open_ids=(151667, 198), end_id=151668, close_ids=(198, 151668, 271), delimiters=("<think>", "</think>"),
+        budgets={"minimal": 32, "low": 64, "medium": 256, "high": None}, default_effort=None))
 
     def convert_weights(self, hf_state: dict, config: dict) -> dict:
         return hf_to_native(hf_state, config)
@@ -36,9 +41,13 @@ class Qwen3Family:
 
     def render_prompt(self, tokenizer, chat_template: str, instructions: str | None, messages: list[dict],
                       thinking: bool = False) -> list[int]:
-        """Prompt ids; with `thinking`, rendered with thinking on (`enable_thinking=True`)."""
-        return render_prompt(tokenizer, chat_template, instructions, messages,
-                             enable_thinking=thinking or self.generation_settings["enable_thinking"])
+        """Prompt ids; with `thinking`, rendered with thinking on and ending in the opened think block."""
+        r = self.reasoning
+        if thinking and r is None:
+            raise ValueError(f"the {self.name} family has no thinking mode")
+        settings = {} if r is None else r.template_on if thinking else r.template_off
+        ids = render_ids(tokenizer, chat_template, instructions, messages, **settings)
+        return ids + list(r.open_ids) if thinking else ids
 
     def stop_token_ids(self, generation_config: dict) -> tuple[int, ...]:
         eos = generation_config.get("eos_token_id", [])

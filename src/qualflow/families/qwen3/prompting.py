@@ -33,9 +33,3 @@ def render_ids(tokenizer, chat_template: str, instructions: str | None, messages
     text = render_text(chat_template, instructions, messages, **settings)
     return tokenizer.encode(text, add_special_tokens=False).ids
 
-
-def render_prompt(tokenizer, chat_template: str, instructions: str | None, messages: list[dict],
-                  enable_thinking: bool) -> list[int]:
-    """Prompt ids with Qwen3's thinking mode on or off (`enable_thinking` in its chat template: off
-    renders an empty think block after the assistant header, on leaves the block to the model)."""
-    return render_ids(tokenizer, chat_template, instructions, messages, enable_thinking=enable_thinking)

@@ -2,3 +2,4 @@
 TEXT_GENERATION = "text-generation"
 STREAMING = "streaming"
 SCORING = "scoring"   # teacher-forced logits, used by family correctness
+REASONING = "reasoning"  # thinking on request (GenerationRequest.thinking): the family declares a thinking mode

@@ -9,10 +9,14 @@ FinishReason = Literal["stop", "length", "cancelled", "error"]
 
 @dataclass
 class TokenEvent:
-    """New tokens of one request; `text` is the newly decodable text (never a split character)."""
+    """New tokens of one request; `text` is the newly decodable answer text (never a split character).
+    With thinking on, `reasoning_text` is the new reasoning text and `reasoning` says whether the think
+    block is still open after these tokens (the delimiters are in neither text)."""
     request_id: str
     token_ids: list[int]
     text: str
+    reasoning_text: str = ""
+    reasoning: bool = False
 
 
 @dataclass
@@ -22,6 +26,7 @@ class TaskTiming:
     first_scheduled_ns: int | None = None
     first_token_ns: int | None = None
     finished_ns: int | None = None
+    answer_first_token_ns: int | None = None   # thinking on: the first token after the think block
 
     @property
     def queue_wait_ns(self) -> int | None:
@@ -46,7 +51,7 @@ class TaskTiming:
     def as_dict(self) -> dict:
         return {k: getattr(self, k) for k in (
             "submitted_ns", "first_scheduled_ns", "first_token_ns", "finished_ns", "queue_wait_ns",
-            "prefill_ns", "decode_ns", "public_task_call_wall_ns")}
+            "prefill_ns", "decode_ns", "public_task_call_wall_ns", "answer_first_token_ns")}
 
 
 @dataclass
@@ -60,3 +65,9 @@ class FinalEvent:
     timing: TaskTiming
     error: str | None = None
     tail_text: str = ""           # text held back until the end (an incomplete character); not yet in any TokenEvent
+    # thinking on: the reasoning (None when off), its token count (the end-think token included; the
+    # answer is the rest of completion_tokens), its held-back tail, and whether the think block closed
+    reasoning_text: str | None = None
+    reasoning_tokens: int = 0
+    reasoning_tail: str = ""
+    reasoning_closed: bool = False

@@ -30,8 +30,18 @@ class SamplingParams:
                 raise InvalidRequest(f"{name}={getattr(self, name)!r} {why}", param=name)
 
 
+@dataclass(frozen=True)
+class Thinking:
+    """Thinking on (capability `reasoning`): the prompt was rendered with thinking on (it opens the think
+    block), the output is reasoning up to the family's end-think token, then the answer. When `budget`
+    output tokens would be reached with the block still open, the engine closes it by forcing the
+    family's closing tokens, so reasoning never exceeds the budget. None: unbounded."""
+    budget: int | None = None
+
+
 @dataclass
 class GenerationRequest:
     request_id: str
     prompt_token_ids: list[int]
     params: SamplingParams = field(default_factory=SamplingParams)
+    thinking: Thinking | None = None   # None: thinking off

@@ -18,6 +18,11 @@ scheduled again, so only stops cost the extra step. The freed blocks of a sequen
 is still running are safe to reuse: later steps run after it on the same device stream.
 Without it, step 4 follows step 3 at once: the same code, one step at a time.
 
+A request with thinking on (GenerationRequest.thinking) carries a ThinkState (engine.thinking): at
+launch its forced closing token, if any, replaces the sampled one on the device; at read-back the
+block's close and the first answer token are noted. Only those requests are looked at, so the others
+cost nothing more per token.
+
 Delivery goes through each request's `sink` (engine.outputs): Tokens as they are sampled, then exactly
 one Final. `on_step`, when set, is called on the engine thread after each loop iteration (all of that
 step's items are out): a caller that forwards items elsewhere sends them there once per step.
@@ -40,6 +45,7 @@ from .outputs import Final, Sink, Tokens
 from .sampling import sample
 from .scheduler import Batch, Scheduler
 from .sequence import PLACEHOLDER, Sequence
+from .thinking import ThinkState, ThinkTokens
 from .threads import thread_death
 
 log = logging.getLogger("qualflow.engine")
@@ -55,6 +61,7 @@ class _InFlight:
     device_tokens: torch.Tensor
     host_tokens: torch.Tensor
     ready: "torch.cuda.Event | None"
+    thinking: tuple[int, ...] = ()   # rows of sequences whose think block is not settled
 
 
 def _to(device: torch.device, values: list, dtype: torch.dtype = torch.long) -> torch.Tensor:
@@ -70,8 +77,10 @@ class _Cancel:
 
 class Engine:
     def __init__(self, runner: ModelRunner, scheduler: Scheduler, max_len: int, device: torch.device,
-                 step_delay_s: float = 0.0, async_scheduling: bool = False):
+                 step_delay_s: float = 0.0, async_scheduling: bool = False, think_tokens: ThinkTokens | None = None):
         self.runner, self.scheduler, self.device, self.max_len = runner, scheduler, device, max_len
+        self.think_tokens = think_tokens          # the family's think block (None: no thinking mode)
+        self.thinking: set[Sequence] = set()      # sequences whose think block is not settled
         self.async_scheduling = async_scheduling  # launch step n+1 before reading step n's tokens
         self.step_delay_s = step_delay_s          # test-only slowdown, 0 in production
         self.lock = threading.Lock()              # held while the model runs
@@ -95,6 +104,10 @@ class Engine:
         seq = Sequence(req, sink, timing or TaskTiming(submitted_ns=time.time_ns()), max_len=self.max_len)
         if req.params.seed is not None:
             seq.generator = torch.Generator(device=self.device).manual_seed(req.params.seed)
+        if req.thinking is not None:
+            if self.think_tokens is None:
+                raise ValueError("this engine's family has no thinking mode")
+            seq.think = ThinkState.of(self.think_tokens, req.thinking.budget)
         self.inbox.put(seq)
         return seq
 
@@ -152,6 +165,8 @@ class Engine:
                         self._finish(seq, "cancelled")
                 else:
                     sched.add(item)
+                    if item.think is not None:
+                        self.thinking.add(item)
         except queue.Empty:
             return True
 
@@ -174,6 +189,7 @@ class Engine:
                 if not sampling:
                     return None
                 toks = self._sample(sampling, logits)
+                thinking = self._force(sampling, toks) if self.thinking else ()
                 host, ready = toks, None
                 if toks.device.type == "cuda":
                     host = torch.empty(toks.shape, dtype=toks.dtype, pin_memory=True)
@@ -183,7 +199,9 @@ class Engine:
             for row, s in enumerate(sampling):
                 s.token_ids.append(PLACEHOLDER)
                 s.pending = (self.steps, row)
-            return _InFlight(self.steps, sampling, toks, host, ready)
+            if thinking:
+                self._hold(sampling, thinking)
+            return _InFlight(self.steps, sampling, toks, host, ready, thinking)
         except Exception as e:  # fail only these requests; the engine keeps serving
             log.exception("model step failed")
             kind = "decode" if batch.is_decode else "prefill"
@@ -212,6 +230,42 @@ class Engine:
             need_filter=any(p.top_k > 0 or p.top_p < 1 for p in params),
         )
 
+    def _force(self, sampling: list[Sequence], toks: torch.Tensor) -> tuple[int, ...]:
+        """Put the forced closing tokens of thinking sequences into this step's tokens (on the device);
+        the rows of the sampling sequences whose think block is not settled."""
+        rows, forced_rows, forced = [], [], []
+        for row, s in enumerate(sampling):
+            if s in self.thinking:
+                rows.append(row)
+                token = s.think.forced(s.sampled)
+                if token is not None:
+                    forced_rows.append(row)
+                    forced.append(token)
+        if forced:
+            toks[_to(toks.device, forced_rows)] = _to(toks.device, forced, toks.dtype)
+        return tuple(rows)
+
+    def _hold(self, sampling: list[Sequence], rows: tuple[int, ...]) -> None:
+        """Thinking sequences whose next sample must wait for the token just launched (engine.thinking)."""
+        for row in rows:
+            s = sampling[row]
+            if s.think.must_wait(s.sampled):
+                self.scheduler.held.add(s)
+
+    def _read_thinking(self, flight: _InFlight, toks: list[int], now: int) -> None:
+        """Note the think-block close and the first answer token of the step's thinking sequences."""
+        held = self.scheduler.held
+        for row in flight.thinking:
+            s = flight.seqs[row]
+            if s.done:
+                continue
+            if held and s in held and s.think.waits_for(len(s.out)):
+                held.discard(s)
+            if s.think.read(len(s.out), toks[row]):
+                s.timing.answer_first_token_ns = now
+            if s.think.settled:
+                self.thinking.discard(s)
+
     def _resolve(self, flight: _InFlight) -> None:
         """Read a launched step's tokens back (waiting for that step only), deliver them and apply
         the stop checks. A sequence that ended meanwhile (it stopped at the step before, or was
@@ -226,6 +280,8 @@ class Engine:
                 self._finish(s, "error", f"step failed: {type(e).__name__}: {e}")
             return
         now = time.time_ns()
+        if flight.thinking:
+            self._read_thinking(flight, toks, now)
         for row, (s, t) in enumerate(zip(flight.seqs, toks)):
             if s.pending == (flight.step, row):
                 s.pending = None
@@ -248,5 +304,8 @@ class Engine:
         seq.timing.finished_ns = time.time_ns()
         del seq.token_ids[len(seq.req.prompt_token_ids) + len(seq.out):]  # a token still in flight is not its
         seq.pending = None
+        if seq.think is not None:
+            self.thinking.discard(seq)
+            self.scheduler.held.discard(seq)
         self.scheduler.blocks.release(seq)  # before the final event: its blocks are free when the caller hears
         seq.sink(Final(reason, error))

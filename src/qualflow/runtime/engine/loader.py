@@ -23,6 +23,7 @@ from .model_runner import ModelRunner
 from .outputs import Final
 from .prefill_graphs import PrefillGraphs
 from .scheduler import Scheduler
+from .thinking import ThinkTokens
 
 log = logging.getLogger("qualflow.engine")
 
@@ -67,7 +68,8 @@ def load_engine(bundle, family, cfg: EngineConfig, context_limit: int, started_n
     prefill, prefill_note = prefill_graphs(model, kv, cfg, device)
     engine = Engine(ModelRunner(model, kv.attention, device, graphs, prefill),
                     Scheduler(kv.blocks, cfg.max_batch, cfg.token_budget(), mixed=cfg.mixed), context_limit, device,
-                    step_delay_s=cfg.step_delay_s, async_scheduling=cfg.overlaps(device.type))
+                    step_delay_s=cfg.step_delay_s, async_scheduling=cfg.overlaps(device.type),
+                    think_tokens=think_tokens(family))
     if fast:
         warm_prefill(engine)
     t2 = time.time_ns()
@@ -117,6 +119,12 @@ def prefill_graphs(model, kv: KvCache, cfg: EngineConfig, device: torch.device) 
     except Exception as e:  # noqa: BLE001 - serve without them, and say why
         log.exception("prefill graph capture failed")
         return None, f"off: capture failed: {type(e).__name__}: {e}"
+
+
+def think_tokens(family) -> ThinkTokens | None:
+    """The family's think-block tokens (its `reasoning` spec), None for a family without thinking."""
+    spec = getattr(family, "reasoning", None)
+    return None if spec is None else ThinkTokens(spec.end_id, tuple(spec.close_ids))
 
 
 def allocate_kv_cache(layout: tuple[int, int, int], heads: int, cfg: EngineConfig, context_limit: int,

@@ -9,7 +9,8 @@ Every step is one packed forward over (sequence, chunk) pairs:
 step is followed by a decode step, so decodes of a pure decode step replay a captured graph.
 
 A sequence whose last token is sampled but not read back yet (overlapped scheduling) is not
-scheduled again: that step's token would be discarded.
+scheduled again: that step's token would be discarded. Neither is one in `held` (the engine puts a
+thinking sequence there while its next sample waits for the token in flight: engine.thinking).
 
 Admission is FIFO: the head of the queue waits until its chunk's blocks are free, nobody overtakes
 it. When a running sequence needs a block and the pool is empty, the newest running sequence is
@@ -50,6 +51,7 @@ class Scheduler:
         self.watermark = max(1, blocks.capacity // 100)  # admission leaves this much for running decodes
         self._last_prefill = False
         self.num_preemptions = 0
+        self.held: set[Sequence] = set()
 
     def add(self, seq: Sequence) -> None:
         self.waiting.append(seq)
@@ -74,6 +76,8 @@ class Scheduler:
     def schedule(self) -> Batch | None:
         self.reap()
         ready = [s for s in self.running if s.decoding and not s.exhausted]
+        if self.held:
+            ready = [s for s in ready if s not in self.held]
         prefill_work = bool(self.waiting) or any(not r.decoding for r in self.running)
         do_prefill = prefill_work and (self.mixed or not ready or not self._last_prefill)
         chosen: dict[Sequence, int] = {}  # insertion order is the batch order

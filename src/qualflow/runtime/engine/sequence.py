@@ -13,6 +13,7 @@ import torch
 from ..api.events import TaskTiming
 from ..api.request import GenerationRequest
 from .outputs import Sink
+from .thinking import ThinkState
 
 PLACEHOLDER = -1
 
@@ -31,6 +32,7 @@ class Sequence:
     preemptions: int = 0
     max_len: int = 1 << 62                  # prompt + output, the engine's context limit
     pending: tuple[int, int] | None = None  # (step, row) of the sampled token not read back yet
+    think: ThinkState | None = None         # thinking on: its think block (engine.thinking)
 
     def __post_init__(self) -> None:
         if not self.token_ids:

@@ -8,7 +8,8 @@ One thread ticks a fixed step clock (`step_s`): each tick admits waiting request
 A request runs to its max_new_tokens (finish reason `length`): the tokens cycle through `token_ids`,
 which hold no stop token, so stop tokens and min_tokens never decide. When the thread falls behind by
 more than a step, the clock starts again from now rather than bursting to catch up, so a token gap is
-never shorter than a step."""
+never shorter than a step. A request with thinking on gets its think block closed by the forced
+closing tokens at its budget (engine.thinking), as in the real engine."""
 from __future__ import annotations
 
 import threading
@@ -19,14 +20,17 @@ from ..api.events import TaskTiming
 from ..api.request import GenerationRequest
 from .interface import SubmittedRequest
 from .outputs import Final, Sink, Tokens
+from .thinking import ThinkState, ThinkTokens
 from .threads import thread_death
 
 
 class SyntheticEngine:
-    def __init__(self, step_s: float, max_batch: int, token_ids: list[int]):
+    def __init__(self, step_s: float, max_batch: int, token_ids: list[int], think_tokens: ThinkTokens | None = None):
         if step_s <= 0 or not token_ids:
             raise ValueError("the synthetic engine needs a positive step and at least one token id")
         self.step_s, self.max_batch, self.token_ids = step_s, max_batch, list(token_ids)
+        self.think_tokens = think_tokens
+        self._think: dict[SubmittedRequest, ThinkState] = {}   # requests with thinking on (their think block)
         self._lock = threading.Lock()
         self._waiting: deque[SubmittedRequest] = deque()
         self._running: list[SubmittedRequest] = []
@@ -39,6 +43,8 @@ class SyntheticEngine:
     def submit(self, req: GenerationRequest, sink: Sink) -> SubmittedRequest:
         seq = SubmittedRequest(req, sink, TaskTiming(submitted_ns=time.time_ns()))
         with self._lock:
+            if req.thinking is not None and self.think_tokens is not None:
+                self._think[seq] = ThinkState.of(self.think_tokens, req.thinking.budget)
             self._waiting.append(seq)
         return seq
 
@@ -89,6 +95,12 @@ class SyntheticEngine:
         ended = []
         for seq in running:
             token = self.token_ids[len(seq.out) % len(self.token_ids)]
+            think = self._think.get(seq) if self._think else None
+            if think is not None:
+                forced = think.forced(len(seq.out))
+                token = token if forced is None else forced
+                if think.read(len(seq.out), token):
+                    seq.timing.answer_first_token_ns = time.time_ns()
             seq.out.append(token)
             if seq.timing.first_token_ns is None:
                 seq.timing.first_token_ns = time.time_ns()
@@ -101,10 +113,10 @@ class SyntheticEngine:
             for seq in ended:
                 self._finish(seq, "length")
 
-    @staticmethod
-    def _finish(seq: SubmittedRequest, reason: str) -> None:
+    def _finish(self, seq: SubmittedRequest, reason: str) -> None:
         if seq.done:
             return
+        self._think.pop(seq, None)
         seq.done = True
         seq.timing.finished_ns = time.time_ns()
         seq.sink(Final(reason))

@@ -22,6 +22,7 @@ from ..api.events import FinalEvent, TokenEvent
 from ..engine.interface import SequenceView
 from ..engine.outputs import EngineItem, Final, Tokens
 from .detok import IncrementalDecoder
+from .reasoning import ThinkSplit
 
 WATCH_INTERVAL_S = 0.25
 
@@ -111,11 +112,13 @@ class Mailbox:
 
 
 class Collector:
-    """Turns the engine's items into TokenEvent / FinalEvent with incremental text."""
+    """Turns the engine's items into TokenEvent / FinalEvent with incremental text. With thinking on
+    (`end_id`: the family's end-think token) the text is split into reasoning and answer (ThinkSplit)."""
 
-    def __init__(self, tokenizer, seq: SequenceView):
+    def __init__(self, tokenizer, seq: SequenceView, end_id: int | None = None):
         self.seq, self.decoder, self.parts = seq, IncrementalDecoder(tokenizer), []
         self.final: FinalEvent | None = None
+        self.split = ThinkSplit(tokenizer, end_id) if seq.req.thinking is not None and end_id is not None else None
 
     def handle_many(self, items: list[EngineItem]) -> list[TokenEvent | FinalEvent]:
         """Merge the token items into one event (one decode), keep the final last; nothing after it."""
@@ -129,14 +132,27 @@ class Collector:
     def handle(self, item: EngineItem) -> TokenEvent | FinalEvent:
         rid = self.seq.req.request_id
         if isinstance(item, Tokens):
+            if self.split is not None:
+                reasoning, text = self.split.push(item.ids)
+                return TokenEvent(rid, item.ids, text, reasoning, self.split.open)
             text = self.decoder.push(item.ids)
             self.parts.append(text)
             return TokenEvent(rid, item.ids, text)
-        tail = self.decoder.flush()
-        self.parts.append(tail)
         timing = self.seq.timing
         if timing.finished_ns is None:   # ended here, not by the engine (it died)
             timing.finished_ns = time.time_ns()
+        if self.split is not None:
+            return self._final_thinking(item)
+        tail = self.decoder.flush()
+        self.parts.append(tail)
         self.final = FinalEvent(rid, item.reason, len(self.seq.req.prompt_token_ids), len(self.seq.out),
                                 "".join(self.parts), list(self.seq.out), timing, item.error, tail)
+        return self.final
+
+    def _final_thinking(self, item: Final) -> FinalEvent:
+        split = self.split
+        reasoning_tail, tail = split.flush()
+        self.final = FinalEvent(self.seq.req.request_id, item.reason, len(self.seq.req.prompt_token_ids),
+                                len(self.seq.out), split.answer_text, list(self.seq.out), self.seq.timing, item.error,
+                                tail, split.reasoning_text, split.reasoning_tokens, reasoning_tail, not split.open)
         return self.final

@@ -39,7 +39,7 @@ class Outbox:
                 self.tokens.setdefault(key, []).extend(item.ids)
             else:
                 self.finals.append(Finished(key, item.reason, item.error, timing.first_scheduled_ns,
-                                            timing.first_token_ns, timing.finished_ns))
+                                            timing.first_token_ns, timing.finished_ns, timing.answer_first_token_ns))
         return put
 
     def flush(self) -> None:  # engine thread, once per step

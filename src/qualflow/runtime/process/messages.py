@@ -69,6 +69,7 @@ class Finished(_Message):
     first_scheduled_ns: int | None
     first_token_ns: int | None
     finished_ns: int | None
+    answer_first_token_ns: int | None = None   # thinking on: when the first token after the think block came
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,7 +4,7 @@
 One receiver thread reads the child's messages (one Step per engine step) and hands each request's
 items to its sink as the in-process engine would: Tokens, then one Final, with the request's
 `SubmittedRequest` (output ids, timing) updated first. The engine-side stamps (first scheduled,
-first token, finished) travel with the final; `submitted_ns` is stamped here, at the Task call.
+first token, finished, first answer token) travel with the final; `submitted_ns` is stamped here, at the Task call.
 
 If the child dies, every open request gets an `error` final at once and `health()` says why.
 """
@@ -192,6 +192,7 @@ class EngineProxy:
     @staticmethod
     def _stamp(t: TaskTiming, f: Finished) -> None:
         t.first_scheduled_ns, t.first_token_ns, t.finished_ns = f.first_scheduled_ns, f.first_token_ns, f.finished_ns
+        t.answer_first_token_ns = f.answer_first_token_ns
 
     def _end_all(self) -> None:
         """The child is gone: every open request ends as an error, every waiting score call fails."""

@@ -102,7 +102,7 @@ def _health(state: ServerState) -> Response:
     body.update(model=handler.model_name, ready_ns=state.ready_ns,
                 startup_s=(state.ready_ns - state.started_ns) / 1e9, load_s=t.load_timing.get("load_s"),
                 load_timing=t.load_timing, context_limit=t.context_limit,
-                capabilities=sorted(t.capabilities))
+                capabilities=sorted(t.capabilities), reasoning=handler.reasoning_info())
     return Response(orjson.dumps(body), status_code=503 if why else 200, media_type="application/json")
 
 

@@ -20,8 +20,9 @@ class ServerState:
     admission, the timing store and the pool that prepares large requests off the event loop."""
 
     def __init__(self, *, task: Any, model_name: str | None, started_ns: int, max_queue: int,
-                 store: TimingStore):
+                 store: TimingStore, reasoning_budgets: tuple[int, ...] | None = None):
         self.task, self.model_name, self.started_ns, self.max_queue = task, model_name, started_ns, max_queue
+        self.reasoning_budgets = reasoning_budgets
         self.store = store
         self.handler: ResponsesHandler | None = None
         self.error: str | None = None
@@ -32,7 +33,8 @@ class ServerState:
     def become_ready(self, task: Any) -> None:
         """Serve `task` from now on: at most its batch + the queue are admitted at once."""
         self.admission.limit = int(getattr(task, "max_batch", 1)) + self.max_queue
-        self.task, self.handler, self.ready_ns = task, ResponsesHandler(task, self.model_name), time.time_ns()
+        handler = ResponsesHandler(task, self.model_name, self.reasoning_budgets)
+        self.task, self.handler, self.ready_ns = task, handler, time.time_ns()
         log.info("ready: model %r loaded in %.2fs, startup %.2fs", self.handler.model_name,
                  task.load_timing.get("load_s", float("nan")), (self.ready_ns - self.started_ns) / 1e9)
 
