@@ -16,6 +16,8 @@ from pathlib import Path
 
 from qualflow.files import save_safetensors
 
+from . import stop_clock
+
 PRESETS: dict[str, dict] = {
     "tiny": dict(hidden_size=128, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
                  head_dim=32, intermediate_size=384, max_position_embeddings=2048),
@@ -221,7 +223,7 @@ def make_weights(preset: str, seed: int = SEED) -> dict:
         sd[p + "mlp.up_proj.weight"] = _normal(g, (ff, d), d ** -0.5)
         sd[p + "mlp.down_proj.weight"] = _normal(g, (d, ff), ff ** -0.5 * OUT_GAIN)
     sd["model.norm.weight"] = _normal(g, (d,), 0.05, 1.0)
-    return sd
+    return stop_clock.install(sd, cfg, EMBED_STD * (128 / d) ** 0.5)
 
 
 # -------------------------------------------------------------------------------------- write
