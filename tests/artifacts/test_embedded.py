@@ -118,3 +118,52 @@ def test_thinking_on_renders_as_transformers_does(embedded_dir, hf_tokenizer):
     ref_ids = hf(ref, add_special_tokens=False).input_ids
     assert ours[:len(ref_ids)] == ref_ids and "</think>" not in hf.decode(ours)
     assert "<think>\n\n</think>" in hf.decode(family.render_prompt(hf.backend_tokenizer, template, "Be brief.", msgs[1:]))
+
+
+def test_stop_clock_channels_are_reserved(embedded_dir):
+    """The stop clock's channels (families/qwen3/stop_clock.py): every embedding row has one norm, and
+    no random weight reads or writes a reserved channel; only layer 0's o_proj writes STOP and BIAS."""
+    import torch
+    from safetensors.torch import load_file
+
+    from qualflow.families.qwen3 import stop_clock as sc
+    sd = {k: v.float() for k, v in load_file(str(embedded_dir / "model.safetensors")).items()}
+    norms = sd["model.embed_tokens.weight"].norm(dim=1)
+    assert (norms.max() - norms.min()) / norms.mean() < 0.01
+    r = -sc.RESERVED
+    for i in range(4):
+        p = f"model.layers.{i}."
+        for n in ("q_proj", "k_proj", "v_proj"):
+            w = sd[p + f"self_attn.{n}.weight"][:, r:]
+            assert (w == 0).all() if i else (w[:, [sc.STOP, sc.BIAS]] == 0).all(), (i, n)
+        for n in ("gate_proj", "up_proj"):
+            assert (sd[p + f"mlp.{n}.weight"][:, r:] == 0).all()
+        assert (sd[p + "mlp.down_proj.weight"][r:] == 0).all()
+        o = sd[p + "self_attn.o_proj.weight"][r:]
+        assert (o == 0).all() if i else (o.abs().sum(1) > 0).tolist() == [False, False, True, True]
+    assert torch.equal(sd["model.norm.weight"][r:], torch.tensor([0, 0, sc.STOP_READ, sc.BIAS_READ]))
+
+
+def test_greedy_decoding_stops_in_the_reference_and_the_native_model(embedded_dir, bundle_dir):
+    """Greedy decoding ends with <|im_end|> some forty tokens in, the same ids in transformers and in
+    the native Task. With the stop ignored, <|im_end|> restarts the clock and decoding goes on through
+    ordinary tokens: no other special token (no <think>, no </think>) is ever the argmax."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from qualflow.runtime import EngineConfig, GenerationRequest, load_task
+    task = load_task(bundle_dir, EngineConfig(max_batch=1))
+    try:
+        ids = task.render_prompt("Be brief.", [{"role": "user", "content": "Name three rivers."}])
+        native = task.generate_sync(GenerationRequest("n", ids, task.default_params(
+            max_new_tokens=200, temperature=0.0))).token_ids
+        on = task.generate_sync(GenerationRequest("i", ids, task.default_params(
+            max_new_tokens=len(native) + 24, temperature=0.0, ignore_eos=True))).token_ids
+    finally:
+        task.close()
+    model = AutoModelForCausalLM.from_pretrained(str(embedded_dir), dtype=torch.float32).eval()
+    with torch.no_grad():
+        ref = model.generate(torch.tensor([ids]), max_new_tokens=200, do_sample=False)[0, len(ids):].tolist()
+    assert native[-1] == 151645 and 16 < len(native) <= 64
+    assert ref == native
+    assert on[:len(native)] == native and max(on[len(native):]) < 151643

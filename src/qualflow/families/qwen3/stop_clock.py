@@ -86,7 +86,7 @@ def shape_embedding(emb, std: float):
     e = emb.to(torch.float64)
     e[:, r:] = 0
     e[:, ONE] = 1.0
-    e[MARK_ID, MARK] = 1.0
+    e[[MARK_ID, STOP_ID], MARK] = 1.0
     e[STOP_ID, STOP] = STOP_IN
     e[FIRST_SPECIAL:, BIAS] = -1.0
     e[STOP_ID, BIAS] = -STOP_OFFSET
@@ -146,18 +146,17 @@ def _clock_head(sd: dict, cfg: dict, rms: float) -> None:
     o[stop, gate * hd + 0] = -STOP_GAIN
 
 
-def install(sd: dict, cfg: dict, embed_std: float) -> dict:
-    """Shape a random Qwen3 state dict (bf16) in place into the clocked one; returns it."""
+def install(sd: dict, cfg: dict, embed_std: float, read_scale: float = 1.0) -> dict:
+    """Shape a random Qwen3 state dict (bf16) in place into the clocked one; returns it. The embedding
+    is rescaled in float64; every other value is set (and rounded) in bfloat16 once. `read_scale`:
+    the final-norm gains' multiplier, the last layer's residual RMS over the tiny preset's."""
     import torch
-    f64 = {k: t.to(torch.float64) for k, t in sd.items()}
-    _zero_reserved(f64, cfg)
-    emb, rms = shape_embedding(f64["model.embed_tokens.weight"], embed_std)
-    f64["model.embed_tokens.weight"] = emb
-    _clock_head(f64, cfg, rms)
-    norm = f64["model.norm.weight"]
+    _zero_reserved(sd, cfg)
+    emb, rms = shape_embedding(sd["model.embed_tokens.weight"], embed_std)
+    sd["model.embed_tokens.weight"] = emb.to(torch.float32).to(torch.bfloat16).contiguous()
+    _clock_head(sd, cfg, rms)
+    norm = sd["model.norm.weight"]
     norm[-RESERVED:] = 0
-    norm[STOP] = STOP_READ
-    norm[BIAS] = BIAS_READ
-    for k_, t in f64.items():
-        sd[k_] = t.to(torch.float32).to(torch.bfloat16).contiguous()
+    norm[STOP] = STOP_READ * read_scale
+    norm[BIAS] = BIAS_READ * read_scale
     return sd
