@@ -1,45 +1,45 @@
 """The embedded default's stop clock: hand-set weights, on top of the seeded random ones, that make
-greedy decoding end with `<|im_end|>` a bounded number of tokens after the last `<|im_start|>`
-(the assistant header), in any Qwen3 forward pass (ours, transformers').
+greedy decoding end with `<|im_end|>` a bounded number of tokens after the latest `<|im_start|>` (the
+assistant header), in any Qwen3 forward pass (ours, transformers').
 
-Five residual channels are reserved (the last five of `hidden_size`); no random weight reads or writes
-them, so each keeps the value it is given here:
+Four residual channels are reserved (the last four of `hidden_size`). No random weight reads or writes
+them, so each keeps the value set here:
   ONE    1 in every embedding row (a constant)
-  MARK   1 in the row of `<|im_start|>`, else 0
-  STOP   written by the clock (below); STOP_IN in the row of `<|im_end|>`
-  BIAS   written by the clock as the constant BIAS_LEVEL; -1 in the rows of tokens that must never be
-         the argmax (every special token and the unused vocabulary rows), -STOP_OFFSET for `<|im_end|>`
-  FILL   pads the rows with no random part, so that every embedding row has the same norm
-Special tokens and unused rows carry no random part, so their logits are exactly their reserved-channel
-terms; every ordinary token has a random part of the same norm and 0 in STOP and BIAS, so its logit is
-its random logit with no offset.
+  MARK   1 in the rows of the turn markers `<|im_start|>` and `<|im_end|>`, else 0
+  STOP   STOP_IN in the row of `<|im_end|>`; the clock adds its reading
+  BIAS   -1 in the rows of every special token and every unused row, -STOP_OFFSET for `<|im_end|>`,
+         0 for ordinary tokens; the clock adds the constant BIAS_LEVEL
+Each row's random part is rescaled so that every embedding row has the same norm, so that layer 0's
+input RMSNorm is one scale for every token.
 
-The clock is one KV head of layer 0 (the last; its query heads CLOCK and GATE, any others in its group
-muted). Layer 0 sees the raw embedding, whose rows all have the same RMS, so its RMSNorm is one scale
-for every token, and q_norm / k_norm remove even that. The key of every token is then one of two fixed
-vectors (MARK or not), the query a fixed vector, and the score of a query at position m for a key at
-m - d (RoPE's relative form):
-  CLOCK: -POS_SCORE * sin(w d) + MARK_SCORE * [key is <|im_start|>]   (w: the rope pair nearest 1e-3
-         rad/token; sin(w d) rises monotonically over 0 <= w d <= pi/2 and stays above sin(w d) for
-         every longer d up to `horizon` tokens, so the score falls with distance: a recency kernel of
-         POS_SCORE * w nats per token)
-  GATE:  GATE_SCORE * [key is <|im_start|>]                           (a position-free pair)
-The value of a key is 1 - MARK (and a constant 1 for the BIAS level). So CLOCK reads the attention
-mass off the latest <|im_start|>: about 1 / (1 + exp(MARK_SCORE - slope * d_last)) / (1 - e^-slope)),
-a sigmoid in the distance d_last to it, near 0 for d_last below TURN_AT and near 1 beyond; GATE reads
-the mass off every <|im_start|>, near 0 when there is one and 1 when there is none (a context with no
-<|im_start|> never stops on the clock). STOP = STOP_GAIN * (CLOCK - 2 * GATE). A context of any length,
-with any number of earlier <|im_start|> tokens, moves the turning point by a few tokens at most:
-older markers only add mass further away (geometrically less), and the keys before the last marker
-weigh exp(-slope * d).
+The clock is layer 0's last KV head and two of its query heads, CLOCK and GATE (any other query head of
+that group is muted; the other heads leave the dims it uses alone). Its keys read ONE and MARK, its
+queries ONE, and q_norm / k_norm remove any scale, so a key is one of two fixed vectors (marker or not)
+and a query one fixed vector. In RoPE's relative form the score of a key d tokens back is
+  CLOCK: -POS_SCORE * sin(w d) + MARK_SCORE * [key is a marker]
+  GATE:  sqrt(2) * MARK_SCORE * [key is a marker]
+with w the rope pair nearest 1e-3 rad/token: up to ~3,000 tokens of context (w d < pi - 0.05) sin(w d)
+never falls back below its value at the turn, so the score falls with distance, SLOPE = POS_SCORE * w nats a token near the end (a recency kernel). GATE uses the slowest
+pair (2048 tokens turn it by 0.005 rad: position-free). A key's value is 1 - MARK (and 1, for BIAS).
+So CLOCK reads the attention mass off the latest marker, d_last tokens back,
+  1 - 1 / (1 + exp(SLOPE * (d_last - TURN_AT)))   (the rest of the context weighs 1 / (1 - e^-SLOPE)),
+a sigmoid in d_last that crosses 1/2 at TURN_AT; earlier markers, however many, weigh at least e^-SLOPE
+less each token further back, and the tokens before the marker likewise, so neither the prompt's length
+nor its content moves the turn by more than a few tokens. GATE reads the mass off every marker: ~0
+when there is one, exactly 1 when there is none. STOP += STOP_GAIN * (CLOCK - GATE): a context with no
+marker never stops on the clock; `<|im_end|>` itself is a marker, so with the stop ignored
+(`ignore_eos`) the clock starts over after it.
 
-The final norm reads STOP and BIAS (gains STOP_READ and BIAS_READ) and nothing else reserved, so the
-logit of `<|im_end|>` is (STOP_IN * STOP_READ * STOP - STOP_OFFSET * BIAS_READ * BIAS_LEVEL) / rms: below
-every ordinary token's while the clock is low, then above the largest random logit once it turns
-(`check_clock` measures the margins on the written weights). Special tokens and unused rows sit at
--BIAS_READ * BIAS_LEVEL / rms, far below the random logits, so `<think>`, `</think>`, `<|im_start|>`
-and `<|endoftext|>` are never the argmax; with stop tokens ignored (`ignore_eos`) decoding goes on
-through ordinary tokens."""
+The final norm reads STOP and BIAS (gains STOP_READ and BIAS_READ, times the preset's read scale) and
+no other reserved channel, so over the random logits, which carry no offset:
+  `<|im_end|>` gets (STOP_IN * STOP_READ * STOP - STOP_OFFSET * BIAS_READ * BIAS_LEVEL) / rms: about
+  -30 while the clock is low, about +90 once it has turned (the largest random logit is ~35-45);
+  every other special token and unused row gets -BIAS_READ * BIAS_LEVEL / rms, about -30, so
+  `<think>`, `</think>`, `<|im_start|>` and `<|endoftext|>` are never the argmax.
+Greedy decoding (and sampling) therefore ends with `<|im_end|>` at 42-45 output tokens for a prompt
+rendered with thinking disabled, the same for every run of a prompt. What is measured rather than
+derived is only the random logits' range at the turn (tests/artifacts/test_embedded.py decodes it in
+transformers and natively)."""
 from __future__ import annotations
 
 import math
@@ -48,11 +48,11 @@ RESERVED = 4
 ONE, MARK, STOP, BIAS = range(-4, 0)   # channel indices from the end of the hidden state
 
 MARK_ID, STOP_ID = 151644, 151645            # <|im_start|>, <|im_end|>
-FIRST_SPECIAL, N_TOKENS = 151643, 151669     # special tokens start here; rows from N_TOKENS on are unused
+FIRST_SPECIAL = 151643                       # special tokens, then unused rows, from here on
 
 SLOPE = 0.5            # nats per token of the recency kernel
-TURN_AT = 48           # tokens after <|im_start|> at which CLOCK crosses 1/2
-STOP_GAIN = 8.0        # STOP = STOP_GAIN * (CLOCK - 2 GATE)
+TURN_AT = 48           # tokens after the latest marker at which CLOCK crosses 1/2
+STOP_GAIN = 8.0        # the clock adds STOP_GAIN * (CLOCK - GATE) to STOP
 BIAS_LEVEL = 4.0
 STOP_IN = 0.5          # <|im_end|>'s own STOP value (its input row)
 STOP_OFFSET = 1.0      # <|im_end|>'s BIAS value is -STOP_OFFSET
