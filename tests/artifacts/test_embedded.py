@@ -65,9 +65,17 @@ def hf_tokenizer(embedded_dir):
     return AutoTokenizer.from_pretrained(str(embedded_dir))
 
 
-def test_transformers_loads_offline_and_is_well_conditioned(embedded_dir, hf_tokenizer):
+@pytest.fixture(scope="module")
+def hf_model(embedded_dir):
+    """The checkpoint in transformers (float32, offline), loaded once for this module."""
     import torch
     from transformers import AutoModelForCausalLM
+    assert os.environ.get("HF_HUB_OFFLINE") == "1"
+    return AutoModelForCausalLM.from_pretrained(str(embedded_dir), dtype=torch.float32).eval()
+
+
+def test_transformers_loads_offline_and_is_well_conditioned(hf_tokenizer, hf_model):
+    import torch
     tok = hf_tokenizer
     assert tok("Hello world").input_ids == [9707, 1879]
     assert tok.convert_tokens_to_ids("<|im_end|>") == 151645
@@ -75,7 +83,7 @@ def test_transformers_loads_offline_and_is_well_conditioned(embedded_dir, hf_tok
     text = tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True, enable_thinking=False)
     assert text == ("<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
                     "<|im_start|>assistant\n<think>\n\n</think>\n\n")
-    model = AutoModelForCausalLM.from_pretrained(str(embedded_dir), dtype=torch.float32).eval()
+    model = hf_model
     assert model.get_input_embeddings().weight.shape[0] == 151936
     g = torch.Generator().manual_seed(0)
     ids = torch.randint(0, 151643, (4, 32), generator=g)
@@ -118,3 +126,51 @@ def test_thinking_on_renders_as_transformers_does(embedded_dir, hf_tokenizer):
     ref_ids = hf(ref, add_special_tokens=False).input_ids
     assert ours[:len(ref_ids)] == ref_ids and "</think>" not in hf.decode(ours)
     assert "<think>\n\n</think>" in hf.decode(family.render_prompt(hf.backend_tokenizer, template, "Be brief.", msgs[1:]))
+
+
+def test_stop_clock_channels_are_reserved(embedded_dir):
+    """The stop clock's channels (families/qwen3/stop_clock.py): every embedding row has one norm, and
+    no random weight reads or writes a reserved channel; only layer 0's o_proj writes STOP and BIAS."""
+    import torch
+    from safetensors.torch import load_file
+
+    from qualflow.families.qwen3 import stop_clock as sc
+    sd = {k: v.float() for k, v in load_file(str(embedded_dir / "model.safetensors")).items()}
+    norms = sd["model.embed_tokens.weight"].norm(dim=1)
+    assert (norms.max() - norms.min()) / norms.mean() < 0.01
+    r = -sc.RESERVED
+    for i in range(4):
+        p = f"model.layers.{i}."
+        for n in ("q_proj", "k_proj", "v_proj"):
+            w = sd[p + f"self_attn.{n}.weight"][:, r:]
+            assert (w == 0).all() if i else (w[:, [sc.STOP, sc.BIAS]] == 0).all(), (i, n)
+        for n in ("gate_proj", "up_proj"):
+            assert (sd[p + f"mlp.{n}.weight"][:, r:] == 0).all()
+        assert (sd[p + "mlp.down_proj.weight"][r:] == 0).all()
+        o = sd[p + "self_attn.o_proj.weight"][r:]
+        assert (o == 0).all() if i else (o.abs().sum(1) > 0).tolist() == [False, False, True, True]
+    assert torch.equal(sd["model.norm.weight"][r:], torch.tensor([0, 0, sc.STOP_READ, sc.BIAS_READ]))
+
+
+def test_greedy_decoding_stops_in_the_reference_and_the_native_model(bundle_dir, hf_model):
+    """Greedy decoding ends with <|im_end|> some forty tokens in, and transformers' argmax agrees with
+    the native Task's token at every step (teacher-forced on the native ids: the same greedy sequence).
+    With the stop ignored, <|im_end|> restarts the clock and decoding goes on through ordinary tokens:
+    no other special token (no <think>, no </think>) is ever the argmax."""
+    import torch
+
+    from qualflow.runtime import EngineConfig, GenerationRequest, load_task
+    task = load_task(bundle_dir, EngineConfig(max_batch=1))
+    try:
+        ids = task.render_prompt("Be brief.", [{"role": "user", "content": "Name three rivers."}])
+        native = task.generate_sync(GenerationRequest("n", ids, task.default_params(
+            max_new_tokens=200, temperature=0.0))).token_ids
+        on = task.generate_sync(GenerationRequest("i", ids, task.default_params(
+            max_new_tokens=len(native) + 24, temperature=0.0, ignore_eos=True))).token_ids
+    finally:
+        task.close()
+    assert native[-1] == 151645 and 16 < len(native) <= 64
+    with torch.no_grad():
+        ref = hf_model(torch.tensor([ids + native[:-1]])).logits[0, len(ids) - 1:].argmax(-1).tolist()
+    assert ref == native
+    assert on[:len(native)] == native and max(on[len(native):]) < 151643

@@ -15,6 +15,7 @@ from qualflow.phases import PHASE_HEADER, PROTOCOL
 from .outputs import write_protocol
 
 PROMPT = "Protocol check: say hello."
+HELPER_MAX_TOKENS = 64   # the get_final_response() check: room for a natural stop
 
 # (name, request overrides, expected error param)
 REJECTIONS = (
@@ -95,10 +96,11 @@ class Checker:
 
     def stream_helper_final(self, rid: str) -> str:
         """`responses.stream(...)` helper: typed events, then `get_final_response()`. The SDK only
-        builds a final response from `response.completed`; a response cut at max_output_tokens ends
-        with `response.incomplete` (a random-weight model never stops), so then the check verifies
-        the helper's parsed terminal event instead, and says so."""
-        with self.client.responses.stream(model=self.model, input=PROMPT, max_output_tokens=self.max_tokens,
+        builds a final response from `response.completed`, so this check leaves room for a natural
+        stop (HELPER_MAX_TOKENS; the embedded default stops some forty tokens in). A response cut at
+        that limit ends with `response.incomplete`; then the check verifies the helper's parsed
+        terminal event instead, and says so."""
+        with self.client.responses.stream(model=self.model, input=PROMPT, max_output_tokens=HELPER_MAX_TOKENS,
                                           store=False, extra_headers=self._headers(rid)) as s:
             events = list(s)
             text = "".join(e.delta for e in events if e.type == "response.output_text.delta")
@@ -112,7 +114,7 @@ class Checker:
         final = events[-1].response
         _expect(final.status == "incomplete", f"status={final.status!r}")
         _expect(final.output_text == text, "terminal response text differs from streamed deltas")
-        return (f"response incomplete at max_output_tokens={self.max_tokens} (no EOS): helper parsed "
+        return (f"response incomplete at max_output_tokens={HELPER_MAX_TOKENS} (no stop): helper parsed "
                 f"{len(events)} events; get_final_response() needs response.completed (SDK)")
 
     def incomplete_on_truncation(self, rid: str) -> str:

@@ -16,6 +16,8 @@ from pathlib import Path
 
 from qualflow.files import save_safetensors
 
+from . import stop_clock
+
 PRESETS: dict[str, dict] = {
     "tiny": dict(hidden_size=128, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
                  head_dim=32, intermediate_size=384, max_position_embeddings=2048),
@@ -23,6 +25,10 @@ PRESETS: dict[str, dict] = {
                        num_key_value_heads=8, head_dim=128, intermediate_size=3072,
                        max_position_embeddings=40960),
 }
+# The stop clock's final-norm gains scale with the residual stream's RMS at the last layer, which the
+# random layers set (measured: ~17 for tiny, ~49 for qwen3-0.6b), so that the stop and special-token
+# logits sit at the same distance from the random ones at either size.
+STOP_READ_SCALE = {"tiny": 1.0, "qwen3-0.6b": 3.0}
 SEED = 20260601
 VOCAB_SIZE = 151936
 N_RANKS = 151643  # BPE ranks in qwen.tiktoken; special tokens start here
@@ -221,7 +227,7 @@ def make_weights(preset: str, seed: int = SEED) -> dict:
         sd[p + "mlp.up_proj.weight"] = _normal(g, (ff, d), d ** -0.5)
         sd[p + "mlp.down_proj.weight"] = _normal(g, (d, ff), ff ** -0.5 * OUT_GAIN)
     sd["model.norm.weight"] = _normal(g, (d,), 0.05, 1.0)
-    return sd
+    return stop_clock.install(sd, cfg, EMBED_STD * (128 / d) ** 0.5, STOP_READ_SCALE[preset])
 
 
 # -------------------------------------------------------------------------------------- write
