@@ -26,16 +26,26 @@ def _reset(task) -> None:
     graphs.forget()
 
 
-def graph_replay_ms(task, shapes=((1, 256), (64, 256), (64, 1280), (256, 256))) -> dict:
-    """ms per replay of the decode graph of each (batch, context), mean of 30 after one warm-up."""
-    graphs, out = task.engine.runner.graphs, {}
+def _captured(task, shapes):
+    """(key, batch, graph) of each (batch, context) of `shapes` the Task captured a decode graph for,
+    its static buffers filled for that shape while the caller measures it, reset after."""
+    graphs = task.engine.runner.graphs
     if graphs is None:
-        return out
+        return
     for bs, ctx in shapes:
         if bs not in graphs.graphs:
             continue
         _fill(task, bs, ctx)
-        g, _ = graphs.graphs[bs]
+        try:
+            yield f"b{bs}_ctx{ctx}", bs, graphs.graphs[bs][0]
+        finally:
+            _reset(task)
+
+
+def graph_replay_ms(task, shapes=((1, 256), (64, 256), (64, 1280), (256, 256))) -> dict:
+    """ms per replay of the decode graph of each (batch, context), mean of 30 after one warm-up."""
+    out = {}
+    for key, _, g in _captured(task, shapes):
         s_, e_ = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         g.replay()
         s_.record()
@@ -43,8 +53,7 @@ def graph_replay_ms(task, shapes=((1, 256), (64, 256), (64, 1280), (256, 256))) 
             g.replay()
         e_.record()
         torch.cuda.synchronize()
-        out[f"b{bs}_ctx{ctx}"] = s_.elapsed_time(e_) / 30
-        _reset(task)
+        out[key] = s_.elapsed_time(e_) / 30
     return out
 
 
@@ -68,16 +77,9 @@ def _profiled(step, n: int = 5) -> dict:
 def decode_kernels(task, shapes=((1, 256), (64, 256))) -> dict:
     """Kernels per decode step and their summed GPU time, replayed and uncaptured, per (batch, ctx)."""
     graphs, out = task.engine.runner.graphs, {}
-    if graphs is None:
-        return out
-    for bs, ctx in shapes:
-        if bs not in graphs.graphs:
-            continue
-        _fill(task, bs, ctx)
-        g, _ = graphs.graphs[bs]
+    for key, bs, g in _captured(task, shapes):
         try:
-            out[f"b{bs}_ctx{ctx}"] = {"replay": _profiled(g.replay), "uncaptured": _profiled(lambda: graphs._run(bs))}
+            out[key] = {"replay": _profiled(g.replay), "uncaptured": _profiled(lambda: graphs._run(bs))}
         except Exception as e:  # noqa: BLE001 - a profiler that cannot run here: the figures are optional
-            out[f"b{bs}_ctx{ctx}"] = {"error": repr(e)}
-        _reset(task)
+            out[key] = {"error": repr(e)}
     return out

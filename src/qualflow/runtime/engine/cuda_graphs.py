@@ -21,6 +21,31 @@ from ..kernels.paged_decode import splits_for
 from .scheduler import Batch
 
 
+def capture_step(run, device: torch.device, pool) -> tuple[torch.cuda.CUDAGraph, torch.Tensor]:
+    """`run`, a step over static buffers, captured as a CUDA graph in memory pool `pool` (None: a new
+    one) after one warm-up on a side stream (compile, autotune, allocator); the graph and its output."""
+    stream = torch.cuda.Stream(device)
+    stream.wait_stream(torch.cuda.current_stream(device))
+    with torch.cuda.stream(stream):
+        run()
+    torch.cuda.current_stream(device).wait_stream(stream)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g, pool=pool):
+        out = run()
+    return g, out
+
+
+def capture_buckets(sizes: list[int], capture_one, device: torch.device) -> float:
+    """`capture_one(size)` for every bucket, largest first (so that one memory pool fits the rest);
+    the seconds it took."""
+    t0 = time.perf_counter()
+    with torch.inference_mode():
+        for size in reversed(sizes):
+            capture_one(size)
+    torch.cuda.synchronize(device)
+    return time.perf_counter() - t0
+
+
 def batch_buckets(max_batch: int) -> list[int]:
     out = [b for b in (1, 2, 4, 8, 16, 24, 32) if b < max_batch]
     b = 48
@@ -45,14 +70,8 @@ class DecodeGraphs:
         self.graphs: dict[int, tuple[torch.cuda.CUDAGraph, torch.Tensor]] = {}
         self.pool = None
         self.capture = capture  # False: the same static-buffer step, run eagerly (tests on CPU)
-        t0 = time.perf_counter()
         self.lens.fill_(1)
-        if capture:
-            with torch.inference_mode():
-                for bs in reversed(self.sizes):  # largest first, so the pool fits the rest
-                    self._capture(bs)
-            torch.cuda.synchronize(device)
-        self.capture_s = time.perf_counter() - t0
+        self.capture_s = capture_buckets(self.sizes, self._capture, device) if capture else 0.0
 
     def _meta(self, bs: int) -> StepMeta:
         return StepMeta("paged", self.slots[:bs], block_tables=self.tables[:bs], ctx_lens=self.lens[:bs],
@@ -63,14 +82,7 @@ class DecodeGraphs:
         return self.model(self.ids[:bs], self.pos[:bs], self.attn, logit_index=None)
 
     def _capture(self, bs: int) -> None:
-        stream = torch.cuda.Stream(self.device)
-        stream.wait_stream(torch.cuda.current_stream(self.device))
-        with torch.cuda.stream(stream):
-            self._run(bs)  # warm-up outside capture (compile, autotune, allocator)
-        torch.cuda.current_stream(self.device).wait_stream(stream)
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g, pool=self.pool):
-            out = self._run(bs)
+        g, out = capture_step(lambda: self._run(bs), self.device, self.pool)
         if self.pool is None:
             self.pool = g.pool()
         self.graphs[bs] = (g, out)

@@ -14,13 +14,13 @@ Captured graphs need flash varlen attention (the reference loop reads host lengt
 """
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from ..kernels.attention import PagedAttention, StepMeta
+from .cuda_graphs import capture_buckets, capture_step
 from .scheduler import Batch
 
 
@@ -82,13 +82,7 @@ class PrefillGraphs:
         self.graphs: dict[int, tuple[torch.cuda.CUDAGraph, torch.Tensor]] = {}
         self.pool = None
         self.capture = capture
-        t0 = time.perf_counter()
-        if capture:
-            with torch.inference_mode():
-                for t in reversed(self.sizes):  # largest first, so the pool fits the rest
-                    self._capture(t)
-            torch.cuda.synchronize(device)
-        self.capture_s = time.perf_counter() - t0
+        self.capture_s = capture_buckets(self.sizes, self._capture, device) if capture else 0.0
 
     def fits(self, batch: Batch) -> bool:
         return (all(s == 0 for s in batch.starts) and len(batch.seqs) <= self.max_seqs
@@ -102,14 +96,7 @@ class PrefillGraphs:
 
     def _capture(self, t: int) -> None:
         self.cu.copy_(torch.tensor([0] + [t] * (self.max_seqs + 1), dtype=torch.int32))
-        stream = torch.cuda.Stream(self.device)
-        stream.wait_stream(torch.cuda.current_stream(self.device))
-        with torch.cuda.stream(stream):
-            self._run(t, [t])  # warm-up outside capture (compile, autotune, allocator)
-        torch.cuda.current_stream(self.device).wait_stream(stream)
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g, pool=self.pool):
-            out = self._run(t, [t])
+        g, out = capture_step(lambda: self._run(t, [t]), self.device, self.pool)
         if self.pool is None:
             self.pool = g.pool()
         self.graphs[t] = (g, out)
