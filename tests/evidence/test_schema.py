@@ -27,3 +27,15 @@ def test_conform_orders_and_refuses_extras():
     assert list(df.columns) == list(TABLES["protocol"]) and df["detail"].isna().all()
     with pytest.raises(ValueError, match="undocumented"):
         conform(pd.DataFrame([{"name": "x", "surprise": 1}]), "protocol")
+
+
+def test_a_text_column_null_on_every_row_is_still_stored_as_text(tmp_path):
+    """A run without any AIPerf warning writes the same arrow type as a run with one."""
+    import pyarrow.parquet as pq
+    from qualflow.evidence.store import write_table
+    types = []
+    for warnings in (None, "OSL mismatch"):
+        df = conform(pd.DataFrame([{"aiperf_warnings": warnings}]), "summary")
+        write_table(df, tmp_path / "s.parquet")
+        types.append(str(pq.read_schema(tmp_path / "s.parquet").field("aiperf_warnings").type))
+    assert types == ["string", "string"]

@@ -218,8 +218,14 @@ TABLES = {"requests": REQUESTS, "summary": SUMMARY, "correctness": CORRECTNESS, 
 TABLE_NAMES = tuple(TABLES)   # the one list of evidence table names (one parquet file each)
 
 
+# Text columns that may be null on every row of a run: stored as strings all the same, so that a
+# table's arrow types do not depend on whether a run had, say, any AIPerf warning.
+TEXT_COLUMNS = {"summary": ("aiperf_warnings",)}
+
+
 def conform(df, table: str):
-    """Order columns by the schema, add missing ones as null, refuse undocumented extras."""
+    """Order columns by the schema, add missing ones as null, refuse undocumented extras; TEXT_COLUMNS
+    are strings whatever their values."""
     cols = list(TABLES[table])
     extra = [c for c in df.columns if c not in TABLES[table]]
     if extra:
@@ -227,4 +233,6 @@ def conform(df, table: str):
     for c in cols:
         if c not in df.columns:
             df[c] = None
+    for c in TEXT_COLUMNS.get(table, ()):
+        df[c] = df[c].astype("string")
     return df[cols]
