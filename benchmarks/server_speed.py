@@ -1,6 +1,6 @@
 """The Python side of benchmarks/server_speed.sh (which runs the servers and AIPerf):
 
-  task WORK BUNDLE DEVICE MAX_BATCH ISL OSL C...   the Task alone at each concurrency -> WORK/task_level.json
+  task WORK BUNDLE DEVICE MAX_BATCH:MAX_CONTEXT ISL OSL C:N... the Task alone at each concurrency C, N requests -> WORK/task_level.json
   report WORK OUT NAME BASELINE C...               Task, server and harness ceiling side by side per point,
                                                    and this run against BASELINE (a committed result; "" for
                                                    the newest committed one of this device) -> OUT/NAME
@@ -21,22 +21,19 @@ from pathlib import Path
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
-def task_requests(c: int) -> int:
-    """Profiling requests of a point (the committed results' counts)."""
-    return 16 if c == 1 else (256 if c == 64 else 4 * c)
-
-
-def run_task(work: str, bundle: str, device: str, max_batch: int, isl: int, osl: int, points: list[int]) -> None:
+def run_task(work: str, bundle: str, device: str, max_batch: int, max_context: int, isl: int, osl: int,
+             points: list[tuple[int, int]]) -> None:
+    """`points`: (concurrency, requests) pairs, the same counts the AIPerf points run."""
     import asyncio
 
     from qualflow.runtime import EngineConfig, load_task
     from qualflow.runtime.bench_point import run_point
-    task = load_task(bundle, EngineConfig(device=device, max_batch=max_batch, max_context=512))
+    task = load_task(bundle, EngineConfig(device=device, max_batch=max_batch, max_context=max_context))
     res = {"load_timing": task.load_timing, "isl": isl, "osl": osl}
     try:
         asyncio.run(run_point(task, max_batch, isl, min(16, osl), max_batch))   # warm-up: every batch size once
-        for c in points:
-            r = asyncio.run(run_point(task, c, isl, osl, task_requests(c)))
+        for c, n in points:
+            r = asyncio.run(run_point(task, c, isl, osl, n))
             res[f"c{c}"] = r
             print(f"Task c{c}: {r['output_tok_per_s']:.0f} tok/s  TTFT p50 {r['ttft_ms_p50']:.1f} ms  "
                   f"ITL p50 {r['itl_ms_p50']:.2f} ms", flush=True)
@@ -63,6 +60,35 @@ def _gaps(d: Path, records: dict) -> list[float]:
                   and (rid := r["metadata"].get("x_request_id")) in records and "request_latency" in r.get("metrics", {}))
 
 
+def _ms(a: int | None, b: int | None) -> float | None:
+    return (b - a) / 1e6 if a is not None and b is not None else None
+
+
+def breakdown(d: Path, records: dict) -> dict:
+    """Where a profiling request's time went, p50 over the requests the server's timing log matches:
+    HTTP arrival -> Task submit, submit -> first scheduled, the Task's TTFT and per-token decode time,
+    the Task's end -> last byte sent, and the client's latency beyond the server's HTTP time."""
+    parts: dict[str, list[float]] = {k: [] for k in ("http_in_ms", "queue_ms", "task_ttft_ms", "task_itl_ms",
+                                                     "http_out_ms", "client_beyond_http_ms")}
+    f = d / "profile_export.jsonl"
+    for r in map(json.loads, f.read_text().splitlines() if f.exists() else []):
+        rec = records.get(r["metadata"].get("x_request_id"))
+        if rec is None or r["metadata"].get("benchmark_phase") != "profiling":
+            continue
+        sub, first, fin = rec.get("submitted_ns"), rec.get("first_token_ns"), rec.get("finished_ns")
+        vals = {"http_in_ms": _ms(rec.get("http_received_ns"), sub), "queue_ms": _ms(sub, rec.get("first_scheduled_ns")),
+                "task_ttft_ms": _ms(sub, first), "http_out_ms": _ms(fin, rec.get("http_sent_ns")),
+                "task_itl_ms": _ms(first, fin) / (rec["output_tokens"] - 1)
+                if first and fin and (rec.get("output_tokens") or 0) > 1 else None}
+        http = _ms(rec.get("http_received_ns"), rec.get("http_sent_ns"))
+        lat = r.get("metrics", {}).get("request_latency", {}).get("value")
+        vals["client_beyond_http_ms"] = lat - http if http is not None and lat is not None else None
+        for k, v in vals.items():
+            if v is not None:
+                parts[k].append(v)
+    return {f"{k}_p50": _pct(sorted(v), 0.5) for k, v in parts.items()}
+
+
 def _pct(a: list[float], q: float):
     return a[min(len(a) - 1, int(len(a) * q))] if a else None
 
@@ -86,7 +112,8 @@ def point_figures(work: Path, c: int, task: dict, records: dict) -> dict:
             "task_share_of_ceiling": _ratio(t_tps, c_tps),
             "ceiling_ttft_ms_p50": _stat(ceil, "time_to_first_token", "p50"),
             "ceiling_itl_ms_p50": _stat(ceil, "inter_token_latency", "p50"),
-            "ceiling_errors": _stat(ceil, "error_request_count") or 0, "ceiling_requests": _stat(ceil, "request_count")}
+            "ceiling_errors": _stat(ceil, "error_request_count") or 0, "ceiling_requests": _stat(ceil, "request_count"),
+            "server_breakdown": breakdown(work / "server" / f"aiperf_c{c}", records)}
 
 
 def device_tag(name: str) -> str:
@@ -125,7 +152,13 @@ def print_side_by_side(res: dict, points: list[int]) -> None:
               f"{_pc(r['server_share_of_ceiling']):>11} | {_n(r['task_itl_ms_p50'], '{:.2f}')} / "
               f"{_n(r['itl_ms_p50'], '{:.2f}')} / {_n(r['ceiling_itl_ms_p50'], '{:.2f}')} ms | "
               f"{_n(r['ttft_ms_p50'], '{:.1f}')} / {_n(r['ceiling_ttft_ms_p50'], '{:.1f}')} ms | "
-              f"{_n(r['client_minus_task_ms_p50'], '{:.2f}')} ms  (errors {r['errors']:.0f}/{r['ceiling_errors']:.0f})")
+              f"{_n(r['client_minus_task_ms_p50'], '{:.2f}')} ms  (errors {r['errors']:.0f}/{r['ceiling_errors'] or 0:.0f})")
+    print("\nwhere a server request's time went (p50, ms): HTTP in | queue | Task TTFT | Task ms/token | HTTP out | "
+          "client beyond HTTP")
+    for c in points:
+        b = res[f"c{c}"]["server_breakdown"]
+        print(f"{'c' + str(c):>6} | " + " | ".join(_n(b[f"{k}_p50"], "{:.2f}") for k in (
+            "http_in_ms", "queue_ms", "task_ttft_ms", "task_itl_ms", "http_out_ms", "client_beyond_http_ms")))
 
 
 def against(res: dict, base: dict, points: list[int]) -> dict:
@@ -207,7 +240,9 @@ def main(argv: list[str]) -> int:
     settings = json.loads(rest.pop()) if cmd in ("report", "scaling") else {}
     if cmd == "task":
         work, bundle, device, mb, isl, osl, *pts = rest
-        run_task(work, bundle, device, int(mb), int(isl), int(osl), [int(c) for c in pts])
+        mb, ctx = mb.split(":")
+        run_task(work, bundle, device, int(mb), int(ctx), int(isl), int(osl),
+                 [(int(c), int(n)) for c, n in (p.split(":") for p in pts)])
     elif cmd == "report":
         work, out, name, baseline, *pts = rest
         report(work, out, name, baseline, [int(c) for c in pts], settings)

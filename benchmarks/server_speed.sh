@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The server's speed against the Task's and against our own harness ceiling, per point, in one call.
 # On a Qwen3-0.6B-shaped fp16 bundle (seeded random weights; the `tiny` preset on cpu), ISL/OSL 128,
-# ignore_eos, greedy, --max-batch 64 --max-context 512:
+# ignore_eos, greedy, --max-batch 64 --max-context 512 (MAX_CONTEXT):
 #   1. the Task alone (runtime.bench_point.run_point, one process) at each point;
 #   2. `qualflow serve` + the published AIPerf (responses, streaming) at the same points;
 #   3. the harness ceiling: `qualflow serve --engine synthetic --step-ms CEILING_STEP_MS` (same bundle,
@@ -18,10 +18,13 @@
 # On the lent GPU machine (torch there, not this project) the carried cp312 wheels in .whl/ are
 # installed first (benchmarks/device_env.sh). Everything else comes from the environment:
 #   DEVICE (cuda where nvidia-smi sees a GPU, else cpu), PRESET (qwen3-0.6b on cuda, tiny on cpu),
-#   POINTS, ISL, OSL, MAX_BATCH, REQUESTS (per point; default as committed: c1 16, c64 256, else 4c),
+#   POINTS, ISL, OSL, MAX_BATCH, REQUESTS (per point, for the Task and the server alike; default c1 48, c64 2048, else 12c),
 #   WORKERS / RECORD_PROCESSORS (AIPerf; 8 / 4 on cuda, 1 / 1 on cpu), CEILING_STEP_MS (1),
-#   SERVE_FLAGS (extra `qualflow serve` flags for the stack), SKIP_TASK=1 (reuse WORK/task_level.json),
-#   PROFILE=1 (the stack's server under the 10 ms sampling profiler: OUT/server_profile.txt), PORT.
+#   SERVE_FLAGS (extra `qualflow serve` flags for the stack), SKIP_TASK=1 (reuse WORK/task_level.json), SKIP_CEILING=1,
+#   PROFILE=1 (the stack's server under the 10 ms sampling profiler: OUT/server_profile.txt), SPY_C=C (py-spy,
+#   where it is on PATH, records the server and its engine process during point C for SPY_S (8) s after
+#   SPY_DELAY_S (4) s: OUT/server_spy_c<C>.txt, collapsed stacks per thread, idle ones included; and each
+#   thread's CPU share in the same window: OUT/server_threads_c<C>.json, benchmarks/thread_cpu.py), PORT.
 #   bash benchmarks/server_speed.sh WORK_DIR OUT_DIR
 set -euo pipefail
 WORK=${1:-/tmp/qualflow-speed}; OUT=${2:-$WORK/out}
@@ -38,7 +41,7 @@ else
   PRESET=${PRESET:-qwen3-0.6b}; MAX_BATCH=${MAX_BATCH:-64}; WORKERS=${WORKERS:-8}; RECORD_PROCESSORS=${RECORD_PROCESSORS:-4}
 fi
 [ "$MODE" = scaling ] && POINTS=${POINTS:-"64 256"} || POINTS=${POINTS:-"1 64 256"}
-ISL=${ISL:-128}; OSL=${OSL:-128}; CEILING_STEP_MS=${CEILING_STEP_MS:-1}; PORT=${PORT:-8765}; SERVE_FLAGS=${SERVE_FLAGS:-}
+ISL=${ISL:-128}; OSL=${OSL:-128}; MAX_CONTEXT=${MAX_CONTEXT:-512}; CEILING_STEP_MS=${CEILING_STEP_MS:-1}; PORT=${PORT:-8765}; SERVE_FLAGS=${SERVE_FLAGS:-}
 GRID=${GRID:-"1:1 2:1 4:1 4:2 8:2 8:4 16:4 16:8"}; SCALING_REQUESTS_PER_C=${SCALING_REQUESTS_PER_C:-8}
 TAG=$(python3 -c "import re,sys; print(re.sub(r'[^A-Za-z0-9]+', '-', sys.argv[1]).strip('-'))" "$DEVICE_NAME")
 QF="python3 -m qualflow.cli"; PY="python3 $ROOT/benchmarks/server_speed.py"
@@ -49,7 +52,8 @@ if [ ! -f "$BUNDLE/manifest.json" ]; then
   $QF pin --checkpoint "$WORK/ckpt-$PRESET" --out "$WORK/pin-$PRESET.json"
   $QF build --pin "$WORK/pin-$PRESET.json" --profile fp16 --out "$BUNDLE" --force
 fi
-requests() { if [ -n "${REQUESTS:-}" ]; then echo "$REQUESTS"; else case $1 in 1) echo 16;; 64) echo 256;; *) echo $(( $1 * 4 ));; esac; fi; }
+# at least ~5 s of steady state per point on the H200 (c1 ~8 s, c64 ~9 s, c256 ~12 s through the server)
+requests() { if [ -n "${REQUESTS:-}" ]; then echo "$REQUESTS"; else case $1 in 1) echo 48;; 64) echo 2048;; *) echo $(( $1 * 12 ));; esac; fi; }
 SETTINGS=$(python3 -c "import json,sys; k=sys.argv[1::2]; v=sys.argv[2::2]; print(json.dumps(dict(zip(k, v))))" \
   device "$DEVICE" device_name "$DEVICE_NAME" preset "$PRESET" isl "$ISL" osl "$OSL" max_batch "$MAX_BATCH" \
   aiperf_workers "$WORKERS" aiperf_record_processors "$RECORD_PROCESSORS" ceiling_step_ms "$CEILING_STEP_MS" \
@@ -62,7 +66,7 @@ start_server() {   # start_server DIR [serve flags...]: one `qualflow serve` on 
   local dir=$1; shift
   mkdir -p "$dir"; rm -f "$dir/timing.jsonl"
   "${PROFILE_ENV[@]}" $QF serve --bundle "$BUNDLE" --device "$DEVICE" --port "$PORT" --model-name speed \
-    --max-batch "$MAX_BATCH" --max-context 512 --timing-log "$dir/timing.jsonl" --log-level warning "$@" \
+    --max-batch "$MAX_BATCH" --max-context "$MAX_CONTEXT" --timing-log "$dir/timing.jsonl" --log-level warning "$@" \
     > "$dir/server.log" 2>&1 &
   SERVER=$!
   until curl -sf "http://127.0.0.1:$PORT/health" >/dev/null; do
@@ -100,18 +104,31 @@ if [ "$MODE" = scaling ]; then
 fi
 
 # 1. the Task alone
-[ "${SKIP_TASK:-0}" = 1 ] && [ -f "$WORK/task_level.json" ] || $PY task "$WORK" "$BUNDLE" "$DEVICE" "$MAX_BATCH" "$ISL" "$OSL" $POINTS
+TASK_POINTS=$(for C in $POINTS; do printf '%s:%s ' "$C" "$(requests "$C")"; done)
+# shellcheck disable=SC2086
+[ "${SKIP_TASK:-0}" = 1 ] && [ -f "$WORK/task_level.json" ] || $PY task "$WORK" "$BUNDLE" "$DEVICE" "$MAX_BATCH:$MAX_CONTEXT" "$ISL" "$OSL" $TASK_POINTS
 # 2. the stack's server
 rm -rf "$WORK/server" "$WORK/ceiling"
 [ "${PROFILE:-0}" = 1 ] && PROFILE_ENV=(env PYTHONPATH="$ROOT/benchmarks/profiling:${PYTHONPATH:-}" QUALFLOW_SAMPLE_PROFILE="$OUT/server_profile.txt")
 # shellcheck disable=SC2086
 start_server "$WORK/server" $SERVE_FLAGS
 curl -s "http://127.0.0.1:$PORT/health"; echo
-for C in $POINTS; do aiperf_point "$WORK/server" "$C" "$(requests "$C")" "$WORKERS" "$RECORD_PROCESSORS"; done
+for C in $POINTS; do
+  if [ "${SPY_C:-}" = "$C" ] && command -v py-spy >/dev/null; then   # the server's threads and its engine process
+    (sleep "${SPY_DELAY_S:-4}"; python3 "$ROOT/benchmarks/thread_cpu.py" "$SERVER" "${SPY_S:-8}" "$OUT/server_threads_c$C.json" \
+       > "$WORK/threads.log" 2>&1) &
+    (sleep "${SPY_DELAY_S:-4}"; py-spy record --pid "$SERVER" --subprocesses --threads --idle --nonblocking --rate 100 \
+       --duration "${SPY_S:-8}" --format raw --output "$OUT/server_spy_c$C.txt" > "$WORK/spy.log" 2>&1) &
+  fi
+  aiperf_point "$WORK/server" "$C" "$(requests "$C")" "$WORKERS" "$RECORD_PROCESSORS"
+done
+wait
 stop_server
 PROFILE_ENV=(env)
-# 3. the harness ceiling: the same points, the synthetic engine behind the same HTTP path
-start_server "$WORK/ceiling" --engine synthetic --step-ms "$CEILING_STEP_MS" --device cpu
-for C in $POINTS; do aiperf_point "$WORK/ceiling" "$C" "$(requests "$C")" "$WORKERS" "$RECORD_PROCESSORS"; done
-stop_server
+# 3. the harness ceiling: the same points, the synthetic engine behind the same HTTP path (SKIP_CEILING=1: not run)
+if [ "${SKIP_CEILING:-0}" != 1 ]; then
+  start_server "$WORK/ceiling" --engine synthetic --step-ms "$CEILING_STEP_MS" --device cpu
+  for C in $POINTS; do aiperf_point "$WORK/ceiling" "$C" "$(requests "$C")" "$WORKERS" "$RECORD_PROCESSORS"; done
+  stop_server
+fi
 $PY report "$WORK" "$OUT" "${NAME:-$(date -u +%F)-$TAG-server-speed.json}" "${BASELINE:-}" $POINTS "$SETTINGS"
