@@ -1,9 +1,10 @@
-"""CPU per thread of a process and its descendants over a window, from /proc (Linux):
+"""CPU per thread of every process on the machine over a window, from /proc (Linux):
 
   python3 benchmarks/thread_cpu.py PID SECONDS OUT.json
 
 Prints and writes each thread's CPU share of one core in the window (pid, tid, its process's command
-line), busiest first. Thread ids match py-spy's `thread (TID)` labels, which name the Python thread."""
+line, and whether it belongs to PID's process tree), busiest first, and the total per command. Thread
+ids match py-spy's `thread (TID)` labels, which name the Python thread."""
 from __future__ import annotations
 
 import json
@@ -53,22 +54,32 @@ def _cmd(pid: int) -> str:
         return "?"
 
 
+def _all() -> list[int]:
+    return [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()]
+
+
 def measure(pid: int, seconds: float) -> list[dict]:
-    pids = _tree(pid)
-    before, t0 = _threads(pids), time.monotonic()
+    before, t0 = _threads(_all()), time.monotonic()
     time.sleep(seconds)
-    after, dt = _threads(pids), time.monotonic() - t0
-    rows = [{"pid": p, "tid": t, "cpu_share": (after[(p, t)] - before.get((p, t), 0.0)) / dt, "command": _cmd(p)}
-            for (p, t) in after]
-    return sorted(rows, key=lambda r: -r["cpu_share"])
+    after, dt = _threads(_all()), time.monotonic() - t0
+    tree = set(_tree(pid))
+    rows = [{"pid": p, "tid": t, "cpu_share": (after[(p, t)] - before.get((p, t), 0.0)) / dt, "command": _cmd(p),
+             "in_tree": p in tree} for (p, t) in after]
+    return sorted((r for r in rows if r["cpu_share"] > 0), key=lambda r: -r["cpu_share"])
 
 
 def main(argv: list[str]) -> int:
     pid, seconds, out = int(argv[0]), float(argv[1]), Path(argv[2])
     rows = measure(pid, seconds)
     out.write_text(json.dumps({"pid": pid, "seconds": seconds, "threads": rows}, indent=1) + "\n")
-    for r in rows[:12]:
-        print(f"{100 * r['cpu_share']:6.1f}%  pid {r['pid']:>7} tid {r['tid']:>7}  {r['command']}")
+    for r in rows[:24]:
+        print(f"{100 * r['cpu_share']:6.1f}%  pid {r['pid']:>7} tid {r['tid']:>7} {'*' if r['in_tree'] else ' '} {r['command'][:90]}")
+    per: dict[str, float] = {}
+    for r in rows:
+        per[r["command"][:90]] = per.get(r["command"][:90], 0.0) + r["cpu_share"]
+    print("per command (cores):")
+    for cmd, share in sorted(per.items(), key=lambda kv: -kv[1])[:12]:
+        print(f"  {share:5.2f}  {cmd}")
     return 0
 
 

@@ -52,12 +52,19 @@ def _signal_group(pgid: int, sig: int) -> None:
         pass
 
 
+# Set for every AIPerf run (and recorded with its command): the tokenizer is a local directory (the
+# bundle's, or the pin's), so the parent's cache pre-warm has nothing to fetch; it would only load the
+# tokenizer once more in a spawned process (about 2.5 CPU-s a run on a 2-core machine). Each service
+# still loads the tokenizer itself.
+FIXED_ENV = {"AIPERF_TOKENIZER_SKIP_PRELOAD": "true"}
+
+
 def aiperf_env(tmpdir: Path) -> dict:
     """AIPerf's environment: HF_HUB_OFFLINE unset (a local tokenizer dir fails under it in 0.13.0),
-    a private TMPDIR per run (AIPerf leaves mmap/tmp dirs there), no colour."""
+    a private TMPDIR per run (AIPerf leaves mmap/tmp dirs there), no colour, FIXED_ENV."""
     env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
     env.update({"TMPDIR": str(tmpdir), "NO_COLOR": "1", "PYTHONUNBUFFERED": "1",
-                "TOKENIZERS_PARALLELISM": "false"})
+                "TOKENIZERS_PARALLELISM": "false", **FIXED_ENV})
     return env
 
 
@@ -143,10 +150,11 @@ def run_point(point: AiperfPoint, client: ClientOptions, *, point_dir: str | Pat
     shown = [("<api key from the environment>" if client.api_key and a == client.api_key else a) for a in cmd]
     record = PointRun(point=point, argv=shown,
                       input_file_sha256=sha256_file(point.input_file) if point.input_file else None,
-                      command=command_to_str(shown), env={"HF_HUB_OFFLINE": "<unset>", "TMPDIR": str(tmpdir)},
+                      command=command_to_str(shown), env={"HF_HUB_OFFLINE": "<unset>", "TMPDIR": str(tmpdir), **FIXED_ENV},
                       started_ns=time.time_ns())
     (point_dir / "command.sh").write_text(
-        "# exact AIPerf command run by qualflow (env: HF_HUB_OFFLINE unset, TMPDIR private)\n"
+        "# exact AIPerf command run by qualflow (env: HF_HUB_OFFLINE unset, TMPDIR private, "
+        + " ".join(f"{k}={v}" for k, v in FIXED_ENV.items()) + ")\n"
         + record.command + "\n")
     proc, out = _start(cmd, tmpdir, point_dir / "aiperf.log")
     rc = None
