@@ -148,11 +148,13 @@ def serving_session(bundle: str, out: str, delay: float) -> int:
     cfg = SessionConfig(bundle=bundle, out=out, points=json.dumps([POINT]), model_name="m", startup_timeout=180,
                         warmup_requests=2, warmup_max_tokens=4, protocol=False,
                         engine=EngineConfig(step_delay_s=delay))
+    Path(out + ".started").write_text("")   # the parent starts the next session only after this
     return run_session(cfg, point_runner=None if REAL_AIPERF else fake_aiperf_point)
 
 
-# (name, version key, step delay). The three sessions run at the same time (started 1.1 s apart, so
-# their run ids differ), so a load change on this shared host hits all of them alike: the two
+# (name, version key, step delay). The three sessions run at the same time (each started 1.1 s after
+# the previous one has imported everything and is about to begin, so their run ids, which have
+# one-second resolution, differ even when imports are slow on a loaded machine), so a load change on this shared host hits all of them alike: the two
 # identical configurations differ only by noise, the slow one by its step delay.
 SESSIONS = (("base", "v-base", DELAY), ("rerun", "v-base", DELAY), ("slow", "v-slow", 2 * DELAY))
 
@@ -174,6 +176,9 @@ def three_runs(bundle_dir, pinned, tmp_path_factory):
             env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
             procs[name] = subprocess.Popen([sys.executable, __file__, str(bundle_dir), str(tmp / name), str(delay)],
                                            stdout=log, stderr=subprocess.STDOUT, env=env)
+            started = Path(str(tmp / name) + ".started")
+            while not started.exists() and procs[name].poll() is None:
+                time.sleep(0.1)
             time.sleep(1.1)
         for name, p in procs.items():
             assert p.wait(timeout=400) == 0, (tmp / f"{name}.log").read_text()[-3000:]
