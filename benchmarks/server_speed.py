@@ -52,36 +52,37 @@ def _stat(j: dict | None, tag: str, key: str = "avg"):
     return b.get(key) if isinstance(b, dict) else None
 
 
-def _gaps(d: Path, records: dict) -> list[float]:
-    rows = [json.loads(ln) for ln in (d / "profile_export.jsonl").read_text().splitlines()] \
-        if (d / "profile_export.jsonl").exists() else []
-    return sorted(r["metrics"]["request_latency"]["value"] - records[rid]["public_task_call_wall_ns"] / 1e6
-                  for r in rows if r["metadata"].get("benchmark_phase") == "profiling"
-                  and (rid := r["metadata"].get("x_request_id")) in records and "request_latency" in r.get("metrics", {}))
+def matched(d: Path, records: dict) -> list[tuple[dict, dict]]:
+    """(AIPerf's profiling record, the server's timing record) per request of the point's export that
+    the timing log has; AIPerf's records read by the project's reader (qualflow.aiperf.exports)."""
+    from qualflow.aiperf.exports import read_records
+    return [(r, records[r["request_id"]]) for r in read_records(d)
+            if r["benchmark_phase"] == "profiling" and r["request_id"] in records]
+
+
+def _gaps(pairs: list[tuple[dict, dict]]) -> list[float]:
+    """Client latency minus the Task's wall time, per request, sorted."""
+    return sorted(r["request_latency"] - rec["public_task_call_wall_ns"] / 1e6
+                  for r, rec in pairs if r["request_latency"] is not None)
 
 
 def _ms(a: int | None, b: int | None) -> float | None:
     return (b - a) / 1e6 if a is not None and b is not None else None
 
 
-def breakdown(d: Path, records: dict) -> dict:
+def breakdown(pairs: list[tuple[dict, dict]]) -> dict:
     """Where a profiling request's time went, p50 over the requests the server's timing log matches:
     HTTP arrival -> Task submit, submit -> first scheduled, the Task's TTFT and per-token decode time,
     the Task's end -> last byte sent, and the client's latency beyond the server's HTTP time."""
     parts: dict[str, list[float]] = {k: [] for k in ("http_in_ms", "queue_ms", "task_ttft_ms", "task_itl_ms",
                                                      "http_out_ms", "client_beyond_http_ms")}
-    f = d / "profile_export.jsonl"
-    for r in map(json.loads, f.read_text().splitlines() if f.exists() else []):
-        rec = records.get(r["metadata"].get("x_request_id"))
-        if rec is None or r["metadata"].get("benchmark_phase") != "profiling":
-            continue
+    for r, rec in pairs:
         sub, first, fin = rec.get("submitted_ns"), rec.get("first_token_ns"), rec.get("finished_ns")
         vals = {"http_in_ms": _ms(rec.get("http_received_ns"), sub), "queue_ms": _ms(sub, rec.get("first_scheduled_ns")),
                 "task_ttft_ms": _ms(sub, first), "http_out_ms": _ms(fin, rec.get("http_sent_ns")),
                 "task_itl_ms": _ms(first, fin) / (rec["output_tokens"] - 1)
                 if first and fin and (rec.get("output_tokens") or 0) > 1 else None}
-        http = _ms(rec.get("http_received_ns"), rec.get("http_sent_ns"))
-        lat = r.get("metrics", {}).get("request_latency", {}).get("value")
+        http, lat = _ms(rec.get("http_received_ns"), rec.get("http_sent_ns")), r["request_latency"]
         vals["client_beyond_http_ms"] = lat - http if http is not None and lat is not None else None
         for k, v in vals.items():
             if v is not None:
@@ -100,7 +101,8 @@ def _ratio(a, b):
 def point_figures(work: Path, c: int, task: dict, records: dict) -> dict:
     """One point: the Task's, the server's and the ceiling's figures (the server's keys as committed)."""
     srv, ceil, t = _aiperf(work / "server" / f"aiperf_c{c}"), _aiperf(work / "ceiling" / f"aiperf_c{c}"), task.get(f"c{c}", {})
-    gaps = _gaps(work / "server" / f"aiperf_c{c}", records)
+    pairs = matched(work / "server" / f"aiperf_c{c}", records)
+    gaps = _gaps(pairs)
     s_tps, c_tps, t_tps = (_stat(srv, "output_token_throughput"), _stat(ceil, "output_token_throughput"),
                            t.get("output_tok_per_s"))
     return {"server_output_tok_per_s": s_tps, "task_output_tok_per_s": t_tps, "server_share_of_task": _ratio(s_tps, t_tps),
@@ -113,7 +115,7 @@ def point_figures(work: Path, c: int, task: dict, records: dict) -> dict:
             "ceiling_ttft_ms_p50": _stat(ceil, "time_to_first_token", "p50"),
             "ceiling_itl_ms_p50": _stat(ceil, "inter_token_latency", "p50"),
             "ceiling_errors": _stat(ceil, "error_request_count") or 0, "ceiling_requests": _stat(ceil, "request_count"),
-            "server_breakdown": breakdown(work / "server" / f"aiperf_c{c}", records)}
+            "server_breakdown": breakdown(pairs)}
 
 
 def device_tag(name: str) -> str:
