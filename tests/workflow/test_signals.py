@@ -40,7 +40,7 @@ rule session:
     log: "logs/session.log"
     shell:
         "exec qualflow session --bundle {bundle} --out session --points {{input.points}} --device cpu"
-        " --warmup-requests 1 --warmup-max-tokens 4 --no-protocol --startup-timeout 300"
+        " --warmup-requests 1 --warmup-max-tokens 4 --no-protocol --startup-timeout 300 --cpu-threads 1"
         " --run-name embedded fp16 --archive-dir history > {{log}} 2>&1"
 """
 
