@@ -123,17 +123,23 @@ def device_tag(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "-", name).strip("-") or "cpu"
 
 
-def newest_baseline(tag: str) -> Path | None:
-    """The newest committed server-speed result of this device: by the date its name starts with,
-    then by the time it records (`recorded_utc`; older results have none), then by modification time."""
-    def key(p: Path):
+def newest_baseline(tag: str, settings: dict) -> Path | None:
+    """The newest committed server-speed result of this device at the same ISL / OSL (and, where it
+    records them, the same serve flags): by the date its name starts with, then by the time it records
+    (`recorded_utc`; older results have none), then by modification time."""
+    def read(p: Path) -> dict:
         try:
-            recorded = json.loads(p.read_text()).get("recorded_utc") or ""
+            return json.loads(p.read_text())
         except (OSError, ValueError):
-            recorded = ""
-        return p.name[:10], recorded, p.stat().st_mtime
-    found = [p for p in RESULTS.glob(f"*-{tag}-server-speed*.json") if re.match(r"\d{4}-\d\d-\d\d-", p.name)]
-    return max(found, key=key) if found else None
+            return {}
+
+    def same(d: dict) -> bool:
+        return all(str(d.get(k, settings.get(k))) == str(settings.get(k)) for k in ("isl", "osl", "serve_flags"))
+
+    found = [(p, d) for p in RESULTS.glob(f"*-{tag}-server-speed*.json") if re.match(r"\d{4}-\d\d-\d\d-", p.name)
+             for d in [read(p)] if same(d)]
+    return max(found, key=lambda f: (f[0].name[:10], f[1].get("recorded_utc") or "", f[0].stat().st_mtime))[0] \
+        if found else None
 
 
 def _n(v, fmt="{:,.0f}") -> str:
@@ -195,7 +201,7 @@ def report(work: str, out: str, name: str, baseline: str, points: list[int], set
     res = {"recorded_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), **settings,
            "task_load_timing": task.get("load_timing")}
     res.update({f"c{c}": point_figures(work_p, c, task, records) for c in points})
-    base_path = Path(baseline) if baseline else newest_baseline(device_tag(settings.get("device_name", "cpu")))
+    base_path = Path(baseline) if baseline else newest_baseline(device_tag(settings.get("device_name", "cpu")), settings)
     print_side_by_side(res, points)
     if base_path is not None and base_path.exists():
         res["baseline"] = base_path.name

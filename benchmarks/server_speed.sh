@@ -113,16 +113,19 @@ rm -rf "$WORK/server" "$WORK/ceiling"
 # shellcheck disable=SC2086
 start_server "$WORK/server" $SERVE_FLAGS
 curl -s "http://127.0.0.1:$PORT/health"; echo
+SPIES=()   # the profilers' jobs: waited for before the server stops (a bare `wait` would wait for the server)
 for C in $POINTS; do
   if [ "${SPY_C:-}" = "$C" ] && command -v py-spy >/dev/null; then   # the server's threads and its engine process
     (sleep "${SPY_DELAY_S:-4}"; python3 "$ROOT/benchmarks/thread_cpu.py" "$SERVER" "${SPY_S:-8}" "$OUT/server_threads_c$C.json" \
        > "$WORK/threads.log" 2>&1) &
+    SPIES+=($!)
     (sleep "${SPY_DELAY_S:-4}"; py-spy record --pid "$SERVER" --subprocesses --threads --idle --nonblocking --rate 100 \
        --duration "${SPY_S:-8}" --format raw --output "$OUT/server_spy_c$C.txt" > "$WORK/spy.log" 2>&1) &
+    SPIES+=($!)
   fi
   aiperf_point "$WORK/server" "$C" "$(requests "$C")" "$WORKERS" "$RECORD_PROCESSORS"
 done
-wait
+[ ${#SPIES[@]} -eq 0 ] || wait "${SPIES[@]}"
 stop_server
 PROFILE_ENV=(env)
 # 3. the harness ceiling: the same points, the synthetic engine behind the same HTTP path (SKIP_CEILING=1: not run)
