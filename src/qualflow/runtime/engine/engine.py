@@ -221,7 +221,6 @@ class Engine:
                 logits[i].index_fill_(0, _to(dev, list(s.req.params.stop_token_ids)), float("-inf"))
         if all(p.temperature == 0 for p in params):
             return logits.argmax(dim=-1)
-        every_top_k = all(p.top_k > 0 for p in params)
         return sample(
             logits,
             _to(dev, [p.temperature for p in params], torch.float32),
@@ -229,7 +228,6 @@ class Engine:
             _to(dev, [p.top_p for p in params], torch.float32),
             [s.generator for s in batch],
             need_filter=any(p.top_k > 0 or p.top_p < 1 for p in params),
-            candidates=[p.top_k for p in params] if every_top_k else None,
         )
 
     def _force(self, sampling: list[Sequence], toks: torch.Tensor) -> tuple[int, ...]:
