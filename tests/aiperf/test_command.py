@@ -156,3 +156,12 @@ def test_reasoning_reaches_the_payload_nested_as_aiperf_parses_extra_inputs():
         assert ("reasoning", {"effort": "medium"}) in pairs and ("temperature", 0.6) in pairs
         assert ("ignore_eos", True) in pairs if extensions else "ignore_eos" not in dict(pairs)
     assert "reasoning" not in json.loads(_flag(build_command(_point(), client, artifact_dir="a"), "--extra-inputs"))
+
+
+def test_prompt_corpus_is_pinned_for_synthetic_prompts_only():
+    client = ClientOptions(url="http://127.0.0.1:9", model_name="m", tokenizer="/b")
+    assert "--prompt-corpus" not in build_command(_point(), client, artifact_dir="/a")   # AIPerf's default
+    assert _flag(build_command(_point(prompt_corpus="random"), client, artifact_dir="/a"), "--prompt-corpus") == "random"
+    for bad in (dict(prompt_corpus="lorem"), dict(prompt_corpus="random", input_file="p.jsonl", isl=None)):
+        with pytest.raises(ValueError, match="prompt_corpus is one of"):
+            build_command(_point(**bad), client, artifact_dir="/a")

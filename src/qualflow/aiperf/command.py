@@ -10,6 +10,7 @@ from qualflow.phases import PHASE_HEADER
 
 PINNED_AIPERF = "0.13.0"
 ARRIVAL_PATTERNS = ("poisson", "constant", "gamma")
+PROMPT_CORPORA = ("sonnet", "coding", "random")   # AIPerf --prompt-corpus: the text synthetic prompts are cut from
 # per-request goodput bounds: our name -> AIPerf metric tag (values in ms, AIPerf's display unit)
 GOODPUT_TAGS = {"ttft_ms": "time_to_first_token", "itl_ms": "inter_token_latency",
                 "request_latency_ms": "request_latency"}
@@ -37,6 +38,10 @@ class AiperfPoint:
     request_rate: float | None = None     # open loop, requests/s (AIPerf --request-rate)
     arrival_pattern: str = "poisson"      # AIPerf --request-rate-mode for request_rate points
     input_file: str | None = None         # single-turn JSONL prompt file (AIPerf --input-file)
+    # where synthetic prompts come from (AIPerf --prompt-corpus, PROMPT_CORPORA; None: AIPerf's default,
+    # Shakespeare's sonnets); `random`: random token ids, as vLLM's random dataset (AIPerf then skips
+    # tokenizing its 5 MB corpus, about 2 CPU-s a run)
+    prompt_corpus: str | None = None
     sampling: dict = field(default_factory=dict)   # temperature / top_p / top_k, sent via --extra-inputs
     reasoning: dict = field(default_factory=dict)  # Responses `reasoning` ({effort}), via --extra-inputs; {}: none
     goodput: dict = field(default_factory=dict)    # per-request bounds (GOODPUT_TAGS keys) for AIPerf --goodput
@@ -91,6 +96,9 @@ def _check(point: AiperfPoint) -> None:
         raise ValueError(f"workload point {point.point_id}: needs a concurrency or a request_rate")
     if (point.isl is None) == (point.input_file is None):
         raise ValueError(f"workload point {point.point_id}: exactly one of isl (synthetic) or input_file")
+    if point.prompt_corpus is not None and (point.input_file is not None or point.prompt_corpus not in PROMPT_CORPORA):
+        raise ValueError(f"workload point {point.point_id}: prompt_corpus is one of {PROMPT_CORPORA}, for synthetic "
+                         f"prompts only (not with input_file)")
     if point.request_rate is not None and (point.request_rate <= 0 or point.arrival_pattern not in ARRIVAL_PATTERNS):
         raise ValueError(f"workload point {point.point_id}: request_rate must be > 0 and arrival_pattern one of "
                          f"{ARRIVAL_PATTERNS}")
@@ -115,6 +123,8 @@ def build_command(point: AiperfPoint, client: ClientOptions, *, artifact_dir: st
         cmd += ["--synthetic-input-tokens-mean", str(point.isl),
                 "--synthetic-input-tokens-stddev", str(point.isl_stddev),
                 "--num-dataset-entries", str(point.entries())]
+        if point.prompt_corpus is not None:
+            cmd += ["--prompt-corpus", point.prompt_corpus]
     cmd += [
         "--output-tokens-mean", str(point.osl),
         "--output-tokens-stddev", str(point.osl_stddev),
