@@ -1,6 +1,6 @@
 """A signal sent to the Snakemake PID alone (`kill`, `timeout`, a CI cancellation; not a terminal's
-Ctrl-C, which signals the whole group) stops a running serving session within 5 s and leaves no
-process; so does Snakemake's own death; a plain rerun then completes.
+Ctrl-C, which signals the whole group) stops a running serving session within 15 s (AIPerf stops
+gracefully) and leaves no process; so does Snakemake's own death; a plain rerun then completes.
 
 The real `snakemake` and a real session (server + AIPerf) on the shared tiny bundle, through a
 one-rule Snakefile with the workflow's own signal hook and the session rule's `exec` form, so that
@@ -26,7 +26,7 @@ from fixtures import REPO
 from fixtures.snakemake import pids_in, smk, smk_env
 
 POINT = "sig_c1"
-# a session stops within 5 s of the signal
+# a session stops within 15 s of the signal
 pytestmark = pytest.mark.timing
 SNAKEFILE = """\
 from qualflow.lifetime import pass_signals_to_jobs
@@ -90,7 +90,10 @@ def test_a_signal_to_snakemake_alone_stops_the_session(wf, sig):
     p = start_and_wait_for_aiperf(wf)
     t0 = time.monotonic()
     os.kill(p.pid, sig)
-    deadline = t0 + 5
+    # AIPerf is stopped gracefully (SIGINT: it still writes its exports), which takes a few seconds of
+    # its seven processes on a loaded 2-core machine (5.1 s was seen beside the background workflow
+    # runs); a session that did not stop would measure for minutes (2,000 requests)
+    deadline = t0 + 15
     while time.monotonic() < deadline and (p.poll() is None or pids_in(wf)):
         time.sleep(0.1)
     took = time.monotonic() - t0
