@@ -84,3 +84,15 @@ def test_the_mapping_notices_a_changed_default(monkeypatch):
     monkeypatch.setattr(sys.modules[__name__], "_schema", lambda: real)
     with pytest.raises(AssertionError, match="disagree"):
         test_schema_default_is_the_field_default(("server", "max_batch"))
+
+
+def test_workload_vocabularies_are_the_commands():
+    """The schema's workload enums are the AIPerf command's vocabularies (qualflow.aiperf.command), and
+    its defaults are the point's (AiperfPoint)."""
+    from qualflow.aiperf.command import ARRIVAL_PATTERNS, PROMPT_CORPORA, AiperfPoint
+    props = _schema()["workloads"]["additionalProperties"]["properties"]
+    assert set(props["arrival_pattern"]["enum"]) == set(ARRIVAL_PATTERNS)
+    assert set(props["prompt_corpus"]["enum"]) - {None} == set(PROMPT_CORPORA)
+    defaults = {f.name: f.default for f in fields(AiperfPoint)}
+    for key in ("arrival_pattern", "prompt_corpus", "input_file"):
+        assert props[key]["default"] == defaults[key], key
