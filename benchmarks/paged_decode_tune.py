@@ -16,6 +16,7 @@ import itertools
 import json
 import statistics
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 import torch
@@ -85,9 +86,9 @@ def measure(shape: tuple[str, int, int], bw: float, gen: torch.Generator) -> dic
             err = float((out - ref).norm() / ref.norm())
             us = replay_us(step, LAYERS)
         except Exception as e:  # noqa: BLE001 - a setting Triton cannot compile (shared memory) is reported
-            rows.append({"splits": splits, **launch.__dict__, "error": f"{type(e).__name__}: {e}"[:200]})
+            rows.append({"splits": splits, **asdict(launch), "error": f"{type(e).__name__}: {e}"[:200]})
             continue
-        rows.append({"splits": splits, **launch.__dict__, "us": round(us, 2), "rel_err": err,
+        rows.append({"splits": splits, **asdict(launch), "us": round(us, 2), "rel_err": err,
                      "gbps": round(nbytes / us / 1e3, 1), "share_of_copy": round(nbytes / us / 1e3 / bw, 3)})
     ok = [r for r in rows if "us" in r and r["rel_err"] < 2e-3]
     current = next((r for r in ok if r["splits"] == base and Launch(r["num_warps"], r["num_stages"])
@@ -108,7 +109,7 @@ def main() -> int:
     gen = torch.Generator().manual_seed(0)
     torch.manual_seed(0)
     bw = copy_gbps()
-    result = {"device": torch.cuda.get_device_name(), "copy_gbps": round(bw, 1), "default": DEFAULT_LAUNCH.__dict__,
+    result = {"device": torch.cuda.get_device_name(), "copy_gbps": round(bw, 1), "default": asdict(DEFAULT_LAUNCH),
               "shapes": [measure(s, bw, gen) for s in SHAPES]}
     Path(a.out).write_text(json.dumps(result, indent=1))
     print(f"copy bandwidth {bw:.0f} GB/s")
