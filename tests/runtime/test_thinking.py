@@ -93,7 +93,11 @@ def test_budget_forces_the_close_in_both_scheduling_modes(tasks):
         streamed = [e for e in evs[0][:-1] if isinstance(e, TokenEvent)]
         assert "".join(e.reasoning_text for e in streamed) + budget.reasoning_tail == budget.reasoning_text
         assert "".join(e.text for e in streamed) + budget.tail_text == budget.text
-        assert [e.reasoning for e in streamed][-1] is False and streamed[0].reasoning is True
+        # `reasoning`: the think block is still open after the event. The first event is reasoning, unless
+        # a slow consumer got the tokens across the close in one event (seen on a loaded 2-core machine).
+        first = streamed[0]
+        assert streamed[-1].reasoning is False
+        assert first.reasoning is True or (first.reasoning_text and first.text), first
         assert (cut.finish_reason, cut.reasoning_tokens, cut.completion_tokens, cut.text) == ("length", 3, 3, "")
         assert not cut.reasoning_closed and cut.timing.answer_first_token_ns is None
         assert SPEC.end_id not in unbounded.token_ids and unbounded.reasoning_tokens == 6
