@@ -154,8 +154,7 @@ def test_families_import_no_runtime_server_or_workflow(path):
 
 @pytest.mark.parametrize("path", files("runtime"), ids=lambda p: str(p.relative_to(PKG)))
 def test_runtime_reaches_families_only_through_the_registry(path):
-    bad = {m for m in imports_of(path) if m.startswith("qualflow.families.")
-           and m not in ("qualflow.families.get_family", "qualflow.families.RenderedPrompt")}
+    bad = {m for m in imports_of(path) if m.startswith("qualflow.families.") and m != "qualflow.families.get_family"}
     assert not bad, f"{path} imports {bad}"
 
 
@@ -177,7 +176,7 @@ RUNTIME_PARTS = {
              "process.proxy"},
     "bench_point": {"api", "task"},
     "bench": {"bench_point", "config", "task"},
-    "": {"api", "config", "task", "frontend.tokenizing"},   # the package root: the public names
+    "": {"api", "config", "task"},   # the package root: the public names
 }
 
 

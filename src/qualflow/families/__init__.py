@@ -5,10 +5,6 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from .prompt import RenderedPrompt
-
-__all__ = ["FAMILIES", "RenderedPrompt", "UnknownFamily", "family_of_config", "get_family"]
-
 FAMILIES = {"qwen3": "qualflow.families.qwen3"}
 
 

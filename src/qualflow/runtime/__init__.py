@@ -18,8 +18,7 @@ if TYPE_CHECKING:
     from .api.events import FinalEvent, TaskTiming, TokenEvent
     from .api.request import GenerationRequest, SamplingParams, Thinking
     from .config import EngineConfig
-    from .frontend.tokenizing import BatchEncoder
-    from .task import RenderedPrompt, Task, load_task
+    from .task import Task, load_task
 
 _WHERE = {  # public name -> the module that defines it
     "REASONING": "api.capabilities", "SCORING": "api.capabilities", "STREAMING": "api.capabilities", "TEXT_GENERATION": "api.capabilities",
@@ -27,8 +26,8 @@ _WHERE = {  # public name -> the module that defines it
     "PromptTooLong": "api.errors", "TaskError": "api.errors",
     "FinalEvent": "api.events", "TaskTiming": "api.events", "TokenEvent": "api.events",
     "GenerationRequest": "api.request", "SamplingParams": "api.request", "Thinking": "api.request",
-    "EngineConfig": "config", "BatchEncoder": "frontend.tokenizing",
-    "Task": "task", "load_task": "task", "RenderedPrompt": "task",   # what Task.render returns (the family's)
+    "EngineConfig": "config",
+    "Task": "task", "load_task": "task",
 }
 
 __all__ = sorted(_WHERE)

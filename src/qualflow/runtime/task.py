@@ -16,7 +16,7 @@ from typing import AsyncIterator
 
 import torch
 
-from ..families import RenderedPrompt, get_family
+from ..families import get_family
 from .api.capabilities import REASONING, SCORING, STREAMING, TEXT_GENERATION
 from .api.errors import CapabilityMissing, EngineFailed, InvalidRequest, PromptTooLong
 from .api.events import FinalEvent, TokenEvent
@@ -98,21 +98,14 @@ class Task:
         if capability not in self.capabilities:
             raise CapabilityMissing(capability, self.capabilities)
 
-    def render(self, instructions: str | None, messages: list[dict], thinking: bool = False) -> RenderedPrompt:
-        """The prompt through the family's chat template, not yet tokenized (`render_prompt` tokenizes it;
-        a server may tokenize many at once); `thinking` (capability `reasoning`): rendered with thinking
-        on, followed by the opened think block."""
+    def render_prompt(self, instructions: str | None, messages: list[dict], thinking: bool = False) -> list[int]:
+        """Prompt ids through the family's chat template; `thinking` (capability `reasoning`): rendered with
+        thinking on, ending in the opened think block."""
         if thinking:
             self.require(REASONING)
-        return self.family.render(self.chat_template, instructions, messages, thinking)
-
-    def render_prompt(self, instructions: str | None, messages: list[dict], thinking: bool = False) -> list[int]:
-        """Prompt ids: `render`, then the tokenizer (with the GIL released)."""
-        return self.render(instructions, messages, thinking).encode(GilFreeEncoder(self.tokenizer))
-
-    def encode_text(self, text: str) -> list[int]:
-        """A rendered prompt's text as token ids (no special tokens added; the GIL released)."""
-        return GilFreeEncoder(self.tokenizer).encode(text, add_special_tokens=False).ids
+            return self.family.render_prompt(GilFreeEncoder(self.tokenizer), self.chat_template, instructions,
+                                             messages, thinking=True)
+        return self.family.render_prompt(GilFreeEncoder(self.tokenizer), self.chat_template, instructions, messages)
 
     def default_params(self, **overrides) -> SamplingParams:
         overrides.setdefault("stop_token_ids", self.stop_token_ids)

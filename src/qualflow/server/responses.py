@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, AsyncIterator
 
 from qualflow.runtime import (REASONING, STREAMING, TEXT_GENERATION, CapabilityMissing, FinalEvent,
-                              GenerationRequest, InvalidRequest, RenderedPrompt, TaskTiming, Thinking)
+                              GenerationRequest, InvalidRequest, TaskTiming)
 
 from .protocol import (ApiError, ContentPartEvent, CreateResponse, ErrorEvent, Event, OutputItemEvent,
                        OutputMessage, OutputText, Response, ResponseEvent, TextDelta, TextDoneEvent,
@@ -80,15 +80,6 @@ def request_features(req: CreateResponse, messages: list[dict]) -> dict[str, str
     return f
 
 
-@dataclass(frozen=True)
-class Admitted:
-    """A request that passed every check needing no token ids, its prompt rendered but not tokenized."""
-    req: CreateResponse
-    record: TimingRecord
-    prompt: RenderedPrompt
-    thinking: Thinking | None
-
-
 @dataclass
 class Prepared:
     req: CreateResponse
@@ -99,10 +90,6 @@ class Prepared:
     created_at: int
     abandoned: bool = False
     reasoning_id: str | None = None   # thinking on: the reasoning item's id
-
-
-def _invalid(e: InvalidRequest) -> ApiError:
-    return bad_request(str(e), _PARAM_NAMES.get(e.param, e.param), e.code)
 
 
 def engine_unavailable(why: str) -> ApiError:
@@ -134,8 +121,7 @@ class ResponsesHandler:
 
     # ------------------------------------------------------------ validation (thread-safe: no loop state)
 
-    def admit(self, req: CreateResponse, request_id: str, record: TimingRecord | None = None) -> Admitted:
-        """Every check that needs no token ids, and the prompt rendered (not yet tokenized)."""
+    def prepare(self, req: CreateResponse, request_id: str, record: TimingRecord | None = None) -> Prepared:
         record = record if record is not None else new_record(request_id, new_id("resp"), None, req.stream,
                                                                time.time_ns())
         if req.model is None:
@@ -164,28 +150,17 @@ class ResponsesHandler:
         check_supported(req)
         thinking = thinking_for(req, self.task, self.reasoning_budgets)
         try:
-            prompt = self.task.render(req.instructions, messages, thinking=thinking is not None)
-        except InvalidRequest as e:
-            raise _invalid(e) from None
-        return Admitted(req, record, prompt, thinking)
-
-    def complete(self, a: Admitted, text_ids: list[int]) -> Prepared:
-        """The admitted request with its prompt's token ids (those of `a.prompt.text`): ready to run."""
-        ids = a.prompt.ids(text_ids)
-        try:
-            params = a.req.to_sampling_params(self.task.default_params, self.task.context_limit - len(ids))
-            gen = GenerationRequest(a.record.response_id, ids, params, a.thinking)
+            ids = (self.task.render_prompt(req.instructions, messages, thinking=True) if thinking else
+                   self.task.render_prompt(req.instructions, messages))
+            params = req.to_sampling_params(self.task.default_params, self.task.context_limit - len(ids))
+            gen = GenerationRequest(record.response_id, ids, params, thinking)
             self.task.validate(gen)
         except InvalidRequest as e:
-            raise _invalid(e) from None
-        a.record.input_tokens = len(ids)
-        return Prepared(a.req, gen, a.record, a.record.response_id, new_id("msg"), int(time.time()),
-                        reasoning_id=new_id("rs") if a.thinking else None)
-
-    def prepare(self, req: CreateResponse, request_id: str, record: TimingRecord | None = None) -> Prepared:
-        """`admit`, tokenize here (thread-safe: no loop state), `complete`."""
-        a = self.admit(req, request_id, record)
-        return self.complete(a, self.task.encode_text(a.prompt.text))
+            param = _PARAM_NAMES.get(e.param, e.param)
+            raise bad_request(str(e), param, e.code) from None
+        record.input_tokens = len(ids)
+        return Prepared(req, gen, record, record.response_id, new_id("msg"), int(time.time()),
+                        reasoning_id=new_id("rs") if thinking else None)
 
     # ------------------------------------------------------------ running
 

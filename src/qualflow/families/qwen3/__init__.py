@@ -8,11 +8,10 @@ from importlib import resources
 
 import yaml
 
-from ..prompt import RenderedPrompt
 from ..reasoning import ReasoningSpec
 from .convert import hf_to_native
 from .model import Qwen3Config, Qwen3Model
-from .prompting import render_text
+from .prompting import render_ids
 
 
 @dataclass(frozen=True)
@@ -40,21 +39,15 @@ class Qwen3Family:
         """`ops`: the runtime's fused elementwise ops (Qwen3Model's fused path), or None."""
         return Qwen3Model(Qwen3Config.from_hf(config), weights, max_len, compile_ops=compile_ops, ops=ops)
 
-    def render(self, chat_template: str, instructions: str | None, messages: list[dict],
-               thinking: bool = False) -> RenderedPrompt:
-        """The prompt before tokenization; with `thinking`, rendered with thinking on and followed by the
-        opened think block."""
+    def render_prompt(self, tokenizer, chat_template: str, instructions: str | None, messages: list[dict],
+                      thinking: bool = False) -> list[int]:
+        """Prompt ids; with `thinking`, rendered with thinking on and ending in the opened think block."""
         r = self.reasoning
         if thinking and r is None:
             raise ValueError(f"the {self.name} family has no thinking mode")
         settings = {} if r is None else r.template_on if thinking else r.template_off
-        text = render_text(chat_template, instructions, messages, **settings)
-        return RenderedPrompt(text, tuple(r.open_ids) if thinking else ())
-
-    def render_prompt(self, tokenizer, chat_template: str, instructions: str | None, messages: list[dict],
-                      thinking: bool = False) -> list[int]:
-        """Prompt ids (`render`, then `tokenizer`)."""
-        return self.render(chat_template, instructions, messages, thinking).encode(tokenizer)
+        ids = render_ids(tokenizer, chat_template, instructions, messages, **settings)
+        return ids + list(r.open_ids) if thinking else ids
 
     def stop_token_ids(self, generation_config: dict) -> tuple[int, ...]:
         eos = generation_config.get("eos_token_id", [])

@@ -1,4 +1,4 @@
-"""Responses-style input (instructions + messages) -> prompt text through the bundle's chat template."""
+"""Responses-style input (instructions + messages) -> prompt token ids through the bundle's chat template."""
 from __future__ import annotations
 
 from functools import lru_cache
@@ -27,4 +27,9 @@ def render_text(chat_template: str, instructions: str | None, messages: list[dic
     if system:
         turns.insert(0, {"role": "system", "content": "\n\n".join(system)})
     return _compile(chat_template).render(messages=turns, add_generation_prompt=True, **settings)
+
+
+def render_ids(tokenizer, chat_template: str, instructions: str | None, messages: list[dict], **settings) -> list[int]:
+    text = render_text(chat_template, instructions, messages, **settings)
+    return tokenizer.encode(text, add_special_tokens=False).ids
 

@@ -24,18 +24,15 @@ OFFLOAD_BYTES = 64 << 10   # bodies above this are parsed, templated and tokeniz
 
 async def _prepare(state: ServerState, handler: ResponsesHandler, body: bytes, rid: str,
                    rec: TimingRecord) -> Prepared:
-    """Parse, check and template the request on the loop, and tokenize it with the requests arriving
-    meanwhile (one parallel call: `state.encoder`); a large one is prepared whole on the prepare pool."""
-    def parse():
+    """Parse, template and tokenize the request (a large one on the prepare pool)."""
+    def prepare() -> Prepared:
         req = parse_request(body)
         rec.stream = bool(req.stream)
-        return req
+        return handler.prepare(req, rid, rec)
 
     if len(body) > OFFLOAD_BYTES:
-        return await asyncio.get_running_loop().run_in_executor(
-            state.prep_pool, lambda: handler.prepare(parse(), rid, rec))
-    admitted = handler.admit(parse(), rid, rec)
-    return handler.complete(admitted, await state.encoder.encode(admitted.prompt.text))
+        return await asyncio.get_running_loop().run_in_executor(state.prep_pool, prepare)
+    return prepare()
 
 
 async def _answer(state: ServerState, handler: ResponsesHandler, p: Prepared, request: Request,

@@ -7,8 +7,6 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from qualflow.runtime import BatchEncoder
-
 from ..admission import Admission
 from ..protocol import ApiError
 from ..responses import ResponsesHandler, engine_unavailable
@@ -19,8 +17,7 @@ log = logging.getLogger("qualflow.server")
 
 class ServerState:
     """Readiness (`handler` is None until the Task is loaded; `error` says why it never will be),
-    admission, the timing store, the loop's batch tokenizer and the pool that prepares large requests off the
-    event loop."""
+    admission, the timing store and the pool that prepares large requests off the event loop."""
 
     def __init__(self, *, task: Any, model_name: str | None, started_ns: int, max_queue: int,
                  store: TimingStore, reasoning_budgets: tuple[int, ...] | None = None):
@@ -28,7 +25,6 @@ class ServerState:
         self.reasoning_budgets = reasoning_budgets
         self.store = store
         self.handler: ResponsesHandler | None = None
-        self.encoder: BatchEncoder | None = None   # the loop's tokenizer, once the Task is loaded
         self.error: str | None = None
         self.ready_ns: int | None = None
         self.admission = Admission(max_queue)
@@ -38,7 +34,6 @@ class ServerState:
         """Serve `task` from now on: at most its batch + the queue are admitted at once."""
         self.admission.limit = int(getattr(task, "max_batch", 1)) + self.max_queue
         handler = ResponsesHandler(task, self.model_name, self.reasoning_budgets)
-        self.encoder = BatchEncoder(task.tokenizer)
         self.task, self.handler, self.ready_ns = task, handler, time.time_ns()
         log.info("ready: model %r loaded in %.2fs, startup %.2fs", self.handler.model_name,
                  task.load_timing.get("load_s", float("nan")), (self.ready_ns - self.started_ns) / 1e9)
@@ -73,8 +68,6 @@ class ServerState:
         if self.task is not None:
             self.task.close()
         self.prep_pool.shutdown(wait=False)
-        if self.encoder is not None:
-            self.encoder.close()
         self.store.close()
 
 
