@@ -232,8 +232,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--skip-equality", action="store_true", help="no greedy probe of each variant against the first")
     ap.add_argument("--kv-cache-gb", type=float, default=0.0, help="KV pool size (0: half the free memory)")
     ap.add_argument("--max-num-batched-tokens", type=int, default=0, help="prefill token budget (0: the engine's)")
-    ap.add_argument("--async-scheduling", choices=("off", "on", "ab"), default="off",
-                    help="plan async: the engine's overlapped scheduling: off, on, or ab (both, one after the other, "
+    ap.add_argument("--async-scheduling", choices=("off", "on", "ab"), default="on",
+                    help="plan async: the engine's overlapped scheduling: on (the engine's default on cuda), off, or ab (both, one after the other, "
                          "on the same bundle; the overlapped points get the suffix _async)")
     ap.add_argument("--points", default="",
                     help="comma-separated point names, each variant's share of them (default: a variant's own; plan "

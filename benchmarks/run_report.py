@@ -7,11 +7,29 @@ from __future__ import annotations
 NAN = float("nan")
 
 
-def _prev_point(prev: dict, key: str, tag: str) -> dict:
-    """The previous run's figures for a point key: the same key, else the point overlapped, else plain."""
+# The engine settings a point's figures depend on, as its variant's task_info reports them (effective, not asked)
+ENGINE_KEYS = ("device", "effective_precision", "cuda_graphs", "compiled_ops", "async_scheduling", "mixed_batches",
+               "varlen_attention", "fused_kernels", "prefill_graphs")
+
+
+def _engine(run: dict, tag: str) -> dict | None:
+    info = run.get("variants", {}).get(tag, {}).get("task_info")
+    return None if info is None else {k: info.get(k) for k in ENGINE_KEYS}
+
+
+def _prev_point(prev: dict, key: str, tag: str, engine: dict | None = None) -> tuple[str, dict]:
+    """The previous run's figures for a point key, and the key they were stored under: the same key; else
+    the same point under a previous variant that ran the same engine (`engine`: this variant's
+    `_engine`), whatever that variant was called; else the point overlapped, plain, or under the
+    previous run's last variant. ("", {}) where the previous run did not measure the point."""
     points = prev.get("points", {})
     name = key[:-len(tag)] if tag and key.endswith(tag) else key
-    return points.get(key) or points.get(name + "_async") or points.get(name) or {}
+    variants = list(prev.get("variants", {}))
+    same = [v for v in variants if engine is not None and _engine(prev, v) == engine]
+    for k in (key, *(name + v for v in same), name + "_async", name, *(name + v for v in reversed(variants))):
+        if k in points:
+            return k, points[k]
+    return "", {}
 
 
 def summary(result: dict) -> list[dict]:
@@ -37,15 +55,18 @@ def print_points(result: dict, prev: dict) -> None:
         if "error" in r:
             print(f"| {key} | error: {r['error'][:80]} | | | | | | | | | |")
             continue
-        p = _prev_point(prev, key, r.get("variant", ""))
+        tag = r.get("variant", "")
+        pkey, p = _prev_point(prev, key, tag, _engine(result, tag))
+        was = f" ({pkey})" if pkey and pkey != key else ""
         print(f"| {key} | {r['output_tok_per_s']:.0f} | [{r['output_tok_per_s_min']:.0f}, {r['output_tok_per_s_max']:.0f}] "
-              f"| {p.get('output_tok_per_s', NAN):.0f} | {r['roofline']['limit_tok_per_s']:.0f} | "
+              f"| {p.get('output_tok_per_s', NAN):.0f}{was} | {r['roofline']['limit_tok_per_s']:.0f} | "
               f"{r['pct_of_roofline']:.1f} | {r['pct_of_decode_roofline']:.1f} | "
               f"{r['ttft_ms_p50']:.2f} ({p.get('ttft_ms_p50', NAN):.2f}) | {r['itl_ms_p50']:.3f} "
               f"({p.get('itl_ms_p50', NAN):.3f}) | {r.get('hf_output_tok_per_s', NAN):.0f} | {r['met']} |")
     for tag in [k for k in result if k.startswith("offline")]:
         if "error" not in result[tag]:
-            po = prev.get(tag, {}).get("output_tok_per_s", NAN)
+            same = prev.get(tag) or next((prev[k] for k in prev if k.startswith("offline")), {})
+            po = same.get("output_tok_per_s", NAN)
             print(f"| {tag} (nano-vllm bench) | {result[tag]['output_tok_per_s']:.0f} | | {po:.0f} | | | | | | | "
                   f"{result[tag]['met']} |")
 
