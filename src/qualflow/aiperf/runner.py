@@ -119,12 +119,25 @@ def _wait(proc: subprocess.Popen, point: AiperfPoint, options: AiperfOptions, al
     return rc
 
 
-def _stop(proc: subprocess.Popen) -> None:
+# How long a SIGINTed AIPerf may take to stop gracefully (it still exports what it measured), before
+# its group is killed. With no request done there is nothing to export, and AIPerf 0.13.0 cancelled
+# while still configuring its services hangs for about 30 s after logging "No profile results to
+# export" (its event loop waits for a tokenizer-loading thread), so that case gets a short grace.
+EXPORT_GRACE_S = 30.0
+NOTHING_DONE_GRACE_S = 2.0
+
+
+def stop_grace_s(done: int | None) -> float:
+    """The graceful-stop wait for an AIPerf run with `done` requests finished (None: not counted)."""
+    return NOTHING_DONE_GRACE_S if done == 0 else EXPORT_GRACE_S
+
+
+def _stop(proc: subprocess.Popen, grace_s: float) -> None:
     if proc.poll() is None:
         # Only SIGINT is graceful for AIPerf (it still exports), then the whole group goes.
         _signal_group(proc.pid, signal.SIGINT)
         try:
-            proc.wait(timeout=30)
+            proc.wait(timeout=grace_s)
         except subprocess.TimeoutExpired:
             _signal_group(proc.pid, signal.SIGKILL)
             proc.wait()
@@ -161,7 +174,7 @@ def run_point(point: AiperfPoint, client: ClientOptions, *, point_dir: str | Pat
     try:
         rc = _wait(proc, point, options, alive_check, progress, label)
     finally:
-        _stop(proc)
+        _stop(proc, stop_grace_s(None if progress is None or proc.poll() is not None else int(progress())))
         out.close()
         shutil.rmtree(tmpdir, ignore_errors=True)
     record.ended_ns = time.time_ns()
