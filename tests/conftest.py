@@ -12,6 +12,12 @@ pytest.register_assert_rewrite("fixtures")
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+# One OpenMP thread per process unless told otherwise (inherited by every process a test starts): the
+# suite runs a worker per core beside the servers, sessions and Snakemake jobs it starts, and torch's
+# default pool of a thread per core in each of them spins against the others. On this 2-core machine
+# tests/runtime + tests/correctness took 88 s and 167 CPU-s with the default pools, 69 s and 127 CPU-s
+# with one thread. A process given explicit threads (`--cpu-threads`, `cpu_threads`) still gets them.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
 @pytest.fixture(scope="session")
