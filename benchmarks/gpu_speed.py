@@ -76,13 +76,16 @@ async def offline_workload(task, n: int = 256, seed: int = 0) -> dict:
         async for ev in task.generate(r):
             final = ev
         return final
+    sched = task.engine.scheduler
+    steps0 = (sched.num_prefill_steps, sched.num_decode_steps)
     t0 = time.perf_counter()
     finals = await asyncio.gather(*[one(r) for r in reqs])
     wall = time.perf_counter() - t0
     tokens = sum(f.completion_tokens for f in finals)
     assert tokens == sum(r.params.max_new_tokens for r in reqs), "offline requests did not all run to length"
     return {"requests": n, "output_tokens": tokens, "wall_s": wall, "output_tok_per_s": tokens / wall,
-            "preemptions": task.engine.scheduler.num_preemptions, "target": {"output_tok_per_s": 25000},
+            "preemptions": sched.num_preemptions, "prefill_steps": sched.num_prefill_steps - steps0[0],
+            "decode_steps": sched.num_decode_steps - steps0[1], "target": {"output_tok_per_s": 25000},
             "met": tokens / wall >= 25000}
 
 
@@ -223,7 +226,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--work", default="/tmp/qualflow-gpu")
     ap.add_argument("--out", default="benchmarks/results")
     ap.add_argument("--suffix", default="", help="appended to the JSON's name (<date>-<gpu><suffix>.json)")
-    ap.add_argument("--plan", choices=("async", "v3"), default="async",
+    ap.add_argument("--plan", choices=("async", "v3", "interval"), default="async",
                     help="the engine variants to load in turn (variants.py); async: per --async-scheduling")
     ap.add_argument("--skip-hf", action="store_true")
     ap.add_argument("--skip-mixed", action="store_true", help="plan async: no extra load with mixed prefill + decode steps")
@@ -339,7 +342,7 @@ def run_variants(a, work: Path, engine: EngineConfig, ckpt: Path, result: dict, 
             names = a.points.split(",") if a.points else list(variant.points or default)
             if time.perf_counter() - t_start > a.deadline_s:
                 names = names[:1]
-            measure(task, result, variant.tag, names, save, a, offline=variant.main)
+            measure(task, result, variant.tag, names, save, a, offline=variant.main or variant.offline)
         except Exception as e:  # noqa: BLE001
             result["variants"].setdefault(variant.tag, {})["error"] = f"failed: {e!r}"
             print(f"[{variant.tag}] failed: {e!r}", flush=True)

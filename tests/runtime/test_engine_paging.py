@@ -140,3 +140,85 @@ def test_scheduler_packs_prompts_and_chunks_long_ones():
     third = sched.schedule()                       # the next chunk of the long prompt
     assert third.seqs == [c] and third.starts == [5] and third.counts == [16]
     assert sched.blocks.needed(c, 21) == 0         # its blocks cover what was computed
+
+
+def _decode_all(sched, seqs):
+    for s in seqs:
+        s.append(1)
+
+
+@pytest.mark.parametrize("interval", [1, 4])
+def test_arrivals_wait_for_the_prefill_interval_while_others_decode(interval):
+    """A prompt that arrives while another request decodes gets its prefill step once `interval` decode
+    steps ran since the last prefill step (1: the next step), and prompts that arrive in between share it."""
+    from qualflow.runtime.engine.block_manager import BlockManager
+    from qualflow.runtime.engine.scheduler import Scheduler
+    sched = Scheduler(BlockManager(200, 4), max_batch=8, max_num_batched_tokens=64, prefill_interval=interval)
+    first, late, later = _seqs([5, 6, 7])
+    sched.add(first)
+    assert sched.schedule().seqs == [first]          # nothing decodes: at once
+    first.append(1)
+    sched.add(late)
+    kinds = []
+    for step in range(interval + 1):
+        if step == 1:
+            sched.add(later)
+        batch = sched.schedule()
+        kinds.append("decode" if batch.is_decode else "prefill")
+        if batch.is_decode:
+            _decode_all(sched, batch.seqs)
+    assert kinds == ["decode"] * interval + ["prefill"]
+    assert batch.seqs == [late, later]
+    assert sched.num_prefill_steps == 2 and sched.num_decode_steps == interval
+
+
+def test_arrivals_that_fill_the_budget_or_find_no_decode_do_not_wait():
+    from qualflow.runtime.engine.block_manager import BlockManager
+    from qualflow.runtime.engine.scheduler import Scheduler
+    sched = Scheduler(BlockManager(200, 4), max_batch=8, max_num_batched_tokens=16, prefill_interval=100)
+    a, b, c = _seqs([4, 10, 6])
+    sched.add(a)
+    sched.schedule()
+    a.append(1)
+    assert sched.schedule().is_decode                # the step after a prefill decodes
+    a.append(1)
+    sched.add(b)
+    assert sched.schedule().is_decode                # 10 tokens waiting, budget 16: b waits
+    a.append(1)
+    sched.add(c)
+    step = sched.schedule()                          # 16 waiting tokens fill the budget: at once
+    assert step.seqs == [b, c] and not step.is_decode
+
+
+def test_the_prefill_interval_must_be_positive():
+    from qualflow.runtime.engine.block_manager import BlockManager
+    from qualflow.runtime.engine.scheduler import Scheduler
+    with pytest.raises(ValueError, match="prefill_interval"):
+        Scheduler(BlockManager(8, 4), max_batch=1, max_num_batched_tokens=8, prefill_interval=0)
+
+
+def test_staggered_arrivals_with_a_prefill_interval_match_alone(bundle_dir, alone):
+    """Engine thread, real model: requests that arrive while others decode wait for a shared prefill
+    step and still give, token for token, what each gives alone; every block is free after."""
+    lengths, expected = alone
+    task = load_task(bundle_dir, EngineConfig(device="cpu", max_batch=6, max_context=96, prefill_interval=6))
+    try:
+        steps = spy_steps(task)
+
+        async def staggered():
+            reqs, tasks = requests(task, lengths), []
+            for r in reqs:
+                tasks.append(asyncio.ensure_future(_gather(task, [r])))
+                await asyncio.sleep(0.01)
+            return [(await t)[0] for t in tasks]
+        finals = asyncio.run(staggered())
+        sched = task.engine.scheduler
+        assert [f.token_ids for f in finals] == expected
+        fresh = [i for i, (_, starts) in enumerate(steps) if 0 in starts]
+        assert len(fresh) < len(lengths)                 # some arrivals shared a prefill step
+        for a, b in zip(fresh, fresh[1:]):
+            decoded_before = all(c == 1 for c in steps[b - 1][0])
+            assert b - a - 1 >= 6 or not decoded_before  # while others decode, 6 decode steps between prefills
+        assert sched.blocks.num_free == sched.blocks.capacity
+    finally:
+        task.close()

@@ -5,8 +5,15 @@ Every step is one packed forward over (sequence, chunk) pairs:
   - prefill: prompts (or the rest of a chunked prompt, or a preempted sequence's recompute) take
     what is left of the budget, running partial prefills first, then waiting sequences oldest first.
     A prompt longer than the budget is chunked, so it holds decodes up for at most one step.
-`mixed=True` puts both kinds into one step. `mixed=False` alternates: when both have work, a prefill
-step is followed by a decode step, so decodes of a pure decode step replay a captured graph.
+`mixed=True` puts both kinds into one step. `mixed=False` alternates, so the decodes of a pure decode
+step replay a captured graph: a prefill step is followed by at least one decode step, and while
+requests decode, a prefill step that admits new prompts waits until `prefill_interval` decode steps
+have run since the last prefill step. Prompts that arrive one by one (clients of a server, slots that
+free up one at a time) then share a prefill step instead of each holding every decode back for one:
+a prefill step costs about what a decode step does whatever its size, up to the token budget. A
+prompt does not wait when nothing decodes, when the prompts that can be admitted fill the token
+budget (waiting longer gains nothing), or to continue a chunked prompt (it alternates with decodes).
+`prefill_interval=1` alternates at every step.
 
 A sequence whose last token is sampled but not read back yet (overlapped scheduling) is not
 scheduled again: that step's token would be discarded. Neither is one in `held` (the engine puts a
@@ -19,6 +26,7 @@ its tokens (prompt + output so far) when it is admitted again.
 """
 from __future__ import annotations
 
+import itertools
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -44,12 +52,17 @@ class Batch:
 
 
 class Scheduler:
-    def __init__(self, blocks: BlockManager, max_batch: int, max_num_batched_tokens: int, mixed: bool = False):
+    def __init__(self, blocks: BlockManager, max_batch: int, max_num_batched_tokens: int, mixed: bool = False,
+                 prefill_interval: int = 1):
+        if prefill_interval < 1:
+            raise ValueError(f"prefill_interval must be at least 1, not {prefill_interval}")
         self.blocks, self.max_batch, self.budget, self.mixed = blocks, max_batch, max_num_batched_tokens, mixed
+        self.prefill_interval = prefill_interval
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
         self.watermark = max(1, blocks.capacity // 100)  # admission leaves this much for running decodes
-        self._last_prefill = False
+        self._decodes_since_prefill = prefill_interval   # decode steps run since the last prefill step
+        self.num_prefill_steps = self.num_decode_steps = 0
         self.num_preemptions = 0
         self.held: set[Sequence] = set()
 
@@ -79,7 +92,7 @@ class Scheduler:
         if self.held:
             ready = [s for s in ready if s not in self.held]
         prefill_work = bool(self.waiting) or any(not r.decoding for r in self.running)
-        do_prefill = prefill_work and (self.mixed or not ready or not self._last_prefill)
+        do_prefill = prefill_work and (self.mixed or not ready or self._prefill_due())
         chosen: dict[Sequence, int] = {}  # insertion order is the batch order
         budget = self.budget
         if self.mixed or not do_prefill:
@@ -112,15 +125,33 @@ class Scheduler:
             for s in ready:
                 if s.decoding and self._reserve(s, 1, chosen):
                     chosen[s] = 1
-        self._last_prefill = any(not s.decoding for s in chosen)
         if not chosen:
             return None
+        if any(not s.decoding for s in chosen):
+            self._decodes_since_prefill = 0
+            self.num_prefill_steps += 1
+        else:
+            self._decodes_since_prefill += 1
+            self.num_decode_steps += 1
         seqs = list(chosen)
         batch = Batch(seqs, [s.num_computed for s in seqs], [chosen[s] for s in seqs],
                       [s.num_computed + chosen[s] == len(s.token_ids) for s in seqs])
         for s, n in zip(seqs, batch.counts):
             s.num_computed += n
         return batch
+
+    def _prefill_due(self) -> bool:
+        """Alternating, with decodes ready: whether this step is a prefill step (module docstring)."""
+        if self._decodes_since_prefill == 0:                  # the last step was one: decode now
+            return False
+        if self._decodes_since_prefill >= self.prefill_interval or any(not r.decoding for r in self.running):
+            return True
+        tokens = 0
+        for s in itertools.islice(self.waiting, max(0, self.max_batch - len(self.running))):
+            tokens += s.remaining
+            if tokens >= self.budget:
+                return True
+        return False
 
     def _reserve(self, seq: Sequence, n: int, chosen: dict[Sequence, int]) -> bool:
         """Blocks for `seq`'s next `n` tokens, preempting the newest running sequences if the pool is
