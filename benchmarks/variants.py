@@ -9,9 +9,10 @@ against (equality.py).
     _v3         + prefill graphs for fresh steps (the v3 defaults)          (TTFT)
     _v3_mixed   + mixed prefill + decode steps                              (against alternating)
   --plan async (the --async-scheduling off/on/ab runs): one step at a time "" and overlapped "_async".
-  --plan interval (issue 21/22): overlapped, prefill steps admitting new prompts at any decode step
-    ("_pi1", before) against at least 8 decode steps apart ("_pi8", the default), each with the
-    offline workload, whose prompts are admitted as slots free up one by one."""
+  --plan wait (issues 21, 22): overlapped, a prefill step whenever a prompt waits and the last step
+    decoded ("_w0", prefill_wait_factor 0, before) against prompts that wait until their summed wait
+    reaches the decoding requests ("_w1", 1.0, the default); each with the offline workload, whose
+    prompts are admitted as batch slots free up."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -45,11 +46,11 @@ V3_PAIRS = (("_base", "_fused", "fused kernels"), ("_fused", "_v3", "prefill gra
             ("_base", "_v3", "v3 against before"), ("_v3", "_v3_mixed", "mixed against alternating"))
 
 
-INTERVAL = (
-    Variant("_pi1", dict(async_scheduling="on", prefill_interval=1), ("c64_isl128_osl128",), offline=True,
+WAIT = (
+    Variant("_w0", dict(async_scheduling="on", prefill_wait_factor=0.0), ("c64_isl128_osl128",), offline=True,
             label="a prefill step whenever a prompt waits and the last step decoded"),
-    Variant("_pi8", dict(async_scheduling="on", prefill_interval=8), ("c64_isl128_osl128",), main=True,
-            label="prefill steps at least 8 decode steps apart (the default)"),
+    Variant("_w1", dict(async_scheduling="on", prefill_wait_factor=1.0), ("c64_isl128_osl128",), main=True,
+            label="prompts wait until their summed wait reaches the decoding requests (the default)"),
 )
 
 
@@ -57,8 +58,8 @@ def plan(name: str, async_scheduling: str) -> tuple[tuple[Variant, ...], tuple[t
     """The variants and A/B pairs of a run."""
     if name == "v3":
         return V3, V3_PAIRS
-    if name == "interval":
-        return INTERVAL, (("_pi1", "_pi8", "prefill interval 8 against 1"),)
+    if name == "wait":
+        return WAIT, (("_w0", "_w1", "prefill wait factor 1 against 0"),)
     off = Variant("", dict(async_scheduling="off"), main=True, label="one step at a time")
     on = Variant("_async", dict(async_scheduling="on"), main=async_scheduling == "on", label="overlapped")
     variants = {"off": (off,), "on": (on,), "ab": (off, on)}[async_scheduling]

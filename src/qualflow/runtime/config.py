@@ -31,11 +31,12 @@ class EngineConfig:
     max_num_batched_tokens: int = setting(
         0, help="prefill token budget of one engine step (0: max(8192, max-batch))")
     mixed: bool = setting(False, help="let one engine step hold prefill and decode together")
-    prefill_interval: int = setting(
-        8, help="alternating steps: while requests decode, a prefill step that admits new prompts waits until "
-                "this many decode steps ran since the last one, so prompts that arrive one by one share a "
-                "prefill step (not when nothing decodes, nor when the admissible prompts fill the token budget); "
-                "1: a prefill step whenever a prompt waits and the last step decoded")
+    prefill_wait_factor: float = setting(
+        1.0, help="alternating steps: while requests decode, new prompts wait for their prefill step until the "
+                  "decode steps they waited, summed over the prompts it can admit, reach this factor times the "
+                  "decoding requests (a prefill step holds each of those back about one step), so prompts that "
+                  "arrive one by one share a prefill step; never when nothing decodes or the admissible prompts "
+                  "fill the token budget. 0: a prefill step whenever a prompt waits and the last step decoded")
     async_scheduling: Literal["auto", "on", "off"] = setting(
         "auto", help="overlap the host with the device: schedule and build step n+1 while step n runs, read "
                      "sampled tokens back one step late (a stop is seen one step later; the extra token of a "

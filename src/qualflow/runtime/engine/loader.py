@@ -68,7 +68,7 @@ def load_engine(bundle, family, cfg: EngineConfig, context_limit: int, started_n
     prefill, prefill_note = prefill_graphs(model, kv, cfg, device)
     engine = Engine(ModelRunner(model, kv.attention, device, graphs, prefill),
                     Scheduler(kv.blocks, cfg.max_batch, cfg.token_budget(), mixed=cfg.mixed,
-                              prefill_interval=cfg.prefill_interval), context_limit, device,
+                              prefill_wait_factor=cfg.prefill_wait_factor), context_limit, device,
                     step_delay_s=cfg.step_delay_s, async_scheduling=cfg.overlaps(device.type),
                     think_tokens=think_tokens(family))
     if fast:
@@ -80,7 +80,7 @@ def load_engine(bundle, family, cfg: EngineConfig, context_limit: int, started_n
             "kv_blocks": kv.blocks.num_blocks, "kv_block_size": kv.blocks.block_size,
             "kv_cache_gb": kv.attention.pool.numel() * kv.attention.pool.element_size() / 1e9,
             "max_num_batched_tokens": cfg.token_budget(), "mixed_batches": cfg.mixed,
-            "prefill_interval": cfg.prefill_interval,
+            "prefill_wait_factor": cfg.prefill_wait_factor,
             "async_scheduling": engine.async_scheduling, "varlen_attention": kv.varlen,
             "fused_kernels": kernels, "prefill_graphs": None if prefill is None else prefill.sizes,
             "prefill_graphs_note": prefill_note,

@@ -7,13 +7,15 @@ Every step is one packed forward over (sequence, chunk) pairs:
     A prompt longer than the budget is chunked, so it holds decodes up for at most one step.
 `mixed=True` puts both kinds into one step. `mixed=False` alternates, so the decodes of a pure decode
 step replay a captured graph: a prefill step is followed by at least one decode step, and while
-requests decode, a prefill step that admits new prompts waits until `prefill_interval` decode steps
-have run since the last prefill step. Prompts that arrive one by one (clients of a server, slots that
-free up one at a time) then share a prefill step instead of each holding every decode back for one:
-a prefill step costs about what a decode step does whatever its size, up to the token budget. A
-prompt does not wait when nothing decodes, when the prompts that can be admitted fill the token
-budget (waiting longer gains nothing), or to continue a chunked prompt (it alternates with decodes).
-`prefill_interval=1` alternates at every step.
+requests decode, a prefill step that admits new prompts waits until the prompts it can admit have
+waited, together, `prefill_wait_factor` decode steps per decoding request. A small prefill step
+holds every decode back for about one step whatever its size, while a waiting prompt loses one step
+per step it waits: the rule admits once what waiting cost reaches what a prefill step costs (the
+rent-or-buy balance at 1.0). Prompts that arrive one by one (a server's clients, batch slots that
+free up one at a time) then share a prefill step, and a burst that finds few decodes goes at once.
+A prompt does not wait when nothing decodes, when the prompts that can be admitted fill the token
+budget, or to continue a chunked prompt (it alternates with decodes). `prefill_wait_factor=0`
+runs a prefill step whenever a prompt waits and the last step decoded.
 
 A sequence whose last token is sampled but not read back yet (overlapped scheduling) is not
 scheduled again: that step's token would be discarded. Neither is one in `held` (the engine puts a
@@ -52,21 +54,22 @@ class Batch:
 
 
 class Scheduler:
-    def __init__(self, blocks: BlockManager, max_batch: int, max_num_batched_tokens: int, mixed: bool = False,
-                 prefill_interval: int = 1):
-        if prefill_interval < 1:
-            raise ValueError(f"prefill_interval must be at least 1, not {prefill_interval}")
+    def __init__(self, blocks: BlockManager, max_batch: int, max_num_batched_tokens: int, mixed: bool = False, *,
+                 prefill_wait_factor: float):
+        if not prefill_wait_factor >= 0:
+            raise ValueError(f"prefill_wait_factor must be 0 or more, not {prefill_wait_factor}")
         self.blocks, self.max_batch, self.budget, self.mixed = blocks, max_batch, max_num_batched_tokens, mixed
-        self.prefill_interval = prefill_interval
+        self.prefill_wait_factor = prefill_wait_factor
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
         self.watermark = max(1, blocks.capacity // 100)  # admission leaves this much for running decodes
-        self._decodes_since_prefill = prefill_interval   # decode steps run since the last prefill step
+        self._decodes_since_prefill = 1   # decode steps run since the last prefill step
         self.num_prefill_steps = self.num_decode_steps = 0
         self.num_preemptions = 0
         self.held: set[Sequence] = set()
 
     def add(self, seq: Sequence) -> None:
+        seq.queued_at_step = self.num_decode_steps
         self.waiting.append(seq)
 
     def has_work(self) -> bool:
@@ -92,7 +95,7 @@ class Scheduler:
         if self.held:
             ready = [s for s in ready if s not in self.held]
         prefill_work = bool(self.waiting) or any(not r.decoding for r in self.running)
-        do_prefill = prefill_work and (self.mixed or not ready or self._prefill_due())
+        do_prefill = prefill_work and (self.mixed or not ready or self._prefill_due(len(ready)))
         chosen: dict[Sequence, int] = {}  # insertion order is the batch order
         budget = self.budget
         if self.mixed or not do_prefill:
@@ -140,18 +143,18 @@ class Scheduler:
             s.num_computed += n
         return batch
 
-    def _prefill_due(self) -> bool:
-        """Alternating, with decodes ready: whether this step is a prefill step (module docstring)."""
+    def _prefill_due(self, decoding: int) -> bool:
+        """Alternating, with `decoding` requests ready to decode: whether this step is a prefill step
+        (module docstring)."""
         if self._decodes_since_prefill == 0:                  # the last step was one: decode now
             return False
-        if self._decodes_since_prefill >= self.prefill_interval or any(not r.decoding for r in self.running):
+        if not self.prefill_wait_factor or any(not r.decoding for r in self.running):
             return True
-        tokens = 0
+        waited = tokens = 0
         for s in itertools.islice(self.waiting, max(0, self.max_batch - len(self.running))):
+            waited += self.num_decode_steps - s.queued_at_step
             tokens += s.remaining
-            if tokens >= self.budget:
-                return True
-        return False
+        return tokens >= self.budget or waited >= self.prefill_wait_factor * decoding
 
     def _reserve(self, seq: Sequence, n: int, chosen: dict[Sequence, int]) -> bool:
         """Blocks for `seq`'s next `n` tokens, preempting the newest running sequences if the pool is
@@ -172,4 +175,5 @@ class Scheduler:
         seq.preemptions += 1
         self.num_preemptions += 1
         self.running.remove(seq)
+        seq.queued_at_step = self.num_decode_steps
         self.waiting.appendleft(seq)
