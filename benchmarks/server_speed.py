@@ -19,6 +19,9 @@ import sys
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results"
+# what a result recorded before a setting existed ran with: request_sampling came in after runs whose
+# requests carried no sampling fields (the server's default, temperature 1)
+OLD_DEFAULTS = {"request_sampling": "{}"}
 
 
 def run_task(work: str, bundle: str, device: str, max_batch: int, max_context: int, isl: int, osl: int,
@@ -124,8 +127,8 @@ def device_tag(name: str) -> str:
 
 
 def newest_baseline(tag: str, settings: dict) -> Path | None:
-    """The newest committed server-speed result of this device at the same ISL / OSL (and, where it
-    records them, the same serve flags): by the date its name starts with, then by the time it records
+    """The newest committed server-speed result of this device at the same ISL / OSL, serve flags and
+    request sampling (a result that predates a setting ran with OLD_DEFAULTS): by the date its name starts with, then by the time it records
     (`recorded_utc`; older results have none), then by modification time."""
     def read(p: Path) -> dict:
         try:
@@ -134,7 +137,8 @@ def newest_baseline(tag: str, settings: dict) -> Path | None:
             return {}
 
     def same(d: dict) -> bool:
-        return all(str(d.get(k, settings.get(k))) == str(settings.get(k)) for k in ("isl", "osl", "serve_flags"))
+        return all(str(d.get(k, OLD_DEFAULTS.get(k, settings.get(k)))) == str(settings.get(k))
+                   for k in ("isl", "osl", "serve_flags", "request_sampling"))
 
     found = [(p, d) for p in RESULTS.glob(f"*-{tag}-server-speed*.json") if re.match(r"\d{4}-\d\d-\d\d-", p.name)
              for d in [read(p)] if same(d)]

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The server's speed against the Task's and against our own harness ceiling, per point, in one call.
 # On a Qwen3-0.6B-shaped fp16 bundle (seeded random weights; the `tiny` preset on cpu), ISL/OSL 128,
-# ignore_eos, greedy, --max-batch 64 --max-context 512 (MAX_CONTEXT):
+# ignore_eos, greedy, --max-batch 64 --max-context 512 (MAX_CONTEXT). The Task samples greedily, so the
+# AIPerf requests carry REQUEST_SAMPLING (default {"temperature":0}) beside ignore_eos and min_tokens: the
+# server then does the Task's work. REQUEST_SAMPLING='{}' sends the server's default (temperature 1).
 #   1. the Task alone (runtime.bench_point.run_point, one process) at each point;
 #   2. `qualflow serve` + the published AIPerf (responses, streaming) at the same points;
 #   3. the harness ceiling: `qualflow serve --engine synthetic --step-ms CEILING_STEP_MS` (same bundle,
@@ -20,7 +22,7 @@
 #   DEVICE (cuda where nvidia-smi sees a GPU, else cpu), PRESET (qwen3-0.6b on cuda, tiny on cpu),
 #   POINTS, ISL, OSL, MAX_BATCH, REQUESTS (per point, for the Task and the server alike; default c1 48, c64 2048, else 12c),
 #   WORKERS / RECORD_PROCESSORS (AIPerf; 8 / 4 on cuda, 1 / 1 on cpu), CEILING_STEP_MS (1),
-#   SERVE_FLAGS (extra `qualflow serve` flags for the stack), SKIP_TASK=1 (reuse WORK/task_level.json), SKIP_CEILING=1,
+#   SERVE_FLAGS (extra `qualflow serve` flags for the stack), REQUEST_SAMPLING (a JSON object of sampling fields), SKIP_TASK=1 (reuse WORK/task_level.json), SKIP_CEILING=1,
 #   PROFILE=1 (the stack's server under the 10 ms sampling profiler: OUT/server_profile.txt), SPY_C=C (py-spy,
 #   where it is on PATH, records the server and its engine process during point C for SPY_S (8) s after
 #   SPY_DELAY_S (4) s: OUT/server_spy_c<C>.txt, collapsed stacks per thread, idle ones included; and each
@@ -42,6 +44,8 @@ else
 fi
 [ "$MODE" = scaling ] && POINTS=${POINTS:-"64 256"} || POINTS=${POINTS:-"1 64 256"}
 ISL=${ISL:-128}; OSL=${OSL:-128}; MAX_CONTEXT=${MAX_CONTEXT:-512}; CEILING_STEP_MS=${CEILING_STEP_MS:-1}; PORT=${PORT:-8765}; SERVE_FLAGS=${SERVE_FLAGS:-}
+REQUEST_SAMPLING=${REQUEST_SAMPLING:-'{"temperature":0}'}
+EXTRA_INPUTS=$(python3 -c "import json,sys; print(json.dumps({'ignore_eos': True, 'min_tokens': int(sys.argv[1]), 'store': False, **json.loads(sys.argv[2])}, separators=(',', ':')))" "$OSL" "$REQUEST_SAMPLING")
 GRID=${GRID:-"1:1 2:1 4:1 4:2 8:2 8:4 16:4 16:8"}; SCALING_REQUESTS_PER_C=${SCALING_REQUESTS_PER_C:-8}
 TAG=$(python3 -c "import re,sys; print(re.sub(r'[^A-Za-z0-9]+', '-', sys.argv[1]).strip('-'))" "$DEVICE_NAME")
 QF="python3 -m qualflow.cli"; PY="python3 $ROOT/benchmarks/server_speed.py"
@@ -57,7 +61,7 @@ requests() { if [ -n "${REQUESTS:-}" ]; then echo "$REQUESTS"; else case $1 in 1
 SETTINGS=$(python3 -c "import json,sys; k=sys.argv[1::2]; v=sys.argv[2::2]; print(json.dumps(dict(zip(k, v))))" \
   device "$DEVICE" device_name "$DEVICE_NAME" preset "$PRESET" isl "$ISL" osl "$OSL" max_batch "$MAX_BATCH" \
   aiperf_workers "$WORKERS" aiperf_record_processors "$RECORD_PROCESSORS" ceiling_step_ms "$CEILING_STEP_MS" \
-  serve_flags "$SERVE_FLAGS" mode "$MODE")
+  serve_flags "$SERVE_FLAGS" request_sampling "$REQUEST_SAMPLING" mode "$MODE")
 
 SERVER=
 stop_server() { if [ -n "$SERVER" ]; then kill "$SERVER" 2>/dev/null || true; wait "$SERVER" 2>/dev/null || true; SERVER=; fi; }
@@ -80,7 +84,7 @@ aiperf_point() {   # aiperf_point DIR C REQUESTS WORKERS RECORD_PROCESSORS: one 
     --url "http://127.0.0.1:$PORT" --endpoint-type responses --streaming \
     --synthetic-input-tokens-mean "$ISL" --synthetic-input-tokens-stddev 0 \
     --output-tokens-mean "$OSL" --output-tokens-stddev 0 \
-    --extra-inputs "{\"ignore_eos\":true,\"min_tokens\":$OSL,\"store\":false}" \
+    --extra-inputs "$EXTRA_INPUTS" \
     --random-seed 42 --num-dataset-entries 300 --dataset-sampling-strategy sequential \
     --concurrency "$c" --request-count "$n" --warmup-request-count $(( c < 8 ? 8 : c )) \
     --header "X-Qualflow-Phase:aiperf:c$c" \

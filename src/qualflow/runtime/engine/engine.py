@@ -42,11 +42,12 @@ from ..api.events import TaskTiming
 from ..api.request import GenerationRequest
 from .model_runner import ModelRunner
 from .outputs import Final, Sink, Tokens
-from .sampling import sample
+from .sampling import sample, suppress
 from .scheduler import Batch, Scheduler
 from .sequence import PLACEHOLDER, Sequence
 from .thinking import ThinkState, ThinkTokens
 from .threads import thread_death
+from .transfer import to_device
 
 log = logging.getLogger("qualflow.engine")
 _STOP = object()
@@ -62,11 +63,6 @@ class _InFlight:
     host_tokens: torch.Tensor
     ready: "torch.cuda.Event | None"
     thinking: tuple[int, ...] = ()   # rows of sequences whose think block is not settled
-
-
-def _to(device: torch.device, values: list, dtype: torch.dtype = torch.long) -> torch.Tensor:
-    """A small host list on the device without a blocking copy (a blocking one waits for the step in flight)."""
-    return torch.tensor(values, dtype=dtype).to(device, non_blocking=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,20 +211,12 @@ class Engine:
     def _sample(self, batch: list[Sequence], logits: torch.Tensor) -> torch.Tensor:
         """The next token of each sequence, on the device (no host sync)."""
         params = [s.req.params for s in batch]
-        dev = logits.device
-        for i, s in enumerate(batch):  # stop tokens are suppressed until min_tokens are out
-            if s.sampled < s.req.params.min_tokens and s.req.params.stop_token_ids:
-                logits[i].index_fill_(0, _to(dev, list(s.req.params.stop_token_ids)), float("-inf"))
+        rows = [i for i, (s, p) in enumerate(zip(batch, params)) if s.sampled < p.min_tokens and p.stop_token_ids]
+        if rows:  # stop tokens are suppressed until min_tokens are out
+            suppress(logits, rows, [params[i].stop_token_ids for i in rows])
         if all(p.temperature == 0 for p in params):
             return logits.argmax(dim=-1)
-        return sample(
-            logits,
-            _to(dev, [p.temperature for p in params], torch.float32),
-            _to(dev, [p.top_k for p in params]),
-            _to(dev, [p.top_p for p in params], torch.float32),
-            [s.generator for s in batch],
-            need_filter=any(p.top_k > 0 or p.top_p < 1 for p in params),
-        )
+        return sample(logits, params, [s.generator for s in batch])
 
     def _force(self, sampling: list[Sequence], toks: torch.Tensor) -> tuple[int, ...]:
         """Put the forced closing tokens of thinking sequences into this step's tokens (on the device);
@@ -242,7 +230,7 @@ class Engine:
                     forced_rows.append(row)
                     forced.append(token)
         if forced:
-            toks[_to(toks.device, forced_rows)] = _to(toks.device, forced, toks.dtype)
+            toks[to_device(forced_rows, toks.device)] = to_device(forced, toks.device, toks.dtype)
         return tuple(rows)
 
     def _hold(self, sampling: list[Sequence], rows: tuple[int, ...]) -> None:

@@ -13,6 +13,7 @@ import torch
 
 from ..kernels.attention import PagedAttention, StepMeta
 from .scheduler import Batch
+from .transfer import to_device
 
 
 def pending_fills(batch: Batch) -> tuple[list[int], list[int]]:
@@ -26,11 +27,6 @@ def pending_fills(batch: Batch) -> tuple[list[int], list[int]]:
             rows.append(seq.pending[1])
         offset += n
     return at, rows
-
-
-def _dev(values, device: torch.device, dtype: torch.dtype = torch.long) -> torch.Tensor:
-    t = torch.from_numpy(values) if isinstance(values, np.ndarray) else torch.tensor(values, dtype=dtype)
-    return t.to(device, non_blocking=True)
 
 
 class ModelRunner:
@@ -65,14 +61,14 @@ class ModelRunner:
         last = [cu_q[i + 1] - 1 for i, smp in enumerate(batch.samples) if smp]
         dev = self.device
         meta = StepMeta(
-            "varlen", _dev(np.concatenate(slots), dev), _dev(cu_q, dev, torch.int32), _dev(cu_k, dev, torch.int32),
+            "varlen", to_device(np.concatenate(slots), dev), to_device(cu_q, dev, torch.int32), to_device(cu_k, dev, torch.int32),
             list(batch.counts), [s + n for s, n in zip(batch.starts, batch.counts)],
-            None if fresh else _dev(np.concatenate(ctx), dev))
-        ids_t = _dev([max(t, 0) for chunk in ids for t in chunk], dev)
+            None if fresh else to_device(np.concatenate(ctx), dev))
+        ids_t = to_device([max(t, 0) for chunk in ids for t in chunk], dev)
         if at:
-            ids_t.index_copy_(0, _dev(at, dev), prev.index_select(0, _dev(rows, dev)))
+            ids_t.index_copy_(0, to_device(at, dev), prev.index_select(0, to_device(rows, dev)))
         self.attn.meta = meta
-        return self.model(ids_t, _dev(np.concatenate(pos), dev), self.attn, logit_index=_dev(last, dev))
+        return self.model(ids_t, to_device(np.concatenate(pos), dev), self.attn, logit_index=to_device(last, dev))
 
     def score(self, token_ids: list[int]) -> torch.Tensor:
         """Teacher-forced logits [T, V] for one sequence; its K/V are not stored."""

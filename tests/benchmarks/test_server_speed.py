@@ -1,0 +1,41 @@
+"""benchmarks/server_speed.py: a run is compared only with a committed run that sent the same requests
+(ISL, OSL, serve flags, request sampling); a result that predates a setting counts as its old default."""
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import pytest
+
+from fixtures import REPO
+
+GREEDY = {"isl": "128", "osl": "128", "serve_flags": "", "request_sampling": '{"temperature":0}'}
+
+
+@pytest.fixture
+def server_speed(tmp_path, monkeypatch):
+    spec = importlib.util.spec_from_file_location("server_speed", REPO / "benchmarks" / "server_speed.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    monkeypatch.setattr(mod, "RESULTS", tmp_path)
+    return mod
+
+
+def write(d, name: str, **settings) -> None:
+    (d / name).write_text(json.dumps({"isl": "128", "osl": "128", "serve_flags": "", **settings}))
+
+
+def test_a_run_is_compared_with_one_that_sent_the_same_sampling(server_speed, tmp_path):
+    write(tmp_path, "2026-12-01-NVIDIA-H200-server-speed.json")   # before request_sampling: temperature 1
+    write(tmp_path, "2026-12-02-NVIDIA-H200-server-speed-greedy.json", request_sampling='{"temperature":0}')
+    write(tmp_path, "2026-12-03-NVIDIA-H200-server-speed-t1.json", request_sampling="{}")
+    assert server_speed.newest_baseline("NVIDIA-H200", GREEDY).name == "2026-12-02-NVIDIA-H200-server-speed-greedy.json"
+    default = {**GREEDY, "request_sampling": "{}"}
+    assert server_speed.newest_baseline("NVIDIA-H200", default).name == "2026-12-03-NVIDIA-H200-server-speed-t1.json"
+
+
+def test_a_result_from_before_the_setting_ran_the_servers_default(server_speed, tmp_path):
+    write(tmp_path, "2026-12-01-NVIDIA-H200-server-speed.json")
+    assert server_speed.newest_baseline("NVIDIA-H200", GREEDY) is None
+    assert server_speed.newest_baseline("NVIDIA-H200", {**GREEDY, "request_sampling": "{}"}).name \
+        == "2026-12-01-NVIDIA-H200-server-speed.json"
