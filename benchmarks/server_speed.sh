@@ -58,9 +58,13 @@ if [ ! -f "$BUNDLE/manifest.json" ]; then
 fi
 # at least ~5 s of steady state per point on the H200 (c1 ~8 s, c64 ~9 s, c256 ~12 s through the server)
 requests() { if [ -n "${REQUESTS:-}" ]; then echo "$REQUESTS"; else case $1 in 1) echo 48;; 64) echo 2048;; *) echo $(( $1 * 12 ));; esac; fi; }
+# the ceiling's synthetic engine holds every request of the largest point (it has no memory to run out of):
+# queued behind the stack's batch, it would measure that batch, not the HTTP path and AIPerf
+CEILING_BATCH=$(python3 -c "import sys; print(max(int(v) for v in sys.argv[1:]))" "$MAX_BATCH" $POINTS)
+
 SETTINGS=$(python3 -c "import json,sys; k=sys.argv[1::2]; v=sys.argv[2::2]; print(json.dumps(dict(zip(k, v))))" \
   device "$DEVICE" device_name "$DEVICE_NAME" preset "$PRESET" isl "$ISL" osl "$OSL" max_batch "$MAX_BATCH" \
-  aiperf_workers "$WORKERS" aiperf_record_processors "$RECORD_PROCESSORS" ceiling_step_ms "$CEILING_STEP_MS" \
+  aiperf_workers "$WORKERS" aiperf_record_processors "$RECORD_PROCESSORS" ceiling_step_ms "$CEILING_STEP_MS" ceiling_max_batch "$CEILING_BATCH" \
   serve_flags "$SERVE_FLAGS" request_sampling "$REQUEST_SAMPLING" mode "$MODE")
 
 SERVER=
@@ -98,7 +102,7 @@ PROFILE_ENV=(env)
 
 if [ "$MODE" = scaling ]; then
   rm -rf "$WORK/scaling"
-  start_server "$WORK/scaling" --engine synthetic --step-ms "$CEILING_STEP_MS" --device cpu
+  start_server "$WORK/scaling" --engine synthetic --step-ms "$CEILING_STEP_MS" --device cpu --max-batch "$CEILING_BATCH"
   for pair in $GRID; do
     for C in $POINTS; do aiperf_point "$WORK/scaling/w${pair%%:*}_rp${pair##*:}" "$C" $(( C * SCALING_REQUESTS_PER_C )) "${pair%%:*}" "${pair##*:}"; done
   done
@@ -134,7 +138,7 @@ stop_server
 PROFILE_ENV=(env)
 # 3. the harness ceiling: the same points, the synthetic engine behind the same HTTP path (SKIP_CEILING=1: not run)
 if [ "${SKIP_CEILING:-0}" != 1 ]; then
-  start_server "$WORK/ceiling" --engine synthetic --step-ms "$CEILING_STEP_MS" --device cpu
+  start_server "$WORK/ceiling" --engine synthetic --step-ms "$CEILING_STEP_MS" --device cpu --max-batch "$CEILING_BATCH"
   for C in $POINTS; do aiperf_point "$WORK/ceiling" "$C" "$(requests "$C")" "$WORKERS" "$RECORD_PROCESSORS"; done
   stop_server
 fi

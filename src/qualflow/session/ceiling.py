@@ -34,10 +34,22 @@ def ceiling_points(points) -> list[AiperfPoint]:
     return [p for p in points if p.harness_ceiling]
 
 
-def ceiling_engine(engine: EngineConfig, step_ms: float) -> EngineConfig:
-    """The stack's engine settings (batch, context) with the synthetic engine on `step_ms`; no device
-    work, so on cpu whatever the stack ran on."""
-    return dataclasses.replace(engine, engine_kind="synthetic", step_ms=step_ms, device="cpu",
+def in_flight(point: AiperfPoint) -> int:
+    """The most requests `point` can have open at once: its concurrency, or for an open-loop point
+    without a cap, all the requests of its larger phase (warm-up or profiling)."""
+    if point.concurrency is not None:
+        return point.concurrency
+    return max(point.request_count, point.warmup_request_count)
+
+
+def ceiling_engine(engine: EngineConfig, step_ms: float, points=()) -> EngineConfig:
+    """The stack's engine settings (context, limits) with the synthetic engine on `step_ms`; no device
+    work, so on cpu whatever the stack ran on. Its batch holds every request any of `points` can have
+    in flight (at least the stack's batch): the synthetic engine has no memory to run out of, and a
+    ceiling that queued requests behind the stack's batch would measure that batch, not the HTTP path
+    and AIPerf (at c256 on a batch of 64 it could never pass 64 tokens per step)."""
+    batch = max([engine.max_batch, *(in_flight(p) for p in points)])
+    return dataclasses.replace(engine, engine_kind="synthetic", step_ms=step_ms, device="cpu", max_batch=batch,
                                engine_process="auto", async_scheduling="auto")
 
 
@@ -45,8 +57,8 @@ def _server(session: Session, out: Path) -> ServerProcess:
     cfg = session.cfg
     server = ServerConfig(bundle=str(Path(cfg.bundle)), host=cfg.host, port=free_port(cfg.host),
                           model_name=cfg.model_name or None, timing_log=str(out / "server_timing.jsonl"))
-    srv = (session.server_factory or ServerProcess)(server, ceiling_engine(cfg.engine, cfg.ceiling_step_ms),
-                                                    log_path=out / "server.log")
+    engine = ceiling_engine(cfg.engine, cfg.ceiling_step_ms, ceiling_points(session.points))
+    srv = (session.server_factory or ServerProcess)(server, engine, log_path=out / "server.log")
     srv.env.update(session.srv.env)   # the session's GPU lease, if any (the synthetic engine uses none)
     return srv
 
