@@ -117,6 +117,30 @@ def test_core_early_close_cancels_the_task_request():
     assert len(task.cancelled) == 1 and task.cancelled[0].startswith("resp_")
 
 
+def test_core_submits_before_the_head_and_a_stream_closed_at_its_head_cancels():
+    """The engine gets the request before the stream's head is built, so it prefills meanwhile; a
+    stream closed right after its head still cancels that request and leaves nothing in flight."""
+    opened = []
+
+    class Recording(FakeTask):
+        def open(self, req):
+            opened.append(req.request_id)
+            return super().open(req)
+
+    task = Recording([TokenEvent("x", [5], "a")] * 5 + [final("length")])
+    core = Core(task)
+
+    async def go():
+        p = core.prepare(parse_request({**BODY, "stream": True}), "rid")
+        batches = core.stream_batches(p)
+        head = await batches.__anext__()
+        assert head[0].type == "response.created" and opened == [p.gen.request_id]
+        await batches.aclose()
+        return p
+    p = asyncio.run(go())
+    assert task.cancelled == [p.gen.request_id] and core.inflight == {} and p.record.status == "cancelled"
+
+
 def test_core_non_stream_failure_is_500():
     core = Core(FakeTask([final("error")]))
     with pytest.raises(ApiError) as e:

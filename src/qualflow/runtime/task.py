@@ -25,7 +25,7 @@ from .config import EngineConfig
 from .engine.interface import EngineClient
 from .engine.loader import load_engine, think_tokens
 from .engine.synthetic import SyntheticEngine
-from .frontend.delivery import Collector, Mailbox
+from .frontend.delivery import Collector, Mailbox, TaskStream
 from .frontend.tokenizing import GilFreeEncoder
 from .process.proxy import EngineProxy
 
@@ -133,9 +133,9 @@ class Task:
                                  param="reasoning")
 
     # ---- generation ---------------------------------------------------------------------------
-    async def generate(self, req: GenerationRequest) -> AsyncIterator[TokenEvent | FinalEvent]:
-        """Token events as they are sampled (one per engine step at most), then one FinalEvent.
-        Closing the iterator early cancels. Raises EngineFailed when the engine cannot serve."""
+    def open(self, req: GenerationRequest) -> TaskStream:
+        """Validate and submit `req` now; its events come from iterating the returned stream (close it
+        to cancel). Raises as `generate` does, before anything is submitted."""
         self.require(STREAMING)
         self.validate(req)
         if (why := self.health()) is not None:
@@ -144,17 +144,17 @@ class Task:
         mailbox = self._mailboxes.get(loop) or self._mailboxes.setdefault(loop, Mailbox(loop, self.health))
         box = mailbox.open_delivery()
         seq = self.engine.submit(req, lambda item: mailbox.put(box, item))
-        out = Collector(self.tokenizer, seq, self._end_id)
+        return TaskStream(mailbox, box, seq, Collector(self.tokenizer, seq, self._end_id), self.engine.cancel)
+
+    async def generate(self, req: GenerationRequest) -> AsyncIterator[TokenEvent | FinalEvent]:
+        """Token events as they are sampled (one per engine step at most), then one FinalEvent.
+        Closing the iterator early cancels. Raises EngineFailed when the engine cannot serve."""
+        stream = self.open(req)
         try:
-            while True:
-                for ev in out.handle_many(await box.take()):
-                    yield ev
-                    if isinstance(ev, FinalEvent):
-                        return
+            async for ev in stream:
+                yield ev
         finally:
-            mailbox.close_delivery(box)
-            if not seq.done:
-                self.engine.cancel(req.request_id)
+            await stream.aclose()
 
     @property
     def _end_id(self) -> int | None:

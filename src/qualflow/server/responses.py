@@ -18,6 +18,7 @@ from .protocol import (ApiError, ContentPartEvent, CreateResponse, ErrorEvent, E
                        OutputMessage, OutputText, Response, ResponseEvent, TextDelta, TextDoneEvent,
                        bad_request, input_messages, new_id)
 from .reasoning_stream import reasoning_stream
+from .task_events import RequestEvents
 from .thinking import asks_for_reasoning, check_include, thinking_for, wants_thinking
 from .timing import TimingRecord, new_record
 
@@ -179,30 +180,9 @@ class ResponsesHandler:
             p.record.cancel()
             self.task.cancel(p.gen.request_id)
 
-    async def _events(self, p: Prepared) -> AsyncIterator:
-        """The Task's events; the last is always a FinalEvent (an engine fault becomes an error final)."""
-        self.inflight[p.response_id] = p
-        gen = self.task.generate(p.gen)
-        final = None
-        try:
-            async for ev in gen:
-                if isinstance(ev, FinalEvent):
-                    final = ev
-                    break
-                yield ev
-        except Exception as e:  # noqa: BLE001 - reported as the request's error, never a cut stream
-            failure = f"{type(e).__name__}: {e}"
-        else:
-            failure = "the Task ended without a final event"
-        finally:
-            self.inflight.pop(p.response_id, None)
-            if final is None:
-                await gen.aclose()
-        if final is None:
-            final = FinalEvent(p.gen.request_id, "error", len(p.gen.prompt_token_ids), 0, "", [],
-                               TaskTiming(p.record.http_received_ns, finished_ns=time.time_ns()), failure)
-        self._record(p, final)
-        yield final
+    def _events(self, p: Prepared) -> RequestEvents:
+        """The Task's events of `p`, submitted now; the last is always a FinalEvent."""
+        return RequestEvents(self.task, p, self.inflight, self._record)
 
     async def create_response(self, req: CreateResponse, request_id: str, record: TimingRecord | None = None,
                               prepared: Prepared | None = None) -> Response:
@@ -252,30 +232,36 @@ class ResponsesHandler:
                 e.sequence_number, seq = seq, seq + 1
             return events
 
-        item_id = p.message_id
-        ids = dict(item_id=item_id)
-        snapshot = Response.from_request(p.req, p.gen.params, p.response_id, p.created_at, self.model_name)
-        if p.reasoning_id is not None:
-            async for batch in reasoning_stream(p, snapshot, self._events(p), lambda: self.abandon(p.response_id),
-                                                terminal_events):
-                yield number(batch)
-            return
-        yield number([ResponseEvent(type="response.created", response=snapshot),
-                      ResponseEvent(type="response.in_progress", response=snapshot),
-                      OutputItemEvent(type="response.output_item.added", item=OutputMessage.of(item_id, None)),
-                      ContentPartEvent(type="response.content_part.added", part=OutputText(), **ids)])
-        parts, final, events = [], None, self._events(p)
+        events = self._events(p)   # submitted first: the engine prefills while the head is built and sent
         try:
-            async for e in events:
-                if isinstance(e, FinalEvent):
-                    final = e
-                elif e.text:
-                    parts.append(e.text)
-                    yield number([TextDelta(0, item_id, e.text)])
+            snapshot = Response.from_request(p.req, p.gen.params, p.response_id, p.created_at, self.model_name)
+            if p.reasoning_id is not None:
+                async for batch in reasoning_stream(p, snapshot, events, lambda: self.abandon(p.response_id),
+                                                    terminal_events):
+                    yield number(batch)
+                return
+            async for batch in self._message_stream(p, snapshot, events):
+                yield number(batch)
         finally:
-            if final is None:
+            if not events.done:   # closed before the final (or before the head went out)
                 self.abandon(p.response_id)
             await events.aclose()
+
+    async def _message_stream(self, p: Prepared, snapshot: Response, events: RequestEvents) -> AsyncIterator[list]:
+        """Without thinking: the head, one delta per Task token event, the tail (not numbered yet)."""
+        item_id = p.message_id
+        ids = dict(item_id=item_id)
+        yield [ResponseEvent(type="response.created", response=snapshot),
+               ResponseEvent(type="response.in_progress", response=snapshot),
+               OutputItemEvent(type="response.output_item.added", item=OutputMessage.of(item_id, None)),
+               ContentPartEvent(type="response.content_part.added", part=OutputText(), **ids)]
+        parts, final = [], None
+        async for e in events:
+            if isinstance(e, FinalEvent):
+                final = e
+            elif e.text:
+                parts.append(e.text)
+                yield [TextDelta(0, item_id, e.text)]
         tail = []
         if final.tail_text:   # text the decoder held back (an incomplete character) until the end
             parts.append(final.tail_text)
@@ -286,7 +272,7 @@ class ResponsesHandler:
         tail += [TextDoneEvent(text=text, **ids),
                  ContentPartEvent(type="response.content_part.done", part=OutputText(text=text), **ids),
                  OutputItemEvent(type="response.output_item.done", item=OutputMessage.of(item_id, text, done))]
-        yield number(tail + terminal_events(final, resp))
+        yield tail + terminal_events(final, resp)
 
 
 def terminal_events(final: FinalEvent, resp: Response) -> list[Event]:

@@ -111,6 +111,44 @@ class Mailbox:
                 d._push(Final("error", f"engine failed: {reason}"))
 
 
+class TaskStream:
+    """One submitted request's events, for its consumer: TokenEvents (at most one per engine step),
+    then one FinalEvent. The request is in the engine from the moment this exists, so a caller may do
+    other work (build and send a stream's head) while the engine prefills. `aclose()` (idempotent,
+    also at the end) closes the delivery and cancels the request if the engine is still on it, whether
+    or not the stream was ever iterated."""
+
+    def __init__(self, mailbox: Mailbox, box: Delivery, seq: SequenceView, collector: "Collector",
+                 cancel: Callable[[str], None]):
+        self.mailbox, self.box, self.seq, self.out, self._cancel = mailbox, box, seq, collector, cancel
+        self._ready: collections.deque = collections.deque()
+        self._closed = False
+
+    def __aiter__(self) -> "TaskStream":
+        return self
+
+    async def __anext__(self) -> TokenEvent | FinalEvent:
+        while not self._ready:
+            if self._closed:
+                raise StopAsyncIteration
+            self._ready.extend(self.out.handle_many(await self.box.take()))
+        ev = self._ready.popleft()
+        if isinstance(ev, FinalEvent):
+            self._close()
+        return ev
+
+    async def aclose(self) -> None:
+        self._close()
+
+    def _close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self.mailbox.close_delivery(self.box)
+        if not self.seq.done:
+            self._cancel(self.seq.req.request_id)
+
+
 class Collector:
     """Turns the engine's items into TokenEvent / FinalEvent with incremental text. With thinking on
     (`end_id`: the family's end-think token) the text is split into reasoning and answer (ThinkSplit)."""
