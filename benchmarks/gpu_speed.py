@@ -76,16 +76,17 @@ async def offline_workload(task, n: int = 256, seed: int = 0) -> dict:
         async for ev in task.generate(r):
             final = ev
         return final
-    sched = task.engine.scheduler
-    steps0 = (sched.num_prefill_steps, sched.num_decode_steps)
+    sched = getattr(task.engine, "scheduler", None)     # None: the engine runs in its own process
+    steps0 = (sched.num_prefill_steps, sched.num_decode_steps) if sched else (0, 0)
     t0 = time.perf_counter()
     finals = await asyncio.gather(*[one(r) for r in reqs])
     wall = time.perf_counter() - t0
     tokens = sum(f.completion_tokens for f in finals)
     assert tokens == sum(r.params.max_new_tokens for r in reqs), "offline requests did not all run to length"
     return {"requests": n, "output_tokens": tokens, "wall_s": wall, "output_tok_per_s": tokens / wall,
-            "preemptions": sched.num_preemptions, "prefill_steps": sched.num_prefill_steps - steps0[0],
-            "decode_steps": sched.num_decode_steps - steps0[1], "target": {"output_tok_per_s": 25000},
+            "preemptions": sched.num_preemptions if sched else None,
+            "prefill_steps": sched.num_prefill_steps - steps0[0] if sched else None,
+            "decode_steps": sched.num_decode_steps - steps0[1] if sched else None, "target": {"output_tok_per_s": 25000},
             "met": tokens / wall >= 25000}
 
 
@@ -200,7 +201,8 @@ def measure(task, result: dict, tag: str, names, save, opts: argparse.Namespace,
             continue
         r["target"], r["variant"] = target, tag
         r["met"] = all((r[k] >= v) if k.endswith("per_s") else (r[k] <= v) for k, v in target.items())
-        r["preemptions_total"] = task.engine.scheduler.num_preemptions
+        sched = getattr(task.engine, "scheduler", None)     # None: the engine runs in its own process
+        r["preemptions_total"] = sched.num_preemptions if sched else None
         r["roofline"] = point_roofline(shape, c, isl, osl, result)
         r["pct_of_roofline"] = 100 * r["output_tok_per_s"] / r["roofline"]["limit_tok_per_s"]
         r["pct_of_decode_roofline"] = 100 * r["output_tok_per_s"] / r["roofline"]["decode_limit_tok_per_s"]
@@ -241,6 +243,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--points", default="",
                     help="comma-separated point names, each variant's share of them (default: a variant's own; plan "
                          "async: all, with --async-scheduling ab: " + ",".join(ASYNC_POINTS) + ")")
+    ap.add_argument("--engine-process", choices=("on", "off"), default="on",
+                    help="on: after the variants (engine thread: probes, correctness, points), the variant of record's "
+                         "points and offline workload again with the engine in its own process, as the Task runs on "
+                         "cuda by default (tag suffix _proc)")
     ap.add_argument("--min-seconds", type=float, default=5.0, help="measured time per point, at least")
     ap.add_argument("--min-repeats", type=int, default=3, help="repeats per point, at least (median and spread)")
     ap.add_argument("--prev", default=None, help="folder of the previous committed runs (default: --out)")
@@ -354,6 +360,34 @@ def run_variants(a, work: Path, engine: EngineConfig, ckpt: Path, result: dict, 
     return list(variants)
 
 
+def measure_engine_process(a, work: Path, engine: EngineConfig, result: dict, save) -> None:
+    """The variant of record's points and offline workload with the engine in its own process (the
+    Task's default on cuda: the caller's detokenizing and event delivery no longer share the engine's
+    GIL). Its internals are out of reach there, so no probes and no preemption counts."""
+    variants, _ = plan(a.plan, a.async_scheduling)
+    main = next((v for v in variants if v.main), variants[0])
+    overrides = dict(main.engine)
+    if a.tiny and overrides.get("prefill_graphs") == "auto":
+        overrides["prefill_graphs"] = "on"
+    tag = main.tag + "_proc"
+    try:
+        task = load_task(work / "bundle", dataclasses.replace(engine, **overrides, engine_process="on"))
+    except Exception as e:  # noqa: BLE001 - record, the rest of the run stands
+        result["variants"][tag] = {"error": f"load failed: {e!r}"}
+        print(f"[{tag}] load failed: {e!r}", flush=True)
+        return
+    try:
+        result["variants"][tag] = {"label": f"{main.label or main.tag}, engine process",
+                                   "engine": {**main.engine, "engine_process": "on"}, "task_info": task.info, "load_s": task.load_timing["load_s"],
+                                   "graph_capture_s": task.load_timing.get("graph_capture_s")}
+        print(f"[{tag}] engine process: load {task.load_timing['load_s']:.1f}s  {task.info}", flush=True)
+        save()
+        names = a.points.split(",") if a.points else [p[0] for p in POINTS]
+        measure(task, result, tag, names, save, a, offline=True)
+    finally:
+        task.close()
+
+
 def main() -> int:
     a = parse_args()
     t_start = time.perf_counter()
@@ -374,6 +408,10 @@ def main() -> int:
                           engine_process="off")
     variants = run_variants(a, work, engine, ckpt, result, save, t_start)
     late = lambda: time.perf_counter() - t_start > a.deadline_s  # noqa: E731
+    if a.engine_process == "on" and not late():
+        measure_engine_process(a, work, engine, result, save)
+        if engine.device == "cuda":
+            torch.cuda.empty_cache()
     if a.plan == "async" and not a.skip_mixed and not late():  # Inductor's cache is warm now; mixed steps
         task = load_task(work / "bundle", dataclasses.replace(engine, mixed=True))
         result["warm_load_s"], result["warm_graph_capture_s"] = task.load_timing["load_s"], task.load_timing["graph_capture_s"]

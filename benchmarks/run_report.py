@@ -14,7 +14,9 @@ ENGINE_KEYS = ("device", "effective_precision", "cuda_graphs", "compiled_ops", "
 
 def _engine(run: dict, tag: str) -> dict | None:
     info = run.get("variants", {}).get(tag, {}).get("task_info")
-    return None if info is None else {k: info.get(k) for k in ENGINE_KEYS}
+    if info is None:
+        return None
+    return {**{k: info.get(k) for k in ENGINE_KEYS}, "engine_process": info.get("engine_pid") is not None}
 
 
 def _prev_point(prev: dict, key: str, tag: str, engine: dict | None = None) -> tuple[str, dict]:
