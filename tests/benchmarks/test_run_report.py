@@ -52,3 +52,17 @@ def test_a_point_the_previous_run_did_not_measure_has_no_previous_figure(run_rep
     prev = {"variants": {"_v3": {"task_info": ENGINE}}, "points": {"c1_isl128_osl256_v3": point(734, "_v3")}}
     assert run_report._prev_point(prev, "c256_isl128_osl128_async", "_async", ENGINE) == ("", {})
     assert run_report._prev_point(prev, "c1_isl128_osl256", "", None)[0] == "c1_isl128_osl256_v3"
+
+
+def test_an_engine_in_its_own_process_is_matched_to_a_previous_one_in_its_own_process(run_report):
+    prev = {"variants": {"_thread": {"task_info": {**ENGINE, "engine_pid": None}},
+                         "_process": {"task_info": {**ENGINE, "engine_pid": 4242}}},
+            "points": {"c256_isl128_osl128_thread": point(28_258, "_thread"),
+                       "c256_isl128_osl128_process": point(52_223, "_process")}}
+    head = {"variants": {"_async_proc": {"task_info": {**ENGINE, "engine_pid": 77}},
+                         "_async": {"task_info": {**ENGINE, "engine_pid": None}}}}
+    key, _ = run_report._prev_point(prev, "c256_isl128_osl128_async_proc", "_async_proc",
+                                    run_report._engine(head, "_async_proc"))
+    assert key == "c256_isl128_osl128_process"
+    key, _ = run_report._prev_point(prev, "c256_isl128_osl128_async", "_async", run_report._engine(head, "_async"))
+    assert key == "c256_isl128_osl128_thread"
