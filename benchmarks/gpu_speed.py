@@ -59,6 +59,21 @@ POINTS = [  # (name, concurrency, ISL, OSL, target)
 ]
 
 
+def scheduler_of(task):
+    """The Task's engine scheduler (its step and preemption counts); None when the engine runs in its
+    own process, out of reach."""
+    return getattr(task.engine, "scheduler", None)
+
+
+def variant_overrides(variant, tiny: bool) -> dict:
+    """A variant's engine settings; on cpu (--tiny) prefill graphs `auto` become `on`: the padded step,
+    run eagerly."""
+    overrides = dict(variant.engine)
+    if tiny and overrides.get("prefill_graphs") == "auto":
+        overrides["prefill_graphs"] = "on"
+    return overrides
+
+
 async def offline_workload(task, n: int = 256, seed: int = 0) -> dict:
     """nano-vllm's bench.py through the Task: 256 sequences, prompt of random ids in [0, 10000] and
     output length each uniform on [100, 1024], ignore_eos, all submitted at once; output tok/s."""
@@ -76,7 +91,7 @@ async def offline_workload(task, n: int = 256, seed: int = 0) -> dict:
         async for ev in task.generate(r):
             final = ev
         return final
-    sched = getattr(task.engine, "scheduler", None)     # None: the engine runs in its own process
+    sched = scheduler_of(task)
     steps0 = (sched.num_prefill_steps, sched.num_decode_steps) if sched else (0, 0)
     t0 = time.perf_counter()
     finals = await asyncio.gather(*[one(r) for r in reqs])
@@ -86,7 +101,8 @@ async def offline_workload(task, n: int = 256, seed: int = 0) -> dict:
     return {"requests": n, "output_tokens": tokens, "wall_s": wall, "output_tok_per_s": tokens / wall,
             "preemptions": sched.num_preemptions if sched else None,
             "prefill_steps": sched.num_prefill_steps - steps0[0] if sched else None,
-            "decode_steps": sched.num_decode_steps - steps0[1] if sched else None, "target": {"output_tok_per_s": 25000},
+            "decode_steps": sched.num_decode_steps - steps0[1] if sched else None,
+            "target": {"output_tok_per_s": 25000},
             "met": tokens / wall >= 25000}
 
 
@@ -201,7 +217,7 @@ def measure(task, result: dict, tag: str, names, save, opts: argparse.Namespace,
             continue
         r["target"], r["variant"] = target, tag
         r["met"] = all((r[k] >= v) if k.endswith("per_s") else (r[k] <= v) for k, v in target.items())
-        sched = getattr(task.engine, "scheduler", None)     # None: the engine runs in its own process
+        sched = scheduler_of(task)
         r["preemptions_total"] = sched.num_preemptions if sched else None
         r["roofline"] = point_roofline(shape, c, isl, osl, result)
         r["pct_of_roofline"] = 100 * r["output_tok_per_s"] / r["roofline"]["limit_tok_per_s"]
@@ -327,11 +343,8 @@ def run_variants(a, work: Path, engine: EngineConfig, ckpt: Path, result: dict, 
     default = list(ASYNC_POINTS) if a.plan == "async" and a.async_scheduling == "ab" else [p[0] for p in POINTS]
     base_probe = None
     for i, variant in enumerate(variants):
-        overrides = dict(variant.engine)
-        if a.tiny and overrides.get("prefill_graphs") == "auto":
-            overrides["prefill_graphs"] = "on"       # on cpu: the padded step, eagerly
         try:
-            task = load_task(work / "bundle", dataclasses.replace(engine, **overrides))
+            task = load_task(work / "bundle", dataclasses.replace(engine, **variant_overrides(variant, a.tiny)))
         except Exception as e:  # noqa: BLE001 - record, go on with the next variant
             result["variants"][variant.tag] = {"error": f"load failed: {e!r}"}
             print(f"[{variant.tag}] load failed: {e!r}", flush=True)
@@ -366,19 +379,18 @@ def measure_engine_process(a, work: Path, engine: EngineConfig, result: dict, sa
     GIL). Its internals are out of reach there, so no probes and no preemption counts."""
     variants, _ = plan(a.plan, a.async_scheduling)
     main = next((v for v in variants if v.main), variants[0])
-    overrides = dict(main.engine)
-    if a.tiny and overrides.get("prefill_graphs") == "auto":
-        overrides["prefill_graphs"] = "on"
     tag = main.tag + "_proc"
     try:
-        task = load_task(work / "bundle", dataclasses.replace(engine, **overrides, engine_process="on"))
+        task = load_task(work / "bundle", dataclasses.replace(engine, **variant_overrides(main, a.tiny),
+                                                              engine_process="on"))
     except Exception as e:  # noqa: BLE001 - record, the rest of the run stands
         result["variants"][tag] = {"error": f"load failed: {e!r}"}
         print(f"[{tag}] load failed: {e!r}", flush=True)
         return
     try:
         result["variants"][tag] = {"label": f"{main.label or main.tag}, engine process",
-                                   "engine": {**main.engine, "engine_process": "on"}, "task_info": task.info, "load_s": task.load_timing["load_s"],
+                                   "engine": {**main.engine, "engine_process": "on"}, "task_info": task.info,
+                                   "load_s": task.load_timing["load_s"],
                                    "graph_capture_s": task.load_timing.get("graph_capture_s")}
         print(f"[{tag}] engine process: load {task.load_timing['load_s']:.1f}s  {task.info}", flush=True)
         save()

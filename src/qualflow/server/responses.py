@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, AsyncIterator
 
 from qualflow.runtime import (REASONING, STREAMING, TEXT_GENERATION, CapabilityMissing, FinalEvent,
-                              GenerationRequest, InvalidRequest, TaskTiming)
+                              GenerationRequest, InvalidRequest)
 
 from .protocol import (ApiError, ContentPartEvent, CreateResponse, ErrorEvent, Event, OutputItemEvent,
                        OutputMessage, OutputText, Response, ResponseEvent, TextDelta, TextDoneEvent,
