@@ -12,7 +12,10 @@ against (equality.py).
   --plan wait (issues 21, 22): overlapped, a prefill step whenever a prompt waits and the last step
     decoded ("_w0", prefill_wait_factor 0, before) against prompts that wait until their summed wait
     reaches the decoding requests ("_w1", 1.0, the default); each with the offline workload, whose
-    prompts are admitted as batch slots free up."""
+    prompts are admitted as batch slots free up.
+  --plan skinny (issue 22): overlapped; torch's GEMM for every projection ("_cublas") against the skinny
+    GEMM for steps of up to 16 rows ("_skinny16": batch-1 decode) and up to 64 ("_skinny64": c64 decode
+    too); the offline workload on the first and the last."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -54,10 +57,23 @@ WAIT = (
 )
 
 
+SKINNY = (
+    Variant("_cublas", dict(async_scheduling="on", skinny_gemm_rows=0), C1 + C64[:2], offline=True,
+            label="torch's GEMM for every projection (before)"),
+    Variant("_skinny16", dict(async_scheduling="on", skinny_gemm_rows=16), C1, label="skinny GEMM up to 16 rows"),
+    Variant("_skinny64", dict(async_scheduling="on", skinny_gemm_rows=64), C1 + C64[:2], main=True,
+            label="skinny GEMM up to 64 rows"),
+)
+SKINNY_PAIRS = (("_cublas", "_skinny16", "skinny GEMM to 16 rows against torch's"),
+                ("_cublas", "_skinny64", "skinny GEMM to 64 rows against torch's"))
+
+
 def plan(name: str, async_scheduling: str) -> tuple[tuple[Variant, ...], tuple[tuple[str, str, str], ...]]:
     """The variants and A/B pairs of a run."""
     if name == "v3":
         return V3, V3_PAIRS
+    if name == "skinny":
+        return SKINNY, SKINNY_PAIRS
     if name == "wait":
         return WAIT, (("_w0", "_w1", "prefill wait factor 1 against 0"),)
     off = Variant("", dict(async_scheduling="off"), main=True, label="one step at a time")

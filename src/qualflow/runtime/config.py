@@ -48,6 +48,11 @@ class EngineConfig:
                    "+ KV-cache store, SiLU-mul: Triton on cuda after a self-check at load, their torch reference "
                    "on cpu) instead of the compiled layer halves; fewer kernels per decode step; greedy output is "
                    "the same (--no-fused-kernels: the compiled halves, for A/B)")
+    skinny_gemm_rows: int = setting(
+        16, help="steps of at most this many rows (decode at small batch) run each projection as one Triton "
+                 "kernel that streams the weight once (SwiGLU applied while loading the down projection's "
+                 "input), instead of torch's GEMM; cuda with the fused kernels, after a self-check at load; "
+                 "at most 64. 0: torch's GEMM for every step (A/B)")
     prefill_graphs: Literal["auto", "on", "off"] = setting(
         "auto", help="run a fresh prefill step (every sequence from position 0, at most --prefill-graph-tokens "
                      "tokens and --prefill-graph-seqs sequences) padded to a token bucket, as a CUDA graph captured "

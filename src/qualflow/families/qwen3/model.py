@@ -125,19 +125,19 @@ class Qwen3Model(nn.Module):
     def _forward_fused(self, ids, positions, attend, logit_index):
         """The same layer through `ops`: add_rms_norm(h, delta | None, w, eps) -> (h, normed),
         qk_norm_rope(qkv, w_qn, w_kn, cos_table, sin_table, positions, heads, kv_heads, eps, dest)
-        -> (q, k, v), silu_mul(gate_up) -> [N, intermediate]."""
+        -> (q, k, v), linear(x, w) -> x @ w.T, down(gate_up, w) -> (silu(gate) * up) @ w.T."""
         cfg, w, ops, eps = self.cfg, self.w, self.ops, self.cfg.rms_norm_eps
         dest_of = getattr(attend, "kv_destination", None)
         h, x = ops.add_rms_norm(F.embedding(ids, w["embed"]), None, w["layers.0.attn_norm"], eps)
         for i in range(cfg.num_layers):
             p = f"layers.{i}."
             dest = dest_of(i) if dest_of is not None else None
-            q, k, v = ops.qk_norm_rope(F.linear(x, w[p + "qkv"]), w[p + "q_norm"], w[p + "k_norm"], self.cos,
+            q, k, v = ops.qk_norm_rope(ops.linear(x, w[p + "qkv"]), w[p + "q_norm"], w[p + "k_norm"], self.cos,
                                        self.sin, positions, cfg.num_heads, cfg.num_kv_heads, eps, dest)
             a = attend(i, q, k, v, stored=True) if dest is not None else attend(i, q, k, v)
-            h, x = ops.add_rms_norm(h, F.linear(a, w[p + "o"]), w[p + "mlp_norm"], eps)
+            h, x = ops.add_rms_norm(h, ops.linear(a, w[p + "o"]), w[p + "mlp_norm"], eps)
             nxt = w[f"layers.{i + 1}.attn_norm"] if i + 1 < cfg.num_layers else w["norm"]
-            h, x = ops.add_rms_norm(h, F.linear(ops.silu_mul(F.linear(x, w[p + "gate_up"])), w[p + "down"]), nxt, eps)
+            h, x = ops.add_rms_norm(h, ops.down(ops.linear(x, w[p + "gate_up"]), w[p + "down"]), nxt, eps)
         if logit_index is not None:
             x = x[logit_index]
-        return F.linear(x, self.lm_head).float()
+        return ops.linear(x, self.lm_head).float()

@@ -14,7 +14,7 @@ import torch
 
 from ..api.request import GenerationRequest, SamplingParams
 from ..config import EngineConfig
-from ..kernels import fused, paged_decode
+from ..kernels import fused, paged_decode, skinny_gemm
 from ..kernels.attention import PagedAttention, choose_flash
 from .block_manager import RESERVED_BLOCKS, BlockManager
 from .cuda_graphs import DecodeGraphs
@@ -82,7 +82,8 @@ def load_engine(bundle, family, cfg: EngineConfig, context_limit: int, started_n
             "max_num_batched_tokens": cfg.token_budget(), "mixed_batches": cfg.mixed,
             "prefill_wait_factor": cfg.prefill_wait_factor,
             "async_scheduling": engine.async_scheduling, "varlen_attention": kv.varlen,
-            "fused_kernels": kernels, "prefill_graphs": None if prefill is None else prefill.sizes,
+            "fused_kernels": kernels, "skinny_gemm_rows": ops.skinny_rows if ops is not None else 0,
+            "prefill_graphs": None if prefill is None else prefill.sizes,
             "prefill_graphs_note": prefill_note,
             "engine_pid": None}
     timing = {"load_s": (t1 - started_ns) / 1e9, "graph_capture_s": (t2 - t1) / 1e9, "loaded_at_ns": t2}
@@ -103,7 +104,16 @@ def fused_ops(config: dict, kv_layout: tuple[int, int, int], cfg: EngineConfig, 
                            int(config["hidden_size"]), int(config["intermediate_size"]))
     if why is not None:
         return None, f"off (self-check failed: {why})"
-    return fused.FusedOps(use_triton=True), "triton"
+    rows = cfg.skinny_gemm_rows
+    if rows:
+        hidden, inter, heads = int(config["hidden_size"]), int(config["intermediate_size"]), int(config["num_attention_heads"])
+        qkv = (heads + 2 * kv_heads) * head_dim
+        why = skinny_gemm.self_check(device, dtype, [(qkv, hidden, False), (hidden, heads * head_dim, False),
+                                                     (2 * inter, hidden, False), (hidden, inter, True)])
+        if why is not None:
+            log.warning("skinny GEMM off: %s", why)
+            rows = 0
+    return fused.FusedOps(use_triton=True, skinny_rows=rows), "triton"
 
 
 def prefill_graphs(model, kv: KvCache, cfg: EngineConfig, device: torch.device) -> tuple[PrefillGraphs | None, str]:

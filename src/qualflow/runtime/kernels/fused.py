@@ -17,6 +17,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from . import skinny_gemm
+
 try:
     import triton
     import triton.language as tl
@@ -177,11 +179,28 @@ def tri_silu_mul(y):
 
 class FusedOps:
     """The ops the family's fused layer path calls. A call runs its Triton kernel when the tensor is
-    on CUDA and `self_check` passed on this device (`use_triton`), the torch reference otherwise."""
+    on CUDA and `self_check` passed on this device (`use_triton`), the torch reference otherwise.
+    `linear` and `down` (SwiGLU then the down projection) run the skinny GEMM for steps of at most
+    `skinny_rows` rows (0: never), torch's GEMM otherwise."""
 
-    def __init__(self, use_triton: bool = False, any_device: bool = False):
+    def __init__(self, use_triton: bool = False, any_device: bool = False, skinny_rows: int = 0):
         self.use_triton = use_triton and available()
         self.any_device = any_device  # Triton's interpreter (TRITON_INTERPRET=1) runs CPU tensors: tests
+        self.skinny_rows = min(skinny_rows, skinny_gemm.MAX_ROWS) if self.use_triton else 0
+
+    def _skinny(self, x: torch.Tensor) -> bool:
+        return x.shape[0] <= self.skinny_rows and self._tri(x)
+
+    def linear(self, x, w):
+        if self._skinny(x):
+            return skinny_gemm.skinny_gemm(x, w)
+        return F.linear(x, w)
+
+    def down(self, y, w):
+        """silu(gate) * up of the fused gate_up output y [N, 2I], through the down projection w [H, I]."""
+        if self._skinny(y):
+            return skinny_gemm.skinny_gemm(y, w, silu_mul=True)
+        return F.linear(self.silu_mul(y), w)
 
     def _tri(self, x: torch.Tensor) -> bool:
         return self.use_triton and (x.is_cuda or self.any_device)

@@ -1,0 +1,100 @@
+"""Launch settings of the skinny GEMM (runtime/kernels/skinny_gemm.py) against cuBLAS, measured on the
+device. For each projection of the Qwen3-0.6B decode step (qkv, o, gate_up, down with SwiGLU applied on
+load, lm_head) and each row count, every setting in the grid is checked against the torch reference
+and timed as the decode step runs it: one call per layer, each on its own weight (nothing stays in
+L2), captured in one CUDA graph and replayed; the figure is the median replay, per call. cuBLAS is
+timed the same way (for the down projection: the SiLU-mul kernel then the GEMM, as the engine runs
+them without this kernel). Prints, per shape and row count, cuBLAS, the current setting
+(`launch_for`) and the grid's best, as a share of the measured copy bandwidth, and writes the JSON.
+cuda only (the kernel's CPU check is tests/runtime/test_skinny_gemm.py, in Triton's interpreter).
+
+    python benchmarks/skinny_gemm_tune.py --out /tmp/skinny.json
+"""
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from paged_decode_tune import copy_gbps, replay_us  # noqa: E402
+
+from qualflow.runtime.kernels.skinny_gemm import Launch, launch_for, reference, skinny_gemm  # noqa: E402
+
+LAYERS = 28
+SHAPES = [("qkv", 4096, 1024, False, LAYERS), ("o", 1024, 2048, False, LAYERS),
+          ("gate_up", 6144, 1024, False, LAYERS), ("down", 1024, 3072, True, LAYERS),
+          ("lm_head", 151936, 1024, False, 2)]
+ROWS = (1, 4, 16, 32, 64)
+GRID = [Launch(bn, bk, w, s) for bn, bk, w, s in itertools.product((16, 32, 64), (64, 128, 256), (4,), (3, 4))]
+GRID += [Launch(bn, 128, w, 4) for bn, w in itertools.product((16, 32, 64), (2, 8))]
+
+
+def cublas(x: torch.Tensor, w: torch.Tensor, silu_mul: bool) -> torch.Tensor:
+    from qualflow.runtime.kernels.fused import tri_silu_mul
+    return torch.nn.functional.linear(tri_silu_mul(x) if silu_mul else x, w)
+
+
+def measure(shape: tuple, rows: int, bw: float) -> dict:
+    name, n, k, silu, calls = shape
+    ws = [torch.randn(n, k, device="cuda", dtype=torch.half) / k ** 0.5 for _ in range(calls)]
+    xs = [torch.randn(rows, 2 * k if silu else k, device="cuda", dtype=torch.half) for _ in range(calls)]
+    ref = reference(xs[0].float(), ws[0].float(), silu)
+    nbytes = n * k * 2
+
+    def timed(fn) -> dict:
+        out = fn(xs[0], ws[0], silu).float()
+        err = float((out - ref).norm() / ref.norm())
+        us = replay_us(lambda: [fn(x, w, silu) for x, w in zip(xs, ws)], calls)
+        return {"us": round(us, 2), "rel_err": err, "share_of_copy": round(nbytes / us / 1e3 / bw, 3)}
+
+    result = {"shape": name, "n": n, "k": k, "silu_mul": silu, "rows": rows, "weight_bytes": nbytes,
+              "cublas": timed(cublas), "grid": []}
+    for lc in GRID:
+        try:
+            r = {**asdict(lc), **timed(lambda x, w, s, lc=lc: skinny_gemm(x, w, s, lc))}
+        except Exception as e:  # noqa: BLE001 - a setting Triton cannot compile (shared memory) is reported
+            r = {**asdict(lc), "error": f"{type(e).__name__}: {e}"[:160]}
+        result["grid"].append(r)
+    ok = [r for r in result["grid"] if "us" in r and r["rel_err"] < 5e-3]
+    result["best"] = min(ok, key=lambda r: r["us"]) if ok else None
+    cur = launch_for(n, k)
+    result["current"] = next((r for r in ok if Launch(r["block_n"], r["block_k"], r["num_warps"],
+                                                      r["num_stages"]) == cur), None)
+    del ws, xs
+    torch.cuda.empty_cache()
+    return result
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", required=True, help="JSON file to write")
+    ap.add_argument("--rows", default=",".join(map(str, ROWS)), help="row counts, comma-separated")
+    a = ap.parse_args()
+    if not torch.cuda.is_available():
+        print("skinny_gemm_tune: needs cuda (the CPU check is tests/runtime/test_skinny_gemm.py)", file=sys.stderr)
+        return 2
+    torch.manual_seed(0)
+    bw = copy_gbps()
+    rows = [int(r) for r in a.rows.split(",")]
+    res = {"device": torch.cuda.get_device_name(), "copy_gbps": round(bw, 1),
+           "results": [measure(s, m, bw) for s in SHAPES for m in rows]}
+    Path(a.out).write_text(json.dumps(res, indent=1))
+    print(f"copy bandwidth {bw:.0f} GB/s; us per call (share of copy bandwidth)")
+    fmt = lambda r: f"{r['us']:7.1f} ({r['share_of_copy']:4.0%})" if r else "    failed"  # noqa: E731
+    for r in res["results"]:
+        b = r["best"]
+        where = f"bn {b['block_n']} bk {b['block_k']} w {b['num_warps']} s {b['num_stages']}" if b else ""
+        print(f"{r['shape']:>8} M{r['rows']:<3} cublas {fmt(r['cublas'])}  current {fmt(r['current'])}  "
+              f"best {fmt(b)} {where}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
