@@ -108,8 +108,8 @@ def fused_ops(config: dict, kv_layout: tuple[int, int, int], cfg: EngineConfig, 
     if rows:
         hidden, inter, heads = int(config["hidden_size"]), int(config["intermediate_size"]), int(config["num_attention_heads"])
         qkv = (heads + 2 * kv_heads) * head_dim
-        why = skinny_gemm.self_check(device, dtype, [(qkv, hidden, False), (hidden, heads * head_dim, False),
-                                                     (2 * inter, hidden, False), (hidden, inter, True)])
+        why = skinny_gemm.self_check(device, dtype, [(qkv, hidden), (hidden, heads * head_dim), (2 * inter, hidden),
+                                                     (hidden, inter), (int(config["vocab_size"]), hidden)])
         if why is not None:
             log.warning("skinny GEMM off: %s", why)
             rows = 0
