@@ -26,6 +26,7 @@ from .engine.interface import EngineClient
 from .engine.loader import load_engine, think_tokens
 from .engine.synthetic import SyntheticEngine
 from .frontend.delivery import Collector, Mailbox, TaskStream
+from .frontend.pieces import piece_encoder
 from .frontend.tokenizing import GilFreeEncoder
 from .process.proxy import EngineProxy
 
@@ -70,6 +71,7 @@ class Task:
         self.bundle, self.manifest = bundle, bundle.manifest
         self.family = get_family(self.manifest["family"])
         self.tokenizer = bundle.tokenizer
+        self._encoder = GilFreeEncoder(self.tokenizer, pieces=piece_encoder(self.tokenizer))
         self.chat_template = bundle.chat_template
         self.model_name = self.manifest["checkpoint"]["id"]
         self.context_limit = cfg.context_limit(int(self.manifest["context_limit"]))
@@ -103,9 +105,8 @@ class Task:
         thinking on, ending in the opened think block."""
         if thinking:
             self.require(REASONING)
-            return self.family.render_prompt(GilFreeEncoder(self.tokenizer), self.chat_template, instructions,
-                                             messages, thinking=True)
-        return self.family.render_prompt(GilFreeEncoder(self.tokenizer), self.chat_template, instructions, messages)
+            return self.family.render_prompt(self._encoder, self.chat_template, instructions, messages, thinking=True)
+        return self.family.render_prompt(self._encoder, self.chat_template, instructions, messages)
 
     def default_params(self, **overrides) -> SamplingParams:
         overrides.setdefault("stop_token_ids", self.stop_token_ids)
