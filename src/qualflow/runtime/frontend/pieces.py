@@ -20,7 +20,7 @@ QWEN_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?
                 r"\s*[\r\n]+|\s+(?!\S)|\s+")
 ASCII_SPLIT = re.compile(rf"'(?:[sS]|[tT]|[rR][eE]|[vV][eE]|[mM]|[lL][lL]|[dD])|[^\r\nA-Za-z0-9]?[A-Za-z]+|"
                          rf"[0-9]| ?[^{_WS}A-Za-z0-9]+[\r\n]*|[{_WS}]*[\r\n]+|[{_WS}]+(?![^{_WS}])|[{_WS}]+")
-MAX_ENTRIES = 1 << 18   # pieces cached (then no more are added: none is ever evicted)
+MAX_ENTRIES = 1 << 17   # pieces cached (~25 MB; then no more are added: none is ever evicted)
 MAX_PIECE = 64          # characters; longer pieces are encoded each time
 
 
@@ -57,7 +57,7 @@ class PieceEncoder:
         self._cut = re.compile("(" + "|".join(map(re.escape, longest)) + ")") if longest else None
         self._bpe = Tokenizer(tokenizer.model)   # the same model (shared), without the split and NFC
         self._bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
-        self._cache: dict[str, list[int]] = {}
+        self._cache: dict[str, tuple[int, ...]] = {}
 
     def ids(self, text: str) -> list[int]:
         if self._cut is None:
@@ -81,13 +81,13 @@ class PieceEncoder:
             pass
         missing = [p for p in dict.fromkeys(pieces) if p not in cache]
         encode = self._bpe.encode   # one by one on this thread: less CPU than a batch, no thread pool hand-off
-        found = {p: encode(p, add_special_tokens=False).ids for p in missing}
+        found = {p: tuple(encode(p, add_special_tokens=False).ids) for p in missing}   # tuples: untracked by gc
         if self._keep(found):
             return list(chain.from_iterable(map(cache.__getitem__, pieces)))
         get = found.get   # a piece's ids are never empty
         return list(chain.from_iterable([get(p) or cache[p] for p in pieces]))
 
-    def _keep(self, found: dict[str, list[int]]) -> bool:
+    def _keep(self, found: dict[str, tuple[int, ...]]) -> bool:
         """Cache what fits (entries are never removed); whether all of `found` is cached now."""
         room = MAX_ENTRIES - len(self._cache)
         if room >= len(found) and all(len(p) <= MAX_PIECE for p in found):
