@@ -1,12 +1,13 @@
 """Launch settings of the skinny GEMM (runtime/kernels/skinny_gemm.py) against cuBLAS, measured on the
-device. For each projection of the Qwen3-0.6B decode step (qkv, o, gate_up, down, lm_head; qkv, gate_up and
-lm_head also with the residual add and RMSNorm in the prologue, `norm_gemm`) and each row count, every
-setting in the grid is checked against the torch reference and timed as the decode step runs it: one call per layer, each on its own weight (nothing stays in
-L2), captured in one CUDA graph and replayed; the figure is the median replay, per call. cuBLAS is
-timed the same way (for the prologue forms: the fused add_rms_norm kernel then the GEMM, as the
-engine runs them without this kernel). Prints, per shape and row count, cuBLAS, the current setting
-(`launch_for`) and the grid's best, as a share of the measured copy bandwidth, and writes the JSON.
-cuda only (the kernel's CPU check is tests/runtime/test_skinny_gemm.py, in Triton's interpreter).
+device. For each projection of the Qwen3-0.6B decode step (qkv, o, gate_up, down, lm_head) and each
+row count, every setting in the grid is checked against the torch reference and timed as the decode
+step runs it: one call per layer, each on its own weight (nothing stays in L2), captured in one CUDA
+graph and replayed; the figure is the median replay, per call. cuBLAS is timed the same way. Prints,
+per shape and row count, cuBLAS, the current setting (`launch_for`) and the grid's best, as a share
+of the measured copy bandwidth, and writes the JSON. (A form with the residual add and RMSNorm in the
+GEMM's prologue was measured on 2026-12-03 and was no faster than the add_rms_norm kernel before
+cuBLAS: results/NOTES.md.) cuda only (the kernel's CPU check is tests/runtime/test_skinny_gemm.py,
+in Triton's interpreter).
 
     python benchmarks/skinny_gemm_tune.py --out /tmp/skinny.json
 """
@@ -25,51 +26,38 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from paged_decode_tune import copy_gbps, replay_us  # noqa: E402
 
-from qualflow.runtime.kernels.fused import tri_add_rms_norm  # noqa: E402
-from qualflow.runtime.kernels.skinny_gemm import (Launch, launch_for, norm_gemm, reference,  # noqa: E402
-                                                  reference_norm_gemm, skinny_gemm)
+from qualflow.runtime.kernels.skinny_gemm import Launch, launch_for, reference, skinny_gemm  # noqa: E402
 
-LAYERS, EPS = 28, 1e-6
-SHAPES = [("qkv", 4096, 1024, True, LAYERS), ("o", 1024, 2048, False, LAYERS),
-          ("gate_up", 6144, 1024, True, LAYERS), ("down", 1024, 3072, False, LAYERS),
-          ("lm_head", 151936, 1024, True, 2)]   # (name, N, K, with the norm prologue, calls per step)
+LAYERS = 28
+SHAPES = [("qkv", 4096, 1024, LAYERS), ("o", 1024, 2048, LAYERS), ("gate_up", 6144, 1024, LAYERS),
+          ("down", 1024, 3072, LAYERS), ("lm_head", 151936, 1024, 2)]   # (name, N, K, calls per step)
 ROWS = (1, 4, 16, 64)
 # The region of the first run's best settings (2026-12-03: block_k 64 and 3 stages never won, 8 warps never)
 GRID = [Launch(bn, bk, w, 4) for bn, bk, w in itertools.product((16, 32, 64), (128, 256), (2, 4))]
 
 
-def cublas(x: torch.Tensor, w: torch.Tensor, norm: tuple | None) -> torch.Tensor:
-    if norm is not None:
-        x = tri_add_rms_norm(x, norm[0], norm[1], EPS)[1]
+def cublas(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     return torch.nn.functional.linear(x, w)
 
 
-def skinny(lc: Launch):
-    def run(x: torch.Tensor, w: torch.Tensor, norm: tuple | None) -> torch.Tensor:
-        return norm_gemm(x, norm[0], norm[1], EPS, w, lc)[1] if norm is not None else skinny_gemm(x, w, lc)
-    return run
-
-
-def measure(shape: tuple, rows: int, bw: float, with_norm: bool) -> dict:
-    name, n, k, _, calls = shape
+def measure(shape: tuple, rows: int, bw: float) -> dict:
+    name, n, k, calls = shape
     ws = [torch.randn(n, k, device="cuda", dtype=torch.half) / k ** 0.5 for _ in range(calls)]
     xs = [torch.randn(rows, k, device="cuda", dtype=torch.half) for _ in range(calls)]
-    norms = [(torch.randn_like(x), torch.randn(k, device="cuda", dtype=torch.half)) if with_norm else None for x in xs]
-    ref = (reference_norm_gemm(xs[0], norms[0][0], norms[0][1], EPS, ws[0])[1] if with_norm
-           else reference(xs[0], ws[0])).float()
+    ref = reference(xs[0], ws[0]).float()
     nbytes = n * k * 2
 
     def timed(fn) -> dict:
-        out = fn(xs[0], ws[0], norms[0]).float()
+        out = fn(xs[0], ws[0]).float()
         err = float((out - ref).norm() / ref.norm())
-        us = replay_us(lambda: [fn(x, w, nm) for x, w, nm in zip(xs, ws, norms)], calls)
+        us = replay_us(lambda: [fn(x, w) for x, w in zip(xs, ws)], calls)
         return {"us": round(us, 2), "rel_err": err, "share_of_copy": round(nbytes / us / 1e3 / bw, 3)}
 
-    result = {"shape": name + ("+norm" if with_norm else ""), "n": n, "k": k, "rows": rows,
+    result = {"shape": name, "n": n, "k": k, "rows": rows,
               "weight_bytes": nbytes, "cublas": timed(cublas), "grid": []}
     for lc in GRID:
         try:
-            r = {**asdict(lc), **timed(skinny(lc))}
+            r = {**asdict(lc), **timed(lambda x, w, lc=lc: skinny_gemm(x, w, lc))}
         except Exception as e:  # noqa: BLE001 - a setting Triton cannot compile (shared memory) is reported
             r = {**asdict(lc), "error": f"{type(e).__name__}: {e}"[:160]}
         result["grid"].append(r)
@@ -78,7 +66,7 @@ def measure(shape: tuple, rows: int, bw: float, with_norm: bool) -> dict:
     cur = launch_for(n, k)
     result["current"] = next((r for r in ok if Launch(r["block_n"], r["block_k"], r["num_warps"],
                                                       r["num_stages"]) == cur), None)
-    del ws, xs, norms
+    del ws, xs
     torch.cuda.empty_cache()
     return result
 
@@ -87,6 +75,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True, help="JSON file to write")
     ap.add_argument("--rows", default=",".join(map(str, ROWS)), help="row counts, comma-separated")
+    ap.add_argument("--only", default="", help="shapes to measure (e.g. qkv,o), comma-separated; default all")
     a = ap.parse_args()
     if not torch.cuda.is_available():
         print("skinny_gemm_tune: needs cuda (the CPU check is tests/runtime/test_skinny_gemm.py)", file=sys.stderr)
@@ -95,14 +84,14 @@ def main() -> int:
     bw = copy_gbps()
     rows = [int(r) for r in a.rows.split(",")]
     res = {"device": torch.cuda.get_device_name(), "copy_gbps": round(bw, 1),
-           "results": [measure(s, m, bw, norm) for s in SHAPES for norm in sorted({False, s[3]}) for m in rows]}
+           "results": [measure(s, m, bw) for s in SHAPES for m in rows if not a.only or s[0] in a.only.split(",")]}
     Path(a.out).write_text(json.dumps(res, indent=1))
     print(f"copy bandwidth {bw:.0f} GB/s; us per call (share of copy bandwidth)")
     fmt = lambda r: f"{r['us']:7.1f} ({r['share_of_copy']:4.0%})" if r else "    failed"  # noqa: E731
     for r in res["results"]:
         b = r["best"]
         where = f"bn {b['block_n']} bk {b['block_k']} w {b['num_warps']} s {b['num_stages']}" if b else ""
-        print(f"{r['shape']:>12} M{r['rows']:<3} cublas {fmt(r['cublas'])}  current {fmt(r['current'])}  "
+        print(f"{r['shape']:>8} M{r['rows']:<3} cublas {fmt(r['cublas'])}  current {fmt(r['current'])}  "
               f"best {fmt(b)} {where}")
     return 0
 

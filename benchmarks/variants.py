@@ -14,8 +14,7 @@ against (equality.py).
     reaches the decoding requests ("_w1", 1.0, the default); each with the offline workload, whose
     prompts are admitted as batch slots free up.
   --plan skinny (issue 22): overlapped; torch's GEMM for every projection ("_cublas") against the skinny
-    GEMM for steps of up to 16 rows ("_skinny16": batch-1 decode) and up to 64 ("_skinny64": c64 decode
-    too); the offline workload on the first and the last."""
+    GEMM for steps of up to 16 rows ("_skinny", the default); the offline workload on both."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -60,12 +59,10 @@ WAIT = (
 SKINNY = (
     Variant("_cublas", dict(async_scheduling="on", skinny_gemm_rows=0), C1 + C64[:2], offline=True,
             label="torch's GEMM for every projection (before)"),
-    Variant("_skinny16", dict(async_scheduling="on", skinny_gemm_rows=16), C1, label="skinny GEMM up to 16 rows"),
-    Variant("_skinny64", dict(async_scheduling="on", skinny_gemm_rows=64), C1 + C64[:2], main=True,
-            label="skinny GEMM up to 64 rows"),
+    Variant("_skinny", dict(async_scheduling="on", skinny_gemm_rows=16), C1 + C64[:2], main=True,
+            label="skinny GEMM for steps of up to 16 rows (the default)"),
 )
-SKINNY_PAIRS = (("_cublas", "_skinny16", "skinny GEMM to 16 rows against torch's"),
-                ("_cublas", "_skinny64", "skinny GEMM to 64 rows against torch's"))
+SKINNY_PAIRS = (("_cublas", "_skinny", "skinny GEMM against torch's"),)
 
 
 def plan(name: str, async_scheduling: str) -> tuple[tuple[Variant, ...], tuple[tuple[str, str, str], ...]]:

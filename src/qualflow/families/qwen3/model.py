@@ -123,23 +123,22 @@ class Qwen3Model(nn.Module):
         return F.linear(x, self.lm_head).float()
 
     def _forward_fused(self, ids, positions, attend, logit_index):
-        """The same layer through `ops`: norm_linear(h, delta | None, w_norm, eps, w) -> (h + delta,
-        rms_norm(h + delta) @ w.T), qk_norm_rope(qkv, w_qn, w_kn, cos_table, sin_table, positions, heads,
-        kv_heads, eps, dest) -> (q, k, v), silu_mul(gate_up) -> [N, intermediate], linear(x, w),
-        add_rms_norm(h, delta, w, eps) -> (h + delta, normed)."""
+        """The same layer through `ops`: add_rms_norm(h, delta | None, w, eps) -> (h, normed),
+        qk_norm_rope(qkv, w_qn, w_kn, cos_table, sin_table, positions, heads, kv_heads, eps, dest)
+        -> (q, k, v), silu_mul(gate_up) -> [N, intermediate], linear(x, w) -> x @ w.T."""
         cfg, w, ops, eps = self.cfg, self.w, self.ops, self.cfg.rms_norm_eps
         dest_of = getattr(attend, "kv_destination", None)
-        h, delta = F.embedding(ids, w["embed"]), None
+        h, x = ops.add_rms_norm(F.embedding(ids, w["embed"]), None, w["layers.0.attn_norm"], eps)
         for i in range(cfg.num_layers):
             p = f"layers.{i}."
             dest = dest_of(i) if dest_of is not None else None
-            h, qkv = ops.norm_linear(h, delta, w[p + "attn_norm"], eps, w[p + "qkv"])
-            q, k, v = ops.qk_norm_rope(qkv, w[p + "q_norm"], w[p + "k_norm"], self.cos, self.sin, positions,
-                                       cfg.num_heads, cfg.num_kv_heads, eps, dest)
+            q, k, v = ops.qk_norm_rope(ops.linear(x, w[p + "qkv"]), w[p + "q_norm"], w[p + "k_norm"], self.cos,
+                                       self.sin, positions, cfg.num_heads, cfg.num_kv_heads, eps, dest)
             a = attend(i, q, k, v, stored=True) if dest is not None else attend(i, q, k, v)
-            h, gate_up = ops.norm_linear(h, ops.linear(a, w[p + "o"]), w[p + "mlp_norm"], eps, w[p + "gate_up"])
-            delta = ops.linear(ops.silu_mul(gate_up), w[p + "down"])
-        if logit_index is None:
-            return ops.norm_linear(h, delta, w["norm"], eps, self.lm_head)[1].float()
-        _, x = ops.add_rms_norm(h, delta, w["norm"], eps)
-        return ops.linear(x[logit_index], self.lm_head).float()
+            h, x = ops.add_rms_norm(h, ops.linear(a, w[p + "o"]), w[p + "mlp_norm"], eps)
+            nxt = w[f"layers.{i + 1}.attn_norm"] if i + 1 < cfg.num_layers else w["norm"]
+            h, x = ops.add_rms_norm(h, ops.linear(ops.silu_mul(ops.linear(x, w[p + "gate_up"])), w[p + "down"]), nxt,
+                                    eps)
+        if logit_index is not None:
+            x = x[logit_index]
+        return ops.linear(x, self.lm_head).float()

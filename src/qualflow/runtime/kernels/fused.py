@@ -180,8 +180,8 @@ def tri_silu_mul(y):
 class FusedOps:
     """The ops the family's fused layer path calls. A call runs its Triton kernel when the tensor is
     on CUDA and `self_check` passed on this device (`use_triton`), the torch reference otherwise.
-    `linear` and `norm_linear` (add_rms_norm then a projection) run the skinny GEMM kernels for steps
-    of at most `skinny_rows` rows (0: never), torch's GEMM otherwise."""
+    `linear` runs the skinny GEMM for steps of at most `skinny_rows` rows (0: never), torch's GEMM
+    otherwise."""
 
     def __init__(self, use_triton: bool = False, any_device: bool = False, skinny_rows: int = 0):
         self.use_triton = use_triton and available()
@@ -195,14 +195,6 @@ class FusedOps:
         if self._skinny(x):
             return skinny_gemm.skinny_gemm(x, w)
         return F.linear(x, w)
-
-    def norm_linear(self, h, delta, wn, eps: float, w):
-        """(h + delta, rms_norm(h + delta) * wn @ w.T): add_rms_norm then the projection, as one kernel
-        for a skinny step."""
-        if self._skinny(h):
-            return skinny_gemm.norm_gemm(h, delta, wn, eps, w)
-        h, x = self.add_rms_norm(h, delta, wn, eps)
-        return h, F.linear(x, w)
 
     def _tri(self, x: torch.Tensor) -> bool:
         return self.use_triton and (x.is_cuda or self.any_device)
