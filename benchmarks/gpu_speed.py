@@ -28,6 +28,7 @@ import argparse
 import asyncio
 import dataclasses
 import datetime as dt
+import gc
 import json
 import math
 import platform
@@ -368,6 +369,7 @@ def run_variants(a, work: Path, engine: EngineConfig, ckpt: Path, result: dict, 
         finally:
             task.close()
             del task
+            gc.collect()   # the engine's reference cycles, so that its pool goes back before the next load
             if engine.device == "cuda":
                 torch.cuda.empty_cache()
     return list(variants)

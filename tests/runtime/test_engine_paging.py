@@ -251,3 +251,17 @@ def test_staggered_arrivals_with_a_prefill_wait_match_alone(bundle_dir, alone):
         assert sched.blocks.num_free == sched.blocks.capacity
     finally:
         task.close()
+
+
+def test_the_cuda_pool_budget_counts_memory_the_caching_allocator_holds_unused(monkeypatch):
+    """A Task closed earlier in the same process leaves its pool in torch's caching allocator, which
+    the driver counts as used: the next Task's budget counts it as free (CUDA cannot run here, so the
+    three allocator figures are given)."""
+    import torch
+
+    from qualflow.runtime.engine import loader
+    gb = 1 << 30
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (40 * gb, 140 * gb))
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device=None: 75 * gb)
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device=None: 2 * gb)
+    assert loader.free_device_memory(torch.device("cuda")) == 113 * gb

@@ -139,6 +139,14 @@ def think_tokens(family) -> ThinkTokens | None:
     return None if spec is None else ThinkTokens(spec.end_id, tuple(spec.close_ids))
 
 
+def free_device_memory(device: torch.device) -> int:
+    """Bytes this process can still allocate on a CUDA device: the driver's free memory plus what
+    torch's caching allocator holds but no tensor uses (a Task closed before this one in the same
+    process leaves its pool there; the driver counts it as used)."""
+    free = torch.cuda.mem_get_info(device)[0]
+    return free + torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+
+
 def allocate_kv_cache(layout: tuple[int, int, int], heads: int, cfg: EngineConfig, context_limit: int,
                       device: torch.device, dtype: torch.dtype) -> KvCache:
     """One pool of fixed-size blocks, sized from a memory budget: `kv_cache_gb`, else on CUDA half
@@ -151,7 +159,7 @@ def allocate_kv_cache(layout: tuple[int, int, int], heads: int, cfg: EngineConfi
     if cfg.kv_cache_gb:
         budget = cfg.kv_cache_gb * 1e9
     elif device.type == "cuda":
-        budget = torch.cuda.mem_get_info(device)[0] * 0.5
+        budget = free_device_memory(device) * 0.5
     else:
         budget = block_bytes * cfg.max_batch * per_seq
     # at least one full-context sequence, plus the scratch block
