@@ -50,9 +50,8 @@ class EngineConfig:
                    "the same (--no-fused-kernels: the compiled halves, for A/B)")
     skinny_gemm_rows: int = setting(
         16, help="steps of at most this many rows (decode at small batch) run each projection as one Triton "
-                 "kernel that streams the weight once (SwiGLU applied while loading the down projection's "
-                 "input), instead of torch's GEMM; cuda with the fused kernels, after a self-check at load; "
-                 "at most 64. 0: torch's GEMM for every step (A/B)")
+                 "kernel that streams the weight once, instead of torch's GEMM; cuda with the fused kernels, "
+                 "after a self-check at load; at most 64. 0: torch's GEMM for every step (A/B)")
     prefill_graphs: Literal["auto", "on", "off"] = setting(
         "auto", help="run a fresh prefill step (every sequence from position 0, at most --prefill-graph-tokens "
                      "tokens and --prefill-graph-seqs sequences) padded to a token bucket, as a CUDA graph captured "

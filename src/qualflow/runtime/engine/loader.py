@@ -100,17 +100,15 @@ def fused_ops(config: dict, kv_layout: tuple[int, int, int], cfg: EngineConfig, 
     if not fast:
         return fused.FusedOps(use_triton=False), "torch reference"
     _, kv_heads, head_dim = kv_layout
-    why = fused.self_check(device, dtype, int(config["num_attention_heads"]), kv_heads, head_dim,
-                           int(config["hidden_size"]), int(config["intermediate_size"]))
+    heads, hidden, inter = (int(config[k]) for k in ("num_attention_heads", "hidden_size", "intermediate_size"))
+    why = fused.self_check(device, dtype, heads, kv_heads, head_dim, hidden, inter)
     if why is not None:
         return None, f"off (self-check failed: {why})"
     rows = cfg.skinny_gemm_rows
-    if rows:
-        hidden, inter, heads = int(config["hidden_size"]), int(config["intermediate_size"]), int(config["num_attention_heads"])
-        qkv = (heads + 2 * kv_heads) * head_dim
-        why = skinny_gemm.self_check(device, dtype, [(qkv, hidden), (hidden, heads * head_dim), (2 * inter, hidden),
-                                                     (hidden, inter), (int(config["vocab_size"]), hidden)])
-        if why is not None:
+    if rows:   # every projection's weight shape: qkv, o, gate_up, down, lm_head
+        shapes = [((heads + 2 * kv_heads) * head_dim, hidden), (hidden, heads * head_dim), (2 * inter, hidden),
+                  (hidden, inter), (int(config["vocab_size"]), hidden)]
+        if (why := skinny_gemm.self_check(device, dtype, shapes)) is not None:
             log.warning("skinny GEMM off: %s", why)
             rows = 0
     return fused.FusedOps(use_triton=True, skinny_rows=rows), "triton"

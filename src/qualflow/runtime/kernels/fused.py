@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from . import skinny_gemm
+from .checks import agrees
 
 try:
     import triton
@@ -217,11 +218,6 @@ class FusedOps:
         return ref_silu_mul(y)
 
 
-def _close(a: torch.Tensor, b: torch.Tensor, tol: float) -> bool:
-    a, b = a.float(), b.float()
-    return bool(torch.isfinite(a).all()) and float((a - b).norm() / b.norm().clamp_min(1e-12)) < tol
-
-
 def self_check(device: torch.device, dtype: torch.dtype, heads: int, kv_heads: int, head_dim: int,
                hidden: int, intermediate: int, tol: float = 1e-2) -> str | None:
     """Run every kernel once on this device against the reference at the model's shapes; None when
@@ -238,10 +234,10 @@ def self_check(device: torch.device, dtype: torch.dtype, heads: int, kv_heads: i
         h, dl, w = rnd(N, hidden), rnd(N, hidden), rnd(hidden)
         for delta in (dl, None):
             got, ref = tri_add_rms_norm(h, delta, w, eps), ref_add_rms_norm(h, delta, w, eps)
-            if not (_close(got[0], ref[0], tol) and _close(got[1], ref[1], tol)):
+            if not (agrees(got[0], ref[0], tol) and agrees(got[1], ref[1], tol)):
                 return "add_rms_norm disagrees with the reference"
         y = rnd(N, 2 * intermediate)
-        if not _close(tri_silu_mul(y), ref_silu_mul(y), tol):
+        if not agrees(tri_silu_mul(y), ref_silu_mul(y), tol):
             return "silu_mul disagrees with the reference"
         qkv = rnd(N, (heads + 2 * kv_heads) * head_dim)
         wq, wk = rnd(head_dim), rnd(head_dim)
@@ -254,7 +250,7 @@ def self_check(device: torch.device, dtype: torch.dtype, heads: int, kv_heads: i
             vc = torch.zeros_like(kc)
             q, k, v = fn(qkv, wq, wk, ang.cos(), ang.sin(), pos, heads, kv_heads, eps, KvDestination(kc, vc, slots))
             outs.append((q, k, v, kc, vc))
-        if not all(_close(a, b, tol) for a, b in zip(*outs)):
+        if not all(agrees(a, b, tol) for a, b in zip(*outs)):
             return "qk_norm_rope disagrees with the reference"
     except Exception as e:  # noqa: BLE001 - this build cannot compile or run a kernel
         return f"{type(e).__name__}: {e}"
