@@ -26,15 +26,10 @@ import subprocess
 import sys
 import time
 
+from qualflow.session.server_process import free_port
+
 TICK = os.sysconf("SC_CLK_TCK")
 DELTA = b'data: {"type":"response.output_text.delta"'
-
-
-def free_port() -> int:
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start(bundle: str, src: str, concurrency: int, step_ms: float, profile: str | None) -> tuple[subprocess.Popen, int]:

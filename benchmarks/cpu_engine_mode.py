@@ -17,12 +17,7 @@ import time
 
 import httpx
 
-
-def free_port() -> int:
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from qualflow.session.server_process import free_port
 
 
 def start(bundle: str, mode: str, extra: list[str]) -> tuple[subprocess.Popen, str]:

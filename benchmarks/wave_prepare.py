@@ -21,7 +21,6 @@ import json
 import os
 import random
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -29,6 +28,8 @@ import time
 from pathlib import Path
 
 import aiohttp
+
+from qualflow.session.server_process import OwnedServer, free_port
 
 WORDS = ("the of and to in is was that for on with as by at from his her an which or were are be this had "
          "not but have they one all their has been would there who more when will if no out so said what up "
@@ -75,35 +76,14 @@ def prompts(bundle_dir: Path, n: int, isl: int, seed: int = 0) -> list[str]:
     return out
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_server(bundle_dir: Path, work: Path, port: int, args) -> subprocess.Popen:
-    log = open(work / "server.log", "wb")
+def server(bundle_dir: Path, work: Path, args) -> OwnedServer:
+    """`qualflow serve --engine synthetic` on the bundle, at the wave's batch and context."""
+    port = free_port()
     cmd = [sys.executable, "-m", "qualflow.cli", "serve", "--bundle", str(bundle_dir), "--port", str(port),
            "--engine", "synthetic", "--step-ms", str(args.step_ms), "--max-batch", str(args.concurrency),
            "--max-context", str(args.isl + args.osl + 64), "--timing-log", str(work / "timing.jsonl"),
            "--log-level", "warning", "--model-name", "wave", "--cpu-threads", "1", "--max-queue", "512"]
-    return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
-
-
-async def wait_healthy(url: str, proc: subprocess.Popen, timeout_s: float = 120) -> None:
-    deadline = time.monotonic() + timeout_s
-    async with aiohttp.ClientSession() as s:
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                raise RuntimeError(f"server exited with {proc.returncode}")
-            try:
-                async with s.get(url + "/health") as r:
-                    if r.status == 200:
-                        return
-            except aiohttp.ClientError:
-                pass
-            await asyncio.sleep(0.2)
-    raise RuntimeError("server did not become healthy")
+    return OwnedServer(cmd, host="127.0.0.1", port=port, log_path=work / "server.log")
 
 
 async def one(s: aiohttp.ClientSession, url: str, rid: str, text: str, osl: int) -> dict:
@@ -222,18 +202,17 @@ def main() -> int:
     work.mkdir(parents=True, exist_ok=True)
     b = bundle(work)
     texts = prompts(b, args.concurrency * (args.waves + 1), args.isl)
-    port = free_port()
-    proc = start_server(b, work, port, args)
-    url = f"http://127.0.0.1:{port}"
+    srv = server(b, work, args)
+    srv.start()
     try:
-        asyncio.run(wait_healthy(url, proc))
-        spy = Spy(proc.pid, args.spy, args.waves * 2.0, args.spy_native) if args.spy else None
-        res = asyncio.run(measure(url, texts, args, spy, proc.pid))
+        srv.wait_healthy(120)
+        pid = srv.proc.pid
+        spy = Spy(pid, args.spy, args.waves * 2.0, args.spy_native) if args.spy else None
+        res = asyncio.run(measure(srv.url, texts, args, spy, pid))
         if spy is not None:
             spy.wait()
     finally:
-        proc.terminate()
-        proc.wait(30)
+        srv.stop()
     res["settings"] = {k: getattr(args, k) for k in ("concurrency", "isl", "osl", "step_ms", "waves")}
     res["prompt_chars_p50"] = statistics.median(len(t) for t in texts)
     print(f"wave c{args.concurrency} ISL~{args.isl} OSL {args.osl}, median of {args.waves} waves: "
