@@ -245,7 +245,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--work", default="/tmp/qualflow-gpu")
     ap.add_argument("--out", default="benchmarks/results")
     ap.add_argument("--suffix", default="", help="appended to the JSON's name (<date>-<gpu><suffix>.json)")
-    ap.add_argument("--plan", choices=("async", "v3", "wait", "skinny"), default="async",
+    ap.add_argument("--plan", choices=("async", "v3", "wait", "skinny", "pdl"), default="async",
                     help="the engine variants to load in turn (variants.py); async: per --async-scheduling")
     ap.add_argument("--skip-hf", action="store_true")
     ap.add_argument("--skip-mixed", action="store_true", help="plan async: no extra load with mixed prefill + decode steps")
@@ -321,7 +321,8 @@ def load_figures(task, variant, a, base_probe: dict | None) -> tuple[dict, dict 
 
 def problems(result: dict, variants, cuda: bool) -> list[str]:
     """What makes the run fail loudly: a variant that did not load or measure, output that differs
-    from the baseline beyond a near-tie, fused kernels or prefill graphs asked for and not got (cuda)."""
+    from the baseline beyond a near-tie, fused kernels, prefill graphs or programmatic launch asked for and
+    not got (cuda)."""
     out = []
     for variant in variants:
         v = result["variants"].get(variant.tag, {})
@@ -335,6 +336,8 @@ def problems(result: dict, variants, cuda: bool) -> list[str]:
             out.append(f"{variant.tag}: fused kernels asked for, got {info.get('fused_kernels')!r}")
         if cuda and variant.engine.get("prefill_graphs") == "auto" and not info.get("prefill_graphs"):
             out.append(f"{variant.tag}: prefill graphs asked for, none captured")
+        if cuda and variant.engine.get("programmatic_launch") and info.get("programmatic_launch") != "on":
+            out.append(f"{variant.tag}: programmatic launch asked for, got {info.get('programmatic_launch')!r}")
     out += [f"{k}: {r['error']}" for k, r in result["points"].items() if "error" in r]
     return out
 

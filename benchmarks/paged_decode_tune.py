@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-from qualflow.runtime.kernels.paged_decode import DEFAULT_LAUNCH, Launch, paged_decode, reference, splits_for  # noqa: E402
+from qualflow.runtime.kernels.paged_decode import Launch, launch_for, paged_decode, reference, splits_for  # noqa: E402
 
 HEADS, KV_HEADS, HEAD_DIM, BLOCK = 16, 8, 128, 64
 SHAPES = [("b1_ctx384", 1, 384), ("b64_ctx256", 64, 256), ("b64_ctx1152", 64, 1152), ("b256_ctx256", 256, 256)]
@@ -74,15 +74,16 @@ def measure(shape: tuple[str, int, int], bw: float, gen: torch.Generator) -> dic
     ref = reference(q, kc, vc, bt, lens).float()
     nbytes = 2 * batch * ctx * KV_HEADS * HEAD_DIM * 2
     base = splits_for(batch, KV_HEADS)
+    counters = torch.zeros(batch * KV_HEADS, dtype=torch.int32, device="cuda")   # the engine's one kernel per call
     rows = []
     for splits, warps, stages in itertools.product(sorted({base // 2 or 1, base, 2 * base}), WARPS, STAGES):
         launch = Launch(num_warps=warps, num_stages=stages)
 
         def step():
             for args in layers:
-                paged_decode(*args, splits, launch)
+                paged_decode(*args, splits, launch, counters=counters)
         try:
-            out = paged_decode(q, kc, vc, bt, lens, splits, launch).float()
+            out = paged_decode(q, kc, vc, bt, lens, splits, launch, counters=counters).float()
             err = float((out - ref).norm() / ref.norm())
             us = replay_us(step, LAYERS)
         except Exception as e:  # noqa: BLE001 - a setting Triton cannot compile (shared memory) is reported
@@ -92,7 +93,7 @@ def measure(shape: tuple[str, int, int], bw: float, gen: torch.Generator) -> dic
                      "gbps": round(nbytes / us / 1e3, 1), "share_of_copy": round(nbytes / us / 1e3 / bw, 3)})
     ok = [r for r in rows if "us" in r and r["rel_err"] < 2e-3]
     current = next((r for r in ok if r["splits"] == base and Launch(r["num_warps"], r["num_stages"])
-                    == DEFAULT_LAUNCH), None)
+                    == launch_for(base)), None)
     best = min(ok, key=lambda r: r["us"]) if ok else None
     return {"shape": name, "batch": batch, "ctx": ctx, "kv_bytes": nbytes, "current": current, "best": best,
             "rows": rows}
@@ -109,7 +110,8 @@ def main() -> int:
     gen = torch.Generator().manual_seed(0)
     torch.manual_seed(0)
     bw = copy_gbps()
-    result = {"device": torch.cuda.get_device_name(), "copy_gbps": round(bw, 1), "default": asdict(DEFAULT_LAUNCH),
+    result = {"device": torch.cuda.get_device_name(), "copy_gbps": round(bw, 1),
+              "default": {"one split": asdict(launch_for(1)), "several": asdict(launch_for(2))},
               "shapes": [measure(s, bw, gen) for s in SHAPES]}
     Path(a.out).write_text(json.dumps(result, indent=1))
     print(f"copy bandwidth {bw:.0f} GB/s")

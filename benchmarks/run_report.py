@@ -111,7 +111,8 @@ def print_variants(result: dict) -> None:
         eqs = "baseline" if eq is None else (f"{'PASS' if eq['passed'] else 'FAIL'} (tokens equal {eq['tokens_equal']}, "
                                              f"rel {eq['max_rel_logit_diff']:.2e}, {len(eq['divergences'])} divergences)")
         pg = info.get("prefill_graphs")
-        print(f"| {tag} | {info.get('fused_kernels')} | {len(pg) if pg else 0} buckets | "
+        pdl = " + programmatic launch" if info.get("programmatic_launch") == "on" else ""
+        print(f"| {tag} | {info.get('fused_kernels')}{pdl} | {len(pg) if pg else 0} buckets | "
               f"{v.get('load_s', NAN):.1f} + {v.get('graph_capture_s', NAN):.1f} | {rep.get('b1_ctx256', NAN):.3f} | "
               f"{rep.get('b64_ctx256', NAN):.3f} | {kr.get('kernels_per_step', NAN):.0f}, "
               f"{ku.get('kernels_per_step', NAN):.0f} | {kr.get('kernel_us_per_step', NAN):.0f} | {eqs} |")

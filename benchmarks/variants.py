@@ -14,7 +14,10 @@ against (equality.py).
     reaches the decoding requests ("_w1", 1.0, the default); each with the offline workload, whose
     prompts are admitted as batch slots free up.
   --plan skinny (issue 22): overlapped; torch's GEMM for every projection ("_cublas") against the skinny
-    GEMM for steps of up to 16 rows ("_skinny", the default); the offline workload on both."""
+    GEMM for steps of up to 16 rows ("_skinny", the default); the offline workload on both.
+  --plan pdl (issue 22): overlapped; every Triton kernel waiting for the one before it ("_nopdl",
+    --no-programmatic-launch) against programmatic dependent launch ("_pdl", the default); the
+    offline workload on both."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -65,12 +68,23 @@ SKINNY = (
 SKINNY_PAIRS = (("_cublas", "_skinny", "skinny GEMM against torch's"),)
 
 
+PDL = (
+    Variant("_nopdl", dict(async_scheduling="on", programmatic_launch=False), C1 + C64[:2], offline=True,
+            label="every kernel waits for the one before it (before)"),
+    Variant("_pdl", dict(async_scheduling="on", programmatic_launch=True), C1 + C64[:2], main=True,
+            label="programmatic dependent launch (the default)"),
+)
+PDL_PAIRS = (("_nopdl", "_pdl", "programmatic dependent launch against none"),)
+
+
 def plan(name: str, async_scheduling: str) -> tuple[tuple[Variant, ...], tuple[tuple[str, str, str], ...]]:
     """The variants and A/B pairs of a run."""
     if name == "v3":
         return V3, V3_PAIRS
     if name == "skinny":
         return SKINNY, SKINNY_PAIRS
+    if name == "pdl":
+        return PDL, PDL_PAIRS
     if name == "wait":
         return WAIT, (("_w0", "_w1", "prefill wait factor 1 against 0"),)
     off = Variant("", dict(async_scheduling="off"), main=True, label="one step at a time")

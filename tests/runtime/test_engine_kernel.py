@@ -15,17 +15,28 @@ CHECK = textwrap.dedent("""
     import torch
     from qualflow.runtime.kernels.paged_decode import paged_decode, reference
     g = torch.Generator().manual_seed(1)
-    for B, H, KV, D, BS, splits in [(3, 4, 2, 32, 16, 1), (3, 4, 2, 32, 16, 4), (2, 16, 8, 64, 16, 2)]:
+    for B, H, KV, D, BS, splits in [(3, 4, 2, 32, 16, 1), (3, 4, 2, 32, 16, 4), (2, 16, 8, 64, 16, 2),
+                                    (3, 4, 2, 32, 16, 16)]:   # more splits than a short context has blocks
         nb, M = 40, 8
         kc, vc = torch.randn(nb, BS, KV, D, generator=g), torch.randn(nb, BS, KV, D, generator=g)
         q = torch.randn(B, H, D, generator=g)
         lens = torch.tensor([1, 37, 80][:B], dtype=torch.int32)   # one block, several, a full table
         perm = torch.randperm(nb - 1, generator=g) + 1              # scattered blocks, never block 0
         bt = torch.stack([perm[b * M:(b + 1) * M] for b in range(B)]).to(torch.int32)
-        out = paged_decode(q, kc, vc, bt, lens, splits)
         ref = reference(q, kc, vc, bt, lens)
-        err = float((out - ref).norm() / ref.norm())
-        assert err < 1e-4, (B, H, KV, splits, err)
+        counters = torch.zeros(B * KV, dtype=torch.int32)
+        # the merge kernel; the last split merging (twice: the counters are left at zero for the next call)
+        for c in (None, counters, counters):
+            out = paged_decode(q, kc, vc, bt, lens, splits, counters=c)
+            err = float((out - ref).norm() / ref.norm())
+            assert err < 1e-4, (B, H, KV, splits, c is not None, err)
+            assert not counters.any()
+    try:
+        paged_decode(q, kc, vc, bt, lens, 2, counters=torch.zeros(B * KV - 1, dtype=torch.int32))
+    except ValueError as e:
+        assert "counters" in str(e)
+    else:
+        raise AssertionError("too few counters were taken")
     print("ok")
 """)
 

@@ -15,7 +15,8 @@ from qualflow.runtime.kernels import fused, skinny_gemm
 
 KERNEL = textwrap.dedent("""
     import torch
-    from qualflow.runtime.kernels.skinny_gemm import Launch, reference, skinny_gemm
+    from qualflow.runtime.kernels.skinny_gemm import (Launch, reference, reference_gate_up_silu, skinny_gate_up_silu,
+                                                      skinny_gemm)
     torch.manual_seed(0)
     # rows 1..64 (tiles of 16, 32, 64); N not a multiple of the column block; K below and not a multiple
     # of the K block
@@ -27,6 +28,12 @@ KERNEL = textwrap.dedent("""
             assert y.shape == (m, n) and y.dtype == torch.half
             err = float((y.float() - ref).norm() / ref.norm())
             assert err < 2e-3, (m, n, k, lc, err)
+            # the gate_up form: w holds 2n rows (gate, up), the output is silu(gate) * up [m, n]
+            w2 = (torch.randn(2 * n, k) / k ** 0.5).half()
+            y2, ref2 = skinny_gate_up_silu(x, w2, lc), reference_gate_up_silu(x.float(), w2.float())
+            assert y2.shape == (m, n) and y2.dtype == torch.half
+            err = float((y2.float() - ref2).norm() / ref2.norm())
+            assert err < 2e-3, ("gate_up", m, n, k, lc, err)
     print("ok")
 """)
 
@@ -34,18 +41,19 @@ ENGINE = textwrap.dedent("""
     import sys, torch
     from qualflow.runtime import EngineConfig, GenerationRequest, SamplingParams, load_task
     from qualflow.runtime.kernels import fused, skinny_gemm
-    assert skinny_gemm.self_check(torch.device("cpu"), torch.float16, [(96, 64), (64, 96)]) is None
+    assert skinny_gemm.self_check(torch.device("cpu"), torch.float16, [(96, 64), (64, 96)], (192, 64)) is None
     def reqs():
         return [GenerationRequest(f"r{i}", p, SamplingParams(max_new_tokens=3, temperature=0, ignore_eos=True))
                 for i, p in enumerate([[1, 2, 3], [7] * 17])]
     task = load_task(sys.argv[1], EngineConfig(max_batch=2, max_context=64))
     ref = [task.generate_sync(r).token_ids for r in reqs()]
     calls = []
-    real = skinny_gemm.skinny_gemm
+    real, real_glu = skinny_gemm.skinny_gemm, skinny_gemm.skinny_gate_up_silu
     skinny_gemm.skinny_gemm = lambda *a, **k: calls.append(a[0].shape[0]) or real(*a, **k)
+    skinny_gemm.skinny_gate_up_silu = lambda *a, **k: calls.append(("glu", a[0].shape[0])) or real_glu(*a, **k)
     task.model.ops = fused.FusedOps(use_triton=True, any_device=True, skinny_rows=1)  # decode rows only
     assert [task.generate_sync(r).token_ids for r in reqs()] == ref
-    assert calls and set(calls) == {1}, calls   # every decode step's projections, no prefill's
+    assert calls and set(calls) == {1, ("glu", 1)}, calls   # every decode step's projections, no prefill's
     task.close()
     print("ok")
 """)
@@ -72,6 +80,8 @@ def test_cpu_ops_run_torch_gemm():
     g = torch.Generator().manual_seed(0)
     x, w = torch.randn(3, 8, generator=g), torch.randn(5, 8, generator=g)
     assert torch.equal(ops.linear(x, w), F.linear(x, w))
+    w2 = torch.randn(10, 8, generator=g)
+    assert torch.equal(ops.gate_up_silu(x, w2), fused.ref_silu_mul(F.linear(x, w2)))
 
 
 def test_too_many_rows_or_mismatched_shapes_are_refused():
@@ -80,11 +90,14 @@ def test_too_many_rows_or_mismatched_shapes_are_refused():
         skinny_gemm.skinny_gemm(torch.zeros(65, 8), w)
     with pytest.raises(ValueError, match="do not match"):
         skinny_gemm.skinny_gemm(torch.zeros(2, 6), w)
+    with pytest.raises(ValueError, match="odd number of rows"):
+        skinny_gemm.skinny_gate_up_silu(torch.zeros(2, 8), torch.zeros(5, 8))
 
 
 def test_a_cpu_task_reports_no_skinny_rows(bundle_dir):
     task = load_task(bundle_dir, EngineConfig(max_batch=2, max_context=64, skinny_gemm_rows=16))
     try:
         assert task.info["skinny_gemm_rows"] == 0 and task.info["fused_kernels"] == "torch reference"
+        assert task.info["programmatic_launch"] == "off: no CUDA graphs or Triton kernels on this path"
     finally:
         task.close()

@@ -66,6 +66,7 @@ class DecodeGraphs:
         z = lambda *s, dt=torch.long: torch.zeros(*s, dtype=dt, device=device)  # noqa: E731
         self.ids, self.pos, self.slots = z(max_batch), z(max_batch), z(max_batch)
         self.tables, self.lens = z(max_batch, max_blocks, dt=torch.int32), z(max_batch, dt=torch.int32)
+        self.counters = z(max_batch * self.kv_heads, dt=torch.int32)   # the paged kernel's, left at zero by it
         self.rows: list[tuple[list[int] | None, int]] = [(None, 0)] * max_batch  # (table, entries) on the device
         self.graphs: dict[int, tuple[torch.cuda.CUDAGraph, torch.Tensor]] = {}
         self.pool = None
@@ -75,7 +76,7 @@ class DecodeGraphs:
 
     def _meta(self, bs: int) -> StepMeta:
         return StepMeta("paged", self.slots[:bs], block_tables=self.tables[:bs], ctx_lens=self.lens[:bs],
-                        splits=splits_for(bs, self.kv_heads))
+                        splits=splits_for(bs, self.kv_heads), counters=self.counters)
 
     def _run(self, bs: int) -> torch.Tensor:
         self.attn.meta = self._meta(bs)

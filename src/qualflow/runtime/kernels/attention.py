@@ -32,6 +32,7 @@ class StepMeta:
     block_tables: torch.Tensor | None = None    # [B, max_blocks] int32 (paged)
     ctx_lens: torch.Tensor | None = None        # [B] int32 (paged)
     splits: int = 1                             # paged: context partitions per (sequence, kv head)
+    counters: torch.Tensor | None = None        # paged, splits > 1: the kernel's arrival counters (persistent, zero)
 
 
 class PagedAttention:
@@ -44,6 +45,7 @@ class PagedAttention:
         self.v_flat = [t.view(nb * bs, kv, d) for t in self.v]
         self.meta: StepMeta | None = None
         self.gqa_native = True                   # flash varlen reads grouped K/V without repeating them
+        self.pdl = False                         # the paged kernel launches with programmatic dependent launch
 
     def kv_destination(self, layer: int) -> KvDestination | None:
         """Where this step's new K/V of `layer` go (None: nothing is stored), for a fused op that
@@ -64,7 +66,8 @@ class PagedAttention:
             from .paged_decode import available, paged_decode, reference
             if not available():  # CPU without Triton (tests): the same step, plain torch
                 return reference(q, self.k[layer], self.v[layer], m.block_tables, m.ctx_lens).view(N, H * D)
-            return paged_decode(q, self.k[layer], self.v[layer], m.block_tables, m.ctx_lens, m.splits).view(N, H * D)
+            return paged_decode(q, self.k[layer], self.v[layer], m.block_tables, m.ctx_lens, m.splits,
+                                counters=m.counters, pdl=self.pdl).view(N, H * D)
         if m.ctx_slots is None:
             K, V = k, v
         else:

@@ -19,6 +19,7 @@ import torch.nn.functional as F
 
 from . import skinny_gemm
 from .checks import agrees
+from .pdl import gdc_launch_dependents, gdc_wait, options
 
 try:
     import triton
@@ -84,7 +85,10 @@ def ref_silu_mul(y: torch.Tensor) -> torch.Tensor:
 if triton is not None:
     @triton.jit
     def _add_rms_norm_kernel(H, R, W, HO, Y, C, eps, s_h, s_r, s_ho, s_y,
-                             HAS_RES: tl.constexpr, BLOCK: tl.constexpr):
+                             HAS_RES: tl.constexpr, BLOCK: tl.constexpr, PDL: tl.constexpr):
+        if PDL:
+            gdc_wait()
+            gdc_launch_dependents()
         row = tl.program_id(0).to(tl.int64)
         c = tl.arange(0, BLOCK)
         m = c < C
@@ -102,8 +106,12 @@ if triton is not None:
     @triton.jit
     def _qk_norm_rope_kernel(QKV, WQ, WK, COS, SIN, POS, QO, KO, VO, KC, VC, SLOT, eps,
                              s_t, s_qo, s_qh, s_ko, s_kh, s_vo, s_vh, s_tab, s_c, s_ch,
-                             H: tl.constexpr, KV: tl.constexpr, D: tl.constexpr, STORE: tl.constexpr):
+                             H: tl.constexpr, KV: tl.constexpr, D: tl.constexpr, STORE: tl.constexpr,
+                             PDL: tl.constexpr):
         # one program per (token, head): heads [0, H) are q's, [H, H + KV) k's (with v's copy)
+        if PDL:
+            gdc_wait()
+            gdc_launch_dependents()
         t = tl.program_id(0).to(tl.int64)
         j = tl.program_id(1)
         d = tl.arange(0, D)
@@ -135,7 +143,10 @@ if triton is not None:
             tl.store(VC + slot * s_c + kvh * s_ch + d, v, mask=is_k)
 
     @triton.jit
-    def _silu_mul_kernel(Y, O, I, s_y, s_o, BLOCK: tl.constexpr):
+    def _silu_mul_kernel(Y, O, I, s_y, s_o, BLOCK: tl.constexpr, PDL: tl.constexpr):
+        if PDL:
+            gdc_wait()
+            gdc_launch_dependents()
         row = tl.program_id(0).to(tl.int64)
         c = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
         m = c < I
@@ -145,18 +156,20 @@ if triton is not None:
         tl.store(O + row * s_o + c, (s * u).to(O.dtype.element_ty), mask=m)
 
 
-def tri_add_rms_norm(h, delta, w, eps: float):
+def tri_add_rms_norm(h, delta, w, eps: float, pdl: bool = False):
     N, C = h.shape
     y = torch.empty_like(h)
     ho = torch.empty_like(h) if delta is not None else h
     r = delta if delta is not None else h
     _add_rms_norm_kernel[(N,)](h, r, w, ho, y, C, eps, h.stride(0), r.stride(0), ho.stride(0), y.stride(0),
-                               HAS_RES=delta is not None, BLOCK=triton.next_power_of_2(C))
+                               HAS_RES=delta is not None, BLOCK=triton.next_power_of_2(C), PDL=pdl, **options(pdl))
     return ho, y
 
 
-def tri_qk_norm_rope(qkv, w_qn, w_kn, cos_table, sin_table, positions, heads: int, kv_heads: int, eps: float,
-                     dest: KvDestination | None = None):
+def tri_qk_norm_rope(qkv, w_qn, w_kn, rope: tuple[torch.Tensor, torch.Tensor], positions, heads: int,
+                     kv_heads: int, eps: float, dest: KvDestination | None = None, pdl: bool = False):
+    """ref_qk_norm_rope's computation; `rope` is its (cos_table, sin_table)."""
+    cos_table, sin_table = rope
     N, D = qkv.shape[0], w_qn.shape[0]
     q = torch.empty(N, heads, D, dtype=qkv.dtype, device=qkv.device)
     k = torch.empty(N, kv_heads, D, dtype=qkv.dtype, device=qkv.device)
@@ -166,61 +179,73 @@ def tri_qk_norm_rope(qkv, w_qn, w_kn, cos_table, sin_table, positions, heads: in
         qkv, w_qn, w_kn, cos_table, sin_table, positions, q, k, v, kc, vc, slots, eps,
         qkv.stride(0), q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
         cos_table.stride(0), kc.stride(0), kc.stride(1),
-        H=heads, KV=kv_heads, D=D, STORE=dest is not None, num_warps=1)  # one head (D values) per program
+        H=heads, KV=kv_heads, D=D, STORE=dest is not None, PDL=pdl, num_warps=1,   # one head (D values) per program
+        **options(pdl))
     return q, k, v
 
 
-def tri_silu_mul(y):
+def tri_silu_mul(y, pdl: bool = False):
     N, I = y.shape[0], y.shape[1] // 2
     o = torch.empty(N, I, dtype=y.dtype, device=y.device)
     block = min(1024, triton.next_power_of_2(I))
-    _silu_mul_kernel[(N, triton.cdiv(I, block))](y, o, I, y.stride(0), o.stride(0), BLOCK=block)
+    _silu_mul_kernel[(N, triton.cdiv(I, block))](y, o, I, y.stride(0), o.stride(0), BLOCK=block, PDL=pdl,
+                                                 **options(pdl))
     return o
 
 
 class FusedOps:
     """The ops the family's fused layer path calls. A call runs its Triton kernel when the tensor is
     on CUDA and `self_check` passed on this device (`use_triton`), the torch reference otherwise.
-    `linear` runs the skinny GEMM for steps of at most `skinny_rows` rows (0: never), torch's GEMM
-    otherwise."""
+    `linear` and `gate_up_silu` run the skinny GEMM for steps of at most `skinny_rows` rows (0: never),
+    torch's GEMM otherwise. `pdl`: the kernels launch with programmatic dependent launch (kernels.pdl)."""
 
-    def __init__(self, use_triton: bool = False, any_device: bool = False, skinny_rows: int = 0):
+    def __init__(self, use_triton: bool = False, any_device: bool = False, skinny_rows: int = 0, pdl: bool = False):
         self.use_triton = use_triton and available()
         self.any_device = any_device  # Triton's interpreter (TRITON_INTERPRET=1) runs CPU tensors: tests
         self.skinny_rows = min(skinny_rows, skinny_gemm.MAX_ROWS) if self.use_triton else 0
+        self.pdl = pdl and self.use_triton
 
     def _skinny(self, x: torch.Tensor) -> bool:
         return x.shape[0] <= self.skinny_rows and self._tri(x)
 
     def linear(self, x, w):
         if self._skinny(x):
-            return skinny_gemm.skinny_gemm(x, w)
+            return skinny_gemm.skinny_gemm(x, w, pdl=self.pdl)
         return F.linear(x, w)
+
+    def gate_up_silu(self, x, w_gu):
+        """silu(gate) * up of the fused gate_up projection: one kernel at skinny rows, else the GEMM and
+        `silu_mul`."""
+        if self._skinny(x):
+            return skinny_gemm.skinny_gate_up_silu(x, w_gu, pdl=self.pdl)
+        return self.silu_mul(self.linear(x, w_gu))
 
     def _tri(self, x: torch.Tensor) -> bool:
         return self.use_triton and (x.is_cuda or self.any_device)
 
     def add_rms_norm(self, h, delta, w, eps: float):
         if self._tri(h):
-            return tri_add_rms_norm(h, delta, w, eps)
+            return tri_add_rms_norm(h, delta, w, eps, pdl=self.pdl)
         return ref_add_rms_norm(h, delta, w, eps)
 
     def qk_norm_rope(self, qkv, w_qn, w_kn, cos_table, sin_table, positions, heads: int, kv_heads: int,
                      eps: float, dest: KvDestination | None = None):
         D = w_qn.shape[0]
         if self._tri(qkv) and D & (D - 1) == 0:
-            return tri_qk_norm_rope(qkv, w_qn, w_kn, cos_table, sin_table, positions, heads, kv_heads, eps, dest)
+            return tri_qk_norm_rope(qkv, w_qn, w_kn, (cos_table, sin_table), positions, heads, kv_heads, eps, dest,
+                                    pdl=self.pdl)
         return ref_qk_norm_rope(qkv, w_qn, w_kn, cos_table, sin_table, positions, heads, kv_heads, eps, dest)
 
     def silu_mul(self, y):
         if self._tri(y):
-            return tri_silu_mul(y)
+            return tri_silu_mul(y, pdl=self.pdl)
         return ref_silu_mul(y)
 
 
 def self_check(device: torch.device, dtype: torch.dtype, heads: int, kv_heads: int, head_dim: int,
-               hidden: int, intermediate: int, tol: float = 1e-2) -> str | None:
-    """Run every kernel once on this device against the reference at the model's shapes; None when
+               hidden: int, intermediate: int, pdl: bool = False, tol: float = 1e-2) -> str | None:
+    """Run every kernel once on this device, launched as the engine will (`pdl`), against the
+    reference at the model's shapes; None when
     all agree, else why not (the caller then keeps the reference: a kernel this build cannot
     compile, or one that disagrees, never serves)."""
     if not available():
@@ -233,11 +258,11 @@ def self_check(device: torch.device, dtype: torch.dtype, heads: int, kv_heads: i
     try:
         h, dl, w = rnd(N, hidden), rnd(N, hidden), rnd(hidden)
         for delta in (dl, None):
-            got, ref = tri_add_rms_norm(h, delta, w, eps), ref_add_rms_norm(h, delta, w, eps)
+            got, ref = tri_add_rms_norm(h, delta, w, eps, pdl=pdl), ref_add_rms_norm(h, delta, w, eps)
             if not (agrees(got[0], ref[0], tol) and agrees(got[1], ref[1], tol)):
                 return "add_rms_norm disagrees with the reference"
         y = rnd(N, 2 * intermediate)
-        if not agrees(tri_silu_mul(y), ref_silu_mul(y), tol):
+        if not agrees(tri_silu_mul(y, pdl=pdl), ref_silu_mul(y), tol):
             return "silu_mul disagrees with the reference"
         qkv = rnd(N, (heads + 2 * kv_heads) * head_dim)
         wq, wk = rnd(head_dim), rnd(head_dim)
@@ -245,10 +270,14 @@ def self_check(device: torch.device, dtype: torch.dtype, heads: int, kv_heads: i
         pos = torch.tensor([0, 3, 63, 7, 1], device=device)
         slots = torch.tensor([2, 9, 15, 0, 4], device=device)
         outs = []
-        for fn in (tri_qk_norm_rope, ref_qk_norm_rope):
+        for triton_kernel in (True, False):
             kc = torch.zeros(slots_n, kv_heads, head_dim, device=device, dtype=dtype)
             vc = torch.zeros_like(kc)
-            q, k, v = fn(qkv, wq, wk, ang.cos(), ang.sin(), pos, heads, kv_heads, eps, KvDestination(kc, vc, slots))
+            dest = KvDestination(kc, vc, slots)
+            if triton_kernel:
+                q, k, v = tri_qk_norm_rope(qkv, wq, wk, (ang.cos(), ang.sin()), pos, heads, kv_heads, eps, dest, pdl)
+            else:
+                q, k, v = ref_qk_norm_rope(qkv, wq, wk, ang.cos(), ang.sin(), pos, heads, kv_heads, eps, dest)
             outs.append((q, k, v, kc, vc))
         if not all(agrees(a, b, tol) for a, b in zip(*outs)):
             return "qk_norm_rope disagrees with the reference"

@@ -7,9 +7,15 @@ vocabulary-sized projection streams at the copy bandwidth (benchmarks/skinny_gem
 the residual add and RMSNorm into the GEMM's prologue was measured too and was no faster than the
 fused add_rms_norm kernel before it, so it is not here.
 
+SwiGLU's gate_up projection runs as `skinny_gate_up_silu`: each program owns BLOCK_N columns of both
+halves and writes silu(gate) * up, so the step has no separate silu_mul kernel and no [M, 2I]
+intermediate.
+
 Each program owns BLOCK_N output columns and walks K in BLOCK_K chunks; `launch_for` holds the
-settings measured on the H200. The torch reference is `reference` (the CPU path, and what the kernel
-is checked against): the product accumulated in fp32 and rounded once to the output dtype."""
+settings measured on the H200. Launched with programmatic dependent launch (kernels.pdl), a program
+loads its first weight chunk before it waits for the kernel before it. The torch reference is
+`reference` (the CPU path, and what the kernel is checked against): the product accumulated in fp32
+and rounded once to the output dtype."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -18,6 +24,7 @@ import torch
 import torch.nn.functional as F
 
 from .checks import agrees
+from .pdl import gdc_launch_dependents, gdc_wait, options
 
 try:
     import triton
@@ -51,23 +58,56 @@ def reference(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     return F.linear(x, w)
 
 
+def reference_gate_up_silu(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """silu(gate) * up of the gate_up projection, rounded where the fused layer path rounds: the
+    product, then silu, then the final product (fused.ref_silu_mul)."""
+    gate, up = F.linear(x, w).chunk(2, dim=-1)
+    return (F.silu(gate.float()).to(x.dtype).float() * up.float()).to(x.dtype)
+
+
 if triton is not None:
     @triton.jit
+    def _load_w(W, rn, kk, N, s_wn, K: tl.constexpr, EVEN: tl.constexpr):
+        wp = W + rn[:, None] * s_wn + kk[None, :]
+        if EVEN:
+            w = tl.load(wp)
+        else:
+            w = tl.load(wp, mask=(rn[:, None] < N) & (kk[None, :] < K), other=0.0)
+        return w
+
+    @triton.jit
+    def _load_x(X, rm, kk, M, s_xm, K: tl.constexpr):
+        return tl.load(X + rm[:, None] * s_xm + kk[None, :], mask=(rm[:, None] < M) & (kk[None, :] < K), other=0.0)
+
+    @triton.jit
     def _skinny_kernel(X, W, Y, M, N, s_xm, s_wn, s_ym, K: tl.constexpr,
-                       BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, EVEN: tl.constexpr):
+                       BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, EVEN: tl.constexpr,
+                       GLU: tl.constexpr, PDL: tl.constexpr):
+        # GLU: W holds 2N rows (gate, then up); Y = silu(x @ gate.T) * (x @ up.T), each product rounded to
+        # Y's dtype first, as the unfused GEMM + silu_mul round.
         rn = tl.program_id(0) * BN + tl.arange(0, BN)
         rm = tl.arange(0, BM)
         rk = tl.arange(0, BK)
-        acc = tl.zeros([BM, BN], tl.float32)
-        for k0 in range(0, K, BK):
+        w = _load_w(W, rn, rk, N, s_wn, K, EVEN)          # the first weight chunk: constant, so before the wait
+        if GLU:
+            wu = _load_w(W + N * s_wn, rn, rk, N, s_wn, K, EVEN)
+        if PDL:
+            gdc_wait()
+            gdc_launch_dependents()
+        x = _load_x(X, rm, rk, M, s_xm, K)
+        acc = tl.dot(x, tl.trans(w))
+        if GLU:
+            acc_u = tl.dot(x, tl.trans(wu))
+        for k0 in range(BK, K, BK):
             kk = k0 + rk
-            x = tl.load(X + rm[:, None] * s_xm + kk[None, :], mask=(rm[:, None] < M) & (kk[None, :] < K), other=0.0)
-            wp = W + rn[:, None] * s_wn + kk[None, :]
-            if EVEN:
-                w = tl.load(wp)
-            else:
-                w = tl.load(wp, mask=(rn[:, None] < N) & (kk[None, :] < K), other=0.0)
-            acc += tl.dot(x, tl.trans(w))
+            x = _load_x(X, rm, kk, M, s_xm, K)
+            acc += tl.dot(x, tl.trans(_load_w(W, rn, kk, N, s_wn, K, EVEN)))
+            if GLU:
+                acc_u += tl.dot(x, tl.trans(_load_w(W + N * s_wn, rn, kk, N, s_wn, K, EVEN)))
+        if GLU:
+            g = acc.to(Y.dtype.element_ty).to(tl.float32)
+            s = (g / (1.0 + tl.exp(-g))).to(Y.dtype.element_ty).to(tl.float32)
+            acc = s * acc_u.to(Y.dtype.element_ty).to(tl.float32)
         tl.store(Y + rm[:, None] * s_ym + rn[None, :], acc.to(Y.dtype.element_ty), mask=(rm[:, None] < M) & (rn[None, :] < N))
 
 
@@ -78,36 +118,58 @@ def _check(x: torch.Tensor, w: torch.Tensor) -> None:
         raise ValueError(f"skinny_gemm: x {tuple(x.shape)} and w {tuple(w.shape)} do not match")
 
 
-def _tiles(m: int, n: int, k: int, launch: Launch | None) -> tuple[Launch, dict]:
+def _tiles(m: int, n: int, k: int, launch: Launch | None, pdl: bool) -> tuple[Launch, dict]:
     lc = launch or launch_for(n, k)
     return lc, dict(K=k, BM=max(16, triton.next_power_of_2(m)), BN=lc.block_n, BK=lc.block_k,
                     EVEN=n % lc.block_n == 0 and k % lc.block_k == 0, num_warps=lc.num_warps,
-                    num_stages=lc.num_stages)
+                    num_stages=lc.num_stages, PDL=pdl, **options(pdl))
 
 
-def skinny_gemm(x: torch.Tensor, w: torch.Tensor, launch: Launch | None = None) -> torch.Tensor:
-    """x [M, K], 1 <= M <= MAX_ROWS, unit stride along K; w [N, K] likewise. Returns [M, N] in x's dtype."""
+def skinny_gemm(x: torch.Tensor, w: torch.Tensor, launch: Launch | None = None, pdl: bool = False) -> torch.Tensor:
+    """x [M, K], 1 <= M <= MAX_ROWS, unit stride along K; w [N, K] likewise. Returns [M, N] in x's dtype.
+    `pdl`: launch with programmatic dependent launch (kernels.pdl)."""
     _check(x, w)
     (M, K), N = x.shape, w.shape[0]
-    lc, meta = _tiles(M, N, K, launch)
+    lc, meta = _tiles(M, N, K, launch, pdl)
     y = torch.empty(M, N, dtype=x.dtype, device=x.device)
-    _skinny_kernel[(triton.cdiv(N, lc.block_n),)](x, w, y, M, N, x.stride(0), w.stride(0), y.stride(0), **meta)
+    _skinny_kernel[(triton.cdiv(N, lc.block_n),)](x, w, y, M, N, x.stride(0), w.stride(0), y.stride(0), GLU=False,
+                                                  **meta)
     return y
 
 
-def self_check(device: torch.device, dtype: torch.dtype, shapes: list[tuple[int, int]], tol: float = 1e-2) -> str | None:
-    """Run the kernel on this device at each (N, K) weight shape and at 1, 5 and MAX_ROWS rows against the
-    reference; None when all agree, else why not (the caller then keeps torch's GEMM)."""
+def skinny_gate_up_silu(x: torch.Tensor, w: torch.Tensor, launch: Launch | None = None,
+                        pdl: bool = False) -> torch.Tensor:
+    """SwiGLU's fused gate_up projection and silu(gate) * up in one kernel: x [M, K]; w [2I, K] (gate rows,
+    then up rows). Returns [M, I]; equals `reference_gate_up_silu`."""
+    _check(x, w)
+    (M, K), N = x.shape, w.shape[0] // 2
+    if w.shape[0] % 2:
+        raise ValueError(f"skinny_gate_up_silu: w has an odd number of rows ({w.shape[0]})")
+    lc, meta = _tiles(M, N, K, launch or launch_for(2 * N, K), pdl)
+    y = torch.empty(M, N, dtype=x.dtype, device=x.device)
+    _skinny_kernel[(triton.cdiv(N, lc.block_n),)](x, w, y, M, N, x.stride(0), w.stride(0), y.stride(0), GLU=True,
+                                                  **meta)
+    return y
+
+
+def self_check(device: torch.device, dtype: torch.dtype, shapes: list[tuple[int, int]],
+               gate_up: tuple[int, int] | None = None, pdl: bool = False, tol: float = 1e-2) -> str | None:
+    """Run the kernel on this device at each (N, K) weight shape, and the fused gate_up + SiLU form at
+    the `gate_up` shape, at 1, 5 and MAX_ROWS rows against the reference, launched as the engine will
+    (`pdl`); None when all agree, else why not (the caller then keeps torch's GEMM)."""
     if not available():
         return "triton is not installed"
     g = torch.Generator(device=device).manual_seed(0)
+    cases = [(n, k, skinny_gemm, reference) for n, k in shapes]
+    if gate_up is not None:
+        cases.append((*gate_up, skinny_gate_up_silu, reference_gate_up_silu))
     try:
-        for n, k in shapes:
+        for n, k, kernel, ref in cases:
             w = (torch.randn(n, k, device=device, generator=g) / k ** 0.5).to(dtype)
             for m in (1, 5, MAX_ROWS):
                 x = torch.randn(m, k, device=device, generator=g).to(dtype)
-                if not agrees(skinny_gemm(x, w), reference(x.float(), w.float()), tol):
-                    return f"skinny_gemm disagrees with the reference at {m} x {n} x {k}"
+                if not agrees(kernel(x, w, pdl=pdl), ref(x.float(), w.float()), tol):
+                    return f"{kernel.__name__} disagrees with the reference at {m} x {n} x {k}"
     except Exception as e:  # noqa: BLE001 - this build cannot compile or run the kernel
         return f"{type(e).__name__}: {e}"
     return None
