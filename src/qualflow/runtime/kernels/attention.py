@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from .fused import KvDestination
+from .destination import KvDestination
 
 
 @dataclass

@@ -1,5 +1,5 @@
 """The fused elementwise kernels of one decoder layer (fewer kernels per decode step), as Triton
-kernels on CUDA with a plain-torch reference that is also the CPU path:
+kernels on CUDA with a plain-torch reference (kernels.reference) that is also the CPU path:
   - `add_rms_norm`: residual add and the next RMSNorm in one pass (or the RMSNorm alone);
   - `qk_norm_rope`: per-head RMSNorm of q and k, RoPE (positions read from the cos/sin tables
     directly) and, when given a destination, the store of k and v into the paged KV cache;
@@ -9,17 +9,17 @@ Each Triton kernel rounds where the torch reference rounds (the residual sum, th
 before the weight, the weight product, silu before the product), so the two differ only by the
 order of the fp32 sum of squares and the rounding of exp/rsqrt. `FusedOps` is what the family's
 model graph calls; it picks the kernel per call (a CUDA tensor and a kernel that passed `self_check`)
-or the reference. Nothing reads back to the host, so every op can be captured in a CUDA graph."""
+or the reference, and at skinny rows the projection forms (kernels.skinny_gemm, kernels.qkv_rope). Nothing reads back to the host, so every op can be captured in a CUDA graph."""
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 
-from . import skinny_gemm
+from . import qkv_rope, skinny_gemm
 from .checks import agrees
+from .destination import KvDestination
 from .pdl import gdc_launch_dependents, gdc_wait, options
+from .reference import ref_add_rms_norm, ref_qk_norm_rope, ref_silu_mul
 
 try:
     import triton
@@ -30,55 +30,6 @@ except ImportError:  # CPU-only installs: the reference runs
 
 def available() -> bool:
     return triton is not None
-
-
-@dataclass(frozen=True)
-class KvDestination:
-    """Where a layer's new K/V go: the flat [slots, KV, D] views of its cache and the token slots."""
-    k_cache: torch.Tensor
-    v_cache: torch.Tensor
-    slots: torch.Tensor          # [N] int64
-
-
-# ---- the torch reference (CPU path, and what the kernels are checked against) ----------------
-def ref_rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
-    xf = x.float()
-    xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
-    return w * xf.to(x.dtype)
-
-
-def ref_add_rms_norm(h: torch.Tensor, delta: torch.Tensor | None, w: torch.Tensor, eps: float):
-    """(h + delta, rms_norm(h + delta)); delta None: (h, rms_norm(h))."""
-    if delta is not None:
-        h = h + delta
-    return h, ref_rms_norm(h, w, eps)
-
-
-def ref_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    half = x.shape[-1] // 2
-    xf = x.float()
-    rot = torch.cat([-xf[..., half:], xf[..., :half]], dim=-1)
-    return (xf * cos[:, None] + rot * sin[:, None]).to(x.dtype)
-
-
-def ref_qk_norm_rope(qkv, w_qn, w_kn, cos_table, sin_table, positions, heads: int, kv_heads: int, eps: float,
-                     dest: KvDestination | None = None):
-    """qkv [N, (H + 2 KV) * D] -> q [N, H, D], k, v [N, KV, D]; k and v also stored at dest."""
-    N, D = qkv.shape[0], w_qn.shape[0]
-    q, k, v = qkv.split([heads * D, kv_heads * D, kv_heads * D], dim=-1)
-    cos, sin = cos_table[positions], sin_table[positions]
-    q = ref_rope(ref_rms_norm(q.view(N, heads, D), w_qn, eps), cos, sin)
-    k = ref_rope(ref_rms_norm(k.view(N, kv_heads, D), w_kn, eps), cos, sin)
-    v = v.view(N, kv_heads, D)
-    if dest is not None:
-        dest.k_cache.index_copy_(0, dest.slots, k)
-        dest.v_cache.index_copy_(0, dest.slots, v)
-    return q, k, v
-
-
-def ref_silu_mul(y: torch.Tensor) -> torch.Tensor:
-    gate, up = y.chunk(2, dim=-1)
-    return F.silu(gate) * up
 
 
 # ---- Triton -------------------------------------------------------------------------------------
@@ -204,6 +155,7 @@ class FusedOps:
         self.any_device = any_device  # Triton's interpreter (TRITON_INTERPRET=1) runs CPU tensors: tests
         self.skinny_rows = min(skinny_rows, skinny_gemm.MAX_ROWS) if self.use_triton else 0
         self.pdl = pdl and self.use_triton
+        self.fuse_qkv = self.skinny_rows > 0   # the qkv_rope kernel at skinny rows (off: its self-check failed)
 
     def _skinny(self, x: torch.Tensor) -> bool:
         return x.shape[0] <= self.skinny_rows and self._tri(x)
@@ -219,6 +171,14 @@ class FusedOps:
         if self._skinny(x):
             return skinny_gemm.skinny_gate_up_silu(x, w_gu, pdl=self.pdl)
         return self.silu_mul(self.linear(x, w_gu))
+
+    def qkv_norm_rope(self, x, w_qkv, w_qn, w_kn, rope: tuple[torch.Tensor, torch.Tensor], positions, heads: int,
+                      kv_heads: int, eps: float, dest: KvDestination | None = None):
+        """The qkv projection, then `qk_norm_rope` (rope: the (cos, sin) tables): one kernel at skinny rows
+        (kernels.qkv_rope) when `fuse_qkv`, else the two."""
+        if self.fuse_qkv and self._skinny(x) and w_qn.shape[0] & (w_qn.shape[0] - 1) == 0:
+            return qkv_rope.qkv_rope(x, w_qkv, w_qn, w_kn, rope, positions, heads, eps, dest, pdl=self.pdl)
+        return self.qk_norm_rope(self.linear(x, w_qkv), w_qn, w_kn, *rope, positions, heads, kv_heads, eps, dest)
 
     def _tri(self, x: torch.Tensor) -> bool:
         return self.use_triton and (x.is_cuda or self.any_device)

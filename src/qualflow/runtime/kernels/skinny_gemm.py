@@ -67,7 +67,7 @@ def reference_gate_up_silu(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
 
 if triton is not None:
     @triton.jit
-    def _load_w(W, rn, kk, N, s_wn, K: tl.constexpr, EVEN: tl.constexpr):
+    def load_w(W, rn, kk, N, s_wn, K: tl.constexpr, EVEN: tl.constexpr):
         wp = W + rn[:, None] * s_wn + kk[None, :]
         if EVEN:
             w = tl.load(wp)
@@ -76,7 +76,7 @@ if triton is not None:
         return w
 
     @triton.jit
-    def _load_x(X, rm, kk, M, s_xm, K: tl.constexpr):
+    def load_x(X, rm, kk, M, s_xm, K: tl.constexpr):
         return tl.load(X + rm[:, None] * s_xm + kk[None, :], mask=(rm[:, None] < M) & (kk[None, :] < K), other=0.0)
 
     @triton.jit
@@ -88,22 +88,22 @@ if triton is not None:
         rn = tl.program_id(0) * BN + tl.arange(0, BN)
         rm = tl.arange(0, BM)
         rk = tl.arange(0, BK)
-        w = _load_w(W, rn, rk, N, s_wn, K, EVEN)          # the first weight chunk: constant, so before the wait
+        w = load_w(W, rn, rk, N, s_wn, K, EVEN)          # the first weight chunk: constant, so before the wait
         if GLU:
-            wu = _load_w(W + N * s_wn, rn, rk, N, s_wn, K, EVEN)
+            wu = load_w(W + N * s_wn, rn, rk, N, s_wn, K, EVEN)
         if PDL:
             gdc_wait()
             gdc_launch_dependents()
-        x = _load_x(X, rm, rk, M, s_xm, K)
+        x = load_x(X, rm, rk, M, s_xm, K)
         acc = tl.dot(x, tl.trans(w))
         if GLU:
             acc_u = tl.dot(x, tl.trans(wu))
         for k0 in range(BK, K, BK):
             kk = k0 + rk
-            x = _load_x(X, rm, kk, M, s_xm, K)
-            acc += tl.dot(x, tl.trans(_load_w(W, rn, kk, N, s_wn, K, EVEN)))
+            x = load_x(X, rm, kk, M, s_xm, K)
+            acc += tl.dot(x, tl.trans(load_w(W, rn, kk, N, s_wn, K, EVEN)))
             if GLU:
-                acc_u += tl.dot(x, tl.trans(_load_w(W + N * s_wn, rn, kk, N, s_wn, K, EVEN)))
+                acc_u += tl.dot(x, tl.trans(load_w(W + N * s_wn, rn, kk, N, s_wn, K, EVEN)))
         if GLU:
             g = acc.to(Y.dtype.element_ty).to(tl.float32)
             s = (g / (1.0 + tl.exp(-g))).to(Y.dtype.element_ty).to(tl.float32)
@@ -111,7 +111,8 @@ if triton is not None:
         tl.store(Y + rm[:, None] * s_ym + rn[None, :], acc.to(Y.dtype.element_ty), mask=(rm[:, None] < M) & (rn[None, :] < N))
 
 
-def _check(x: torch.Tensor, w: torch.Tensor) -> None:
+def check_rows(x: torch.Tensor, w: torch.Tensor) -> None:
+    """Refuse what the skinny kernels cannot take: more than MAX_ROWS rows, or x and w that do not match."""
     if not 1 <= x.shape[0] <= MAX_ROWS:
         raise ValueError(f"skinny_gemm takes at most {MAX_ROWS} rows, got {x.shape[0]}")
     if x.stride(-1) != 1 or w.stride(-1) != 1 or x.shape[1] != w.shape[1]:
@@ -128,7 +129,7 @@ def _tiles(m: int, n: int, k: int, launch: Launch | None, pdl: bool) -> tuple[La
 def skinny_gemm(x: torch.Tensor, w: torch.Tensor, launch: Launch | None = None, pdl: bool = False) -> torch.Tensor:
     """x [M, K], 1 <= M <= MAX_ROWS, unit stride along K; w [N, K] likewise. Returns [M, N] in x's dtype.
     `pdl`: launch with programmatic dependent launch (kernels.pdl)."""
-    _check(x, w)
+    check_rows(x, w)
     (M, K), N = x.shape, w.shape[0]
     lc, meta = _tiles(M, N, K, launch, pdl)
     y = torch.empty(M, N, dtype=x.dtype, device=x.device)
@@ -141,7 +142,7 @@ def skinny_gate_up_silu(x: torch.Tensor, w: torch.Tensor, launch: Launch | None 
                         pdl: bool = False) -> torch.Tensor:
     """SwiGLU's fused gate_up projection and silu(gate) * up in one kernel: x [M, K]; w [2I, K] (gate rows,
     then up rows). Returns [M, I]; equals `reference_gate_up_silu`."""
-    _check(x, w)
+    check_rows(x, w)
     (M, K), N = x.shape, w.shape[0] // 2
     if w.shape[0] % 2:
         raise ValueError(f"skinny_gate_up_silu: w has an odd number of rows ({w.shape[0]})")

@@ -1,0 +1,49 @@
+"""The torch reference of the fused layer kernels (kernels.fused, kernels.qkv_rope): the CPU path, and what
+each kernel is checked against. Each rounds where the family's plain layer rounds (the residual sum,
+the normalised value before the weight, the weight product, silu before the product)."""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from .destination import KvDestination
+
+
+def ref_rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
+    xf = x.float()
+    xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
+    return w * xf.to(x.dtype)
+
+
+def ref_add_rms_norm(h: torch.Tensor, delta: torch.Tensor | None, w: torch.Tensor, eps: float):
+    """(h + delta, rms_norm(h + delta)); delta None: (h, rms_norm(h))."""
+    if delta is not None:
+        h = h + delta
+    return h, ref_rms_norm(h, w, eps)
+
+
+def ref_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    xf = x.float()
+    rot = torch.cat([-xf[..., half:], xf[..., :half]], dim=-1)
+    return (xf * cos[:, None] + rot * sin[:, None]).to(x.dtype)
+
+
+def ref_qk_norm_rope(qkv, w_qn, w_kn, cos_table, sin_table, positions, heads: int, kv_heads: int, eps: float,
+                     dest: KvDestination | None = None):
+    """qkv [N, (H + 2 KV) * D] -> q [N, H, D], k, v [N, KV, D]; k and v also stored at dest."""
+    N, D = qkv.shape[0], w_qn.shape[0]
+    q, k, v = qkv.split([heads * D, kv_heads * D, kv_heads * D], dim=-1)
+    cos, sin = cos_table[positions], sin_table[positions]
+    q = ref_rope(ref_rms_norm(q.view(N, heads, D), w_qn, eps), cos, sin)
+    k = ref_rope(ref_rms_norm(k.view(N, kv_heads, D), w_kn, eps), cos, sin)
+    v = v.view(N, kv_heads, D)
+    if dest is not None:
+        dest.k_cache.index_copy_(0, dest.slots, k)
+        dest.v_cache.index_copy_(0, dest.slots, v)
+    return q, k, v
+
+
+def ref_silu_mul(y: torch.Tensor) -> torch.Tensor:
+    gate, up = y.chunk(2, dim=-1)
+    return F.silu(gate) * up
