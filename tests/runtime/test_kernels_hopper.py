@@ -14,7 +14,7 @@ triton = pytest.importorskip("triton")
 from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
-from qualflow.runtime.kernels import fused, paged_decode, qkv_rope, skinny_gemm  # noqa: E402
+from qualflow.runtime.kernels import fused, paged_decode, skinny_gemm  # noqa: E402
 
 HOPPER = GPUTarget("cuda", 90, 32)
 
@@ -73,14 +73,3 @@ def test_paged_decode_compiles_as_one_kernel_with_programmatic_launch(splits):
         after = ptx[ptx.index("atom.global.gpu.acq_rel.add"):]   # the merge reads the others' partials past L1
         assert all(ld.startswith("ld.global.cg") for ld in re.findall(r"ld\.global[.\w]*", after))
 
-
-def test_qkv_rope_compiles_with_programmatic_launch():
-    sig = {**_args("X W WQ WK", "*fp16"), **_args("COS SIN", "*fp32"), "POS": "*i64", **_args("QO KO VO KC VC", "*fp16"),
-           "SLOT": "*i64", "M": "i32", "eps": "fp32",
-           **_args("s_xm s_wn s_tab s_qo s_qh s_ko s_kh s_vo s_vh s_c s_ch", "i32"),
-           **_args("K H KV D BM BK EVEN STORE PDL", "constexpr")}
-    lc = qkv_rope.Launch()
-    ptx = _ptx(qkv_rope._qkv_rope_kernel, sig, dict(K=1024, H=16, KV=8, D=128, BM=16, BK=lc.block_k, EVEN=True,
-                                                    STORE=True, PDL=True), num_warps=lc.num_warps,
-               num_stages=lc.num_stages)
-    assert _pdl(ptx) and ptx.index("ld.global") < ptx.index("griddepcontrol.wait")

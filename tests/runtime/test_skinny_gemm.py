@@ -40,7 +40,7 @@ KERNEL = textwrap.dedent("""
 ENGINE = textwrap.dedent("""
     import sys, torch
     from qualflow.runtime import EngineConfig, GenerationRequest, SamplingParams, load_task
-    from qualflow.runtime.kernels import fused, qkv_rope, skinny_gemm
+    from qualflow.runtime.kernels import fused, skinny_gemm
     assert skinny_gemm.self_check(torch.device("cpu"), torch.float16, [(96, 64), (64, 96)], (192, 64)) is None
     def reqs():
         return [GenerationRequest(f"r{i}", p, SamplingParams(max_new_tokens=3, temperature=0, ignore_eos=True))
@@ -51,11 +51,9 @@ ENGINE = textwrap.dedent("""
     real, real_glu = skinny_gemm.skinny_gemm, skinny_gemm.skinny_gate_up_silu
     skinny_gemm.skinny_gemm = lambda *a, **k: calls.append(a[0].shape[0]) or real(*a, **k)
     skinny_gemm.skinny_gate_up_silu = lambda *a, **k: calls.append(("glu", a[0].shape[0])) or real_glu(*a, **k)
-    real_qkv = qkv_rope.qkv_rope
-    qkv_rope.qkv_rope = lambda *a, **k: calls.append(("qkv", a[0].shape[0])) or real_qkv(*a, **k)
     task.model.ops = fused.FusedOps(use_triton=True, any_device=True, skinny_rows=1)  # decode rows only
     assert [task.generate_sync(r).token_ids for r in reqs()] == ref
-    assert calls and set(calls) == {1, ("glu", 1), ("qkv", 1)}, calls   # every decode step's projections, no prefill's
+    assert calls and set(calls) == {1, ("glu", 1)}, calls   # every decode step's projections, no prefill's
     task.close()
     print("ok")
 """)

@@ -8,9 +8,8 @@ the forward reads a value back to the host, so a decode step can be captured as 
 
 Two paths run the same math. Without `ops`, each layer is two halves around attention (compiled on
 CUDA, so Inductor fuses their elementwise chains). With `ops` (the runtime's fused kernels, see
-`_forward_fused` for the calls it makes), each layer is four GEMMs (the qkv one with q/k-norm and
-RoPE, the gate_up one with SiLU-mul, fused in where the ops can), attention and up to four fused
-elementwise ops, nothing compiled; the caller's attention may also hand out where it keeps a
+`_forward_fused` for the calls it makes), each layer is four GEMMs (the gate_up one with SiLU-mul
+fused in where the ops can), attention and three or four fused elementwise ops, nothing compiled; the caller's attention may also hand out where it keeps a
 layer's new K/V (`attend.kv_destination(layer)`), so the q/k op stores them there and attention
 is told they are stored.
 """
@@ -125,16 +124,16 @@ class Qwen3Model(nn.Module):
 
     def _forward_fused(self, ids, positions, attend, logit_index):
         """The same layer through `ops`: add_rms_norm(h, delta | None, w, eps) -> (h, normed),
-        qkv_norm_rope(x, w_qkv, w_qn, w_kn, (cos_table, sin_table), positions, heads, kv_heads, eps, dest)
-        -> (q, k, v) (the projection, q/k-norm, RoPE and the K/V store), gate_up_silu(x, w_gate_up) -> silu(gate) * up [N, intermediate], linear(x, w) -> x @ w.T."""
+        qk_norm_rope(qkv, w_qn, w_kn, cos_table, sin_table, positions, heads, kv_heads, eps, dest)
+        -> (q, k, v), gate_up_silu(x, w_gate_up) -> silu(gate) * up [N, intermediate], linear(x, w) -> x @ w.T."""
         cfg, w, ops, eps = self.cfg, self.w, self.ops, self.cfg.rms_norm_eps
         dest_of = getattr(attend, "kv_destination", None)
         h, x = ops.add_rms_norm(F.embedding(ids, w["embed"]), None, w["layers.0.attn_norm"], eps)
         for i in range(cfg.num_layers):
             p = f"layers.{i}."
             dest = dest_of(i) if dest_of is not None else None
-            q, k, v = ops.qkv_norm_rope(x, w[p + "qkv"], w[p + "q_norm"], w[p + "k_norm"], (self.cos, self.sin),
-                                        positions, cfg.num_heads, cfg.num_kv_heads, eps, dest)
+            q, k, v = ops.qk_norm_rope(ops.linear(x, w[p + "qkv"]), w[p + "q_norm"], w[p + "k_norm"], self.cos,
+                                       self.sin, positions, cfg.num_heads, cfg.num_kv_heads, eps, dest)
             a = attend(i, q, k, v, stored=True) if dest is not None else attend(i, q, k, v)
             h, x = ops.add_rms_norm(h, ops.linear(a, w[p + "o"]), w[p + "mlp_norm"], eps)
             nxt = w[f"layers.{i + 1}.attn_norm"] if i + 1 < cfg.num_layers else w["norm"]

@@ -14,7 +14,7 @@ import torch
 
 from ..api.request import GenerationRequest, SamplingParams
 from ..config import EngineConfig
-from ..kernels import fused, paged_decode, pdl, qkv_rope, skinny_gemm
+from ..kernels import fused, paged_decode, pdl, skinny_gemm
 from ..kernels.attention import PagedAttention, choose_flash
 from .block_manager import RESERVED_BLOCKS, BlockManager
 from .cuda_graphs import DecodeGraphs
@@ -160,11 +160,7 @@ def fused_ops(config: dict, kv_layout: tuple[int, int, int], cfg: EngineConfig, 
         if (why := skinny_gemm.self_check(device, dtype, shapes, (2 * inter, hidden), pdl_on)) is not None:
             log.warning("skinny GEMM off: %s", why)
             rows = 0
-    ops = fused.FusedOps(use_triton=True, skinny_rows=rows, pdl=pdl_on)
-    if rows and (why := qkv_rope.self_check(device, dtype, heads, kv_heads, head_dim, hidden, pdl_on)) is not None:
-        log.warning("the fused qkv projection + q/k-norm + RoPE off: %s", why)
-        ops.fuse_qkv = False
-    return ops, "triton"
+    return fused.FusedOps(use_triton=True, skinny_rows=rows, pdl=pdl_on), "triton"
 
 
 def prefill_graphs(model, kv: KvCache, cfg: EngineConfig, device: torch.device) -> tuple[PrefillGraphs | None, str]:

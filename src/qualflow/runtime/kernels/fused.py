@@ -9,13 +9,14 @@ Each Triton kernel rounds where the torch reference rounds (the residual sum, th
 before the weight, the weight product, silu before the product), so the two differ only by the
 order of the fp32 sum of squares and the rounding of exp/rsqrt. `FusedOps` is what the family's
 model graph calls; it picks the kernel per call (a CUDA tensor and a kernel that passed `self_check`)
-or the reference, and at skinny rows the projection forms (kernels.skinny_gemm, kernels.qkv_rope). Nothing reads back to the host, so every op can be captured in a CUDA graph."""
+or the reference, and at skinny rows the skinny GEMM's forms (kernels.skinny_gemm). Nothing reads
+back to the host, so every op can be captured in a CUDA graph."""
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
 
-from . import qkv_rope, skinny_gemm
+from . import skinny_gemm
 from .checks import agrees
 from .destination import KvDestination
 from .pdl import gdc_launch_dependents, gdc_wait, options
@@ -155,7 +156,6 @@ class FusedOps:
         self.any_device = any_device  # Triton's interpreter (TRITON_INTERPRET=1) runs CPU tensors: tests
         self.skinny_rows = min(skinny_rows, skinny_gemm.MAX_ROWS) if self.use_triton else 0
         self.pdl = pdl and self.use_triton
-        self.fuse_qkv = self.skinny_rows > 0   # the qkv_rope kernel at skinny rows (off: its self-check failed)
 
     def _skinny(self, x: torch.Tensor) -> bool:
         return x.shape[0] <= self.skinny_rows and self._tri(x)
@@ -171,14 +171,6 @@ class FusedOps:
         if self._skinny(x):
             return skinny_gemm.skinny_gate_up_silu(x, w_gu, pdl=self.pdl)
         return self.silu_mul(self.linear(x, w_gu))
-
-    def qkv_norm_rope(self, x, w_qkv, w_qn, w_kn, rope: tuple[torch.Tensor, torch.Tensor], positions, heads: int,
-                      kv_heads: int, eps: float, dest: KvDestination | None = None):
-        """The qkv projection, then `qk_norm_rope` (rope: the (cos, sin) tables): one kernel at skinny rows
-        (kernels.qkv_rope) when `fuse_qkv`, else the two."""
-        if self.fuse_qkv and self._skinny(x) and w_qn.shape[0] & (w_qn.shape[0] - 1) == 0:
-            return qkv_rope.qkv_rope(x, w_qkv, w_qn, w_kn, rope, positions, heads, eps, dest, pdl=self.pdl)
-        return self.qk_norm_rope(self.linear(x, w_qkv), w_qn, w_kn, *rope, positions, heads, kv_heads, eps, dest)
 
     def _tri(self, x: torch.Tensor) -> bool:
         return self.use_triton and (x.is_cuda or self.any_device)

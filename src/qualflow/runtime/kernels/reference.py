@@ -1,5 +1,5 @@
-"""The torch reference of the fused layer kernels (kernels.fused, kernels.qkv_rope): the CPU path, and what
-each kernel is checked against. Each rounds where the family's plain layer rounds (the residual sum,
+"""The torch reference of the fused layer kernels (kernels.fused): the CPU path, and what each
+kernel is checked against. Each rounds where the family's plain layer rounds (the residual sum,
 the normalised value before the weight, the weight product, silu before the product)."""
 from __future__ import annotations
 

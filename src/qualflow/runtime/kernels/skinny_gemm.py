@@ -67,7 +67,7 @@ def reference_gate_up_silu(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
 
 if triton is not None:
     @triton.jit
-    def load_w(W, rn, kk, N, s_wn, K: tl.constexpr, EVEN: tl.constexpr):
+    def _load_w(W, rn, kk, N, s_wn, K: tl.constexpr, EVEN: tl.constexpr):
         wp = W + rn[:, None] * s_wn + kk[None, :]
         if EVEN:
             w = tl.load(wp)
@@ -76,7 +76,7 @@ if triton is not None:
         return w
 
     @triton.jit
-    def load_x(X, rm, kk, M, s_xm, K: tl.constexpr):
+    def _load_x(X, rm, kk, M, s_xm, K: tl.constexpr):
         return tl.load(X + rm[:, None] * s_xm + kk[None, :], mask=(rm[:, None] < M) & (kk[None, :] < K), other=0.0)
 
     @triton.jit
@@ -88,22 +88,22 @@ if triton is not None:
         rn = tl.program_id(0) * BN + tl.arange(0, BN)
         rm = tl.arange(0, BM)
         rk = tl.arange(0, BK)
-        w = load_w(W, rn, rk, N, s_wn, K, EVEN)          # the first weight chunk: constant, so before the wait
+        w = _load_w(W, rn, rk, N, s_wn, K, EVEN)          # the first weight chunk: constant, so before the wait
         if GLU:
-            wu = load_w(W + N * s_wn, rn, rk, N, s_wn, K, EVEN)
+            wu = _load_w(W + N * s_wn, rn, rk, N, s_wn, K, EVEN)
         if PDL:
             gdc_wait()
             gdc_launch_dependents()
-        x = load_x(X, rm, rk, M, s_xm, K)
+        x = _load_x(X, rm, rk, M, s_xm, K)
         acc = tl.dot(x, tl.trans(w))
         if GLU:
             acc_u = tl.dot(x, tl.trans(wu))
         for k0 in range(BK, K, BK):
             kk = k0 + rk
-            x = load_x(X, rm, kk, M, s_xm, K)
-            acc += tl.dot(x, tl.trans(load_w(W, rn, kk, N, s_wn, K, EVEN)))
+            x = _load_x(X, rm, kk, M, s_xm, K)
+            acc += tl.dot(x, tl.trans(_load_w(W, rn, kk, N, s_wn, K, EVEN)))
             if GLU:
-                acc_u += tl.dot(x, tl.trans(load_w(W + N * s_wn, rn, kk, N, s_wn, K, EVEN)))
+                acc_u += tl.dot(x, tl.trans(_load_w(W + N * s_wn, rn, kk, N, s_wn, K, EVEN)))
         if GLU:
             g = acc.to(Y.dtype.element_ty).to(tl.float32)
             s = (g / (1.0 + tl.exp(-g))).to(Y.dtype.element_ty).to(tl.float32)
