@@ -56,3 +56,16 @@ def test_a_step_copies_to_the_device_a_fixed_number_of_times(monkeypatch):
     sampling.sample(logits, [SamplingParams(temperature=1.0, top_p=0.9)] * 64, [None] * 64)
     assert len(calls) == 2
     assert not torch.isin(sampling.sample(logits, [SamplingParams()] * 64, [None] * 64), torch.tensor([1, 2])).any()
+
+
+def test_a_greedy_batch_is_its_argmax_and_draws_no_noise(monkeypatch):
+    """All rows greedy: the argmax, with no parameter copy and the device generator left as it was (no
+    exponential noise drawn for rows that never use it)."""
+    calls = []
+    real = sampling.to_device
+    monkeypatch.setattr(sampling, "to_device", lambda *a, **k: calls.append(a) or real(*a, **k))
+    logits = _logits(8)
+    state = torch.get_rng_state()
+    got = sampling.sample(logits, [SamplingParams(temperature=0.0)] * 8, [None] * 8)
+    assert torch.equal(got, logits.argmax(dim=-1))
+    assert calls == [] and torch.equal(torch.get_rng_state(), state)

@@ -24,7 +24,11 @@ def sample(logits: torch.Tensor, params: list[SamplingParams],
     """The next token of each row of logits [B, V] (float32) under params[row]; rows with temperature
     0 are greedy. Sampling uses the exponential-race trick (argmax p / E, E ~ Exp(1)), which equals a
     multinomial draw and needs no host sync. Which steps run (top-k/top-p filtering, the greedy rows,
-    seeded rows) is decided on the host from the parameters: no tensor is read back here."""
+    seeded rows) is decided on the host from the parameters: no tensor is read back here. A batch of
+    greedy rows only is one argmax: no parameter copy, no softmax, no noise drawn (at batch 1 on an
+    H200 the draw's nine kernels over the vocabulary cost about 30 us a step)."""
+    if all(p.temperature == 0 for p in params):
+        return logits.argmax(dim=-1)
     host = np.array([[p.temperature for p in params], [p.top_k for p in params], [p.top_p for p in params]],
                     np.float32)   # top_k as float32 is exact below 2^24
     dev = to_device(host, logits.device)
