@@ -32,6 +32,7 @@ LONG = 1500   # tokens: 7.5 s at 5 ms a step, within the bundle's context
 ARGS = ("--engine", "synthetic", "--step-ms", "5", "--max-batch", str(BATCH), "--max-queue", str(QUEUE),
         "--max-body-bytes", "4096", "--api-server-count", "2")
 SERVED = re.compile(r"\[api (\d) pid (\d+)\]: request_id=(\S+) .* http=(\d+)")
+ADMITTED = re.compile(r"API process \d \(pid (\d+)\) admitted (\d+) requests")
 STARTED = re.compile(r"2 API processes \[(\d+), (\d+)\], engine process (\d+)")
 
 
@@ -149,7 +150,11 @@ def test_sigterm_to_the_serve_process_stops_gracefully_and_leaves_no_process(srv
     t.join(timeout=30)
     assert done["result"][0] == 200 and done["result"][2] == 200   # the open stream finished
     assert wait_gone(below) == []
-    assert [r.status for r in read_timing_log(srv.timing_log) if r.request_id == "at-stop"] == ["incomplete"]
+    records = read_timing_log(srv.timing_log)
+    assert [r.status for r in records if r.request_id == "at-stop"] == ["incomplete"]
+    # each API process says at its stop how many requests it admitted: every record's but the 429s'
+    admitted = {int(pid): int(n) for pid, n in ADMITTED.findall(srv.log())}
+    assert set(admitted) == api and sum(admitted.values()) == sum(r.http_status != 429 for r in records)
     assert "Traceback" not in srv.log()
 
 

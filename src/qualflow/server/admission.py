@@ -37,10 +37,11 @@ class SharedAdmission:
     """Admission across the API processes of one server (`--api-server-count`): one
     semaphore of `limit` (the batch plus the queue, set by the serve process) that they all take from,
     so the server admits at most `limit` requests in all, whichever process accepted them, exactly as
-    one API process would. `active` counts every process's requests."""
+    one API process would. `active` counts every process's requests, `admitted` this one's so far."""
 
     def __init__(self, semaphore, limit: int):
         self.semaphore, self.limit = semaphore, limit
+        self.admitted = 0   # by this process, in all
 
     @property
     def active(self) -> int:
@@ -52,6 +53,7 @@ class SharedAdmission:
     def enter(self) -> None:
         if not self.semaphore.acquire(False):
             raise at_capacity(self.active, self.limit)
+        self.admitted += 1
 
     def leave(self) -> None:
         self.semaphore.release()

@@ -47,6 +47,6 @@ def main(sock: socket.socket, me: ApiProcess, server: ServerConfig, engine: Engi
     logging.basicConfig(level=server.log_level.upper(),
                         format=f"%(asctime)s %(levelname)s %(name)s [api {me.index} pid %(process)d]: %(message)s")
     tune_process(engine)
-    peers = Peers(me.count, SharedAdmission(me.admission, me.admission_limit), me.ready)
+    peers = Peers(me.index, me.count, SharedAdmission(me.admission, me.admission_limit), me.ready)
     code = run_app(server, sock, lambda: attach_task(server.bundle, engine, me.link), me.started_ns, peers)
     sys.exit(code)

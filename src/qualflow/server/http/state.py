@@ -70,6 +70,8 @@ class ServerState:
             _log_request(rec)
 
     def close(self) -> None:
+        if self.peers is not None:
+            self.peers.closing()
         if self.task is not None:
             self.task.close()
         self.prep_pool.shutdown(wait=False)
