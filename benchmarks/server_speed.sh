@@ -72,11 +72,15 @@ SETTINGS=$(python3 -c "import json,sys; k=sys.argv[1::2]; v=sys.argv[2::2]; prin
   api_servers "$API_SERVERS" ceiling_api_servers "$CEILING_API_SERVERS")
 
 SERVER=
-stop_server() { if [ -n "$SERVER" ]; then kill "$SERVER" 2>/dev/null || true; wait "$SERVER" 2>/dev/null || true; SERVER=; fi; }
+SERVER_LOG=
+stop_server() {   # with several API processes, each says at its stop how many requests it admitted (the spread)
+  if [ -n "$SERVER" ]; then kill "$SERVER" 2>/dev/null || true; wait "$SERVER" 2>/dev/null || true; SERVER=
+    grep -h "admitted [0-9]* requests" "$SERVER_LOG" 2>/dev/null || true; fi
+}
 trap stop_server EXIT
 start_server() {   # start_server DIR API_PROCESSES [serve flags...]: one `qualflow serve` on PORT, timing log and log in DIR
   local dir=$1 api=$2; shift 2
-  API_NOW=$api
+  API_NOW=$api; SERVER_LOG=$dir/server.log
   mkdir -p "$dir"; rm -f "$dir/timing.jsonl"
   "${PROFILE_ENV[@]}" $QF serve --bundle "$BUNDLE" --device "$DEVICE" --port "$PORT" --model-name speed \
     --max-batch "$MAX_BATCH" --max-context "$MAX_CONTEXT" --timing-log "$dir/timing.jsonl" --log-level warning --api-server-count "$api" "$@" \

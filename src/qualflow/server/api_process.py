@@ -47,6 +47,10 @@ def main(sock: socket.socket, me: ApiProcess, server: ServerConfig, engine: Engi
     logging.basicConfig(level=server.log_level.upper(),
                         format=f"%(asctime)s %(levelname)s %(name)s [api {me.index} pid %(process)d]: %(message)s")
     tune_process(engine)
+    # libuv (uvloop, uvicorn's loop where installed) accepts every pending connection at once; told to
+    # yield after each, it leaves the others to the API processes woken with it, so a burst of
+    # connections is spread over them instead of landing in the first one awake
+    os.environ.setdefault("UV_TCP_SINGLE_ACCEPT", "1")
     peers = Peers(me.index, me.count, SharedAdmission(me.admission, me.admission_limit), me.ready)
     code = run_app(server, sock, lambda: attach_task(server.bundle, engine, me.link), me.started_ns, peers)
     sys.exit(code)
