@@ -1,7 +1,7 @@
 """`qualflow serve --api-server-count 2` on the synthetic engine, over real uvicorn: one engine process
 behind two API processes that serve one socket. Concurrent streams complete with their exact token
 counts and are served by both API processes (their per-request log lines name them), every request's
-timing record lands in the one timing log as a whole line; admission is the server's in all (its
+timing record lands in the one timing log as a whole line, a second server on the port exits 2; admission is the server's in all (its
 limit holds across both processes: 429), 413 and 415 hold, a client that leaves cancels; a graceful
 stop (SIGTERM to the serve process alone) lets an open stream finish and leaves no process. A killed
 engine process gives 503 and `response.failed` on every API process; a killed API process stops the
@@ -88,6 +88,10 @@ def test_concurrent_streams_complete_on_both_api_processes_and_are_all_logged(sr
     assert all(r.status == "incomplete" and r.output_tokens == tokens and r.http_sent_ns for r in records)
     h = httpx.get(srv.url + "/health", timeout=10).json()
     assert h["status"] == "ok" and h["api_server_count"] == 2 and h["admission_limit"] == LIMIT
+    # one server per port: a second one on it exits 2 before it starts anything
+    p = subprocess.run([sys.executable, "-m", "qualflow.cli", "serve", "--bundle", str(srv.server.bundle),
+                        "--port", str(srv.port), "--api-server-count", "2"], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and f"port {srv.port}" in p.stderr and "in use" in p.stderr
 
 
 def _hold(url: str, rid: str, leave: threading.Event, opened: threading.Event) -> None:
