@@ -20,8 +20,9 @@ from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results"
 # what a result recorded before a setting existed ran with: request_sampling came in after runs whose
-# requests carried no sampling fields (the server's default, temperature 1)
-OLD_DEFAULTS = {"request_sampling": "{}"}
+# requests carried no sampling fields (the server's default, temperature 1); api_servers after runs of
+# one API process
+OLD_DEFAULTS = {"request_sampling": "{}", "api_servers": "1", "ceiling_api_servers": "1"}
 
 
 def run_task(work: str, bundle: str, device: str, max_batch: int, max_context: int, isl: int, osl: int,
@@ -137,8 +138,8 @@ def newest_baseline(tag: str, settings: dict) -> Path | None:
             return {}
 
     def same(d: dict) -> bool:
-        return all(str(d.get(k, OLD_DEFAULTS.get(k, settings.get(k)))) == str(settings.get(k))
-                   for k in ("isl", "osl", "serve_flags", "request_sampling"))
+        return all(str(d.get(k, OLD_DEFAULTS.get(k, settings.get(k)))) == str(settings.get(k, OLD_DEFAULTS.get(k)))
+                   for k in ("isl", "osl", "serve_flags", "request_sampling", "api_servers", "ceiling_api_servers"))
 
     found = [(p, d) for p in RESULTS.glob(f"*-{tag}-server-speed*.json") if re.match(r"\d{4}-\d\d-\d\d-", p.name)
              for d in [read(p)] if same(d)]
@@ -154,8 +155,14 @@ def _pc(v) -> str:
     return "-" if v is None else f"{100 * v:.0f}%"
 
 
+def api_processes(res: dict) -> str:
+    return (f"API processes (--api-server-count): server {res.get('api_servers', OLD_DEFAULTS['api_servers'])}, "
+            f"ceiling {res.get('ceiling_api_servers', OLD_DEFAULTS['ceiling_api_servers'])}")
+
+
 def print_side_by_side(res: dict, points: list[int]) -> None:
-    print(f"\n{'point':>6} | {'Task tok/s':>10} | {'server tok/s':>12} {'/Task':>5} | {'ceiling tok/s':>13} "
+    print(f"\n{api_processes(res)}")
+    print(f"{'point':>6} | {'Task tok/s':>10} | {'server tok/s':>12} {'/Task':>5} | {'ceiling tok/s':>13} "
           f"{'server/ceil':>11} | ITL p50 Task / server / ceiling | TTFT p50 server / ceiling | gap p50")
     for c in points:
         r = res[f"c{c}"]
@@ -236,7 +243,8 @@ def scaling(work: str, out: str, name: str, grid: list[str], points: list[int], 
         for r in res["runs"]:
             if r["concurrency"] == c:
                 r["share_of_best"] = _ratio(r["output_tok_per_s"], best)
-    print(f"\n{'workers:rp':>10} " + " ".join(f"{'c' + str(c) + ' tok/s (of best)':>24}" for c in points))
+    print(f"\nceiling with {res.get('ceiling_api_servers', OLD_DEFAULTS['ceiling_api_servers'])} API processes")
+    print(f"{'workers:rp':>10} " + " ".join(f"{'c' + str(c) + ' tok/s (of best)':>24}" for c in points))
     for pair in grid:
         w, rp = (int(x) for x in pair.split(":"))
         rows = {r["concurrency"]: r for r in res["runs"] if (r["workers_max"], r["record_processors"]) == (w, rp)}

@@ -22,6 +22,8 @@
 #   DEVICE (cuda where nvidia-smi sees a GPU, else cpu), PRESET (qwen3-0.6b on cuda, tiny on cpu),
 #   POINTS, ISL, OSL, MAX_BATCH, REQUESTS (per point, for the Task and the server alike; default c1 48, c64 2048, else 12c),
 #   WORKERS / RECORD_PROCESSORS (AIPerf; 8 / 4 on cuda, 1 / 1 on cpu), CEILING_STEP_MS (1),
+#   API_SERVERS (the stack's server's --api-server-count, 1) and CEILING_API_SERVERS (the ceiling's and
+#   MODE=scaling's, default API_SERVERS): API processes in front of the one engine process,
 #   SERVE_FLAGS (extra `qualflow serve` flags for the stack), REQUEST_SAMPLING (a JSON object of sampling fields), SKIP_TASK=1 (reuse WORK/task_level.json), SKIP_CEILING=1,
 #   PROFILE=1 (the stack's server under the 10 ms sampling profiler: OUT/server_profile.txt), SPY_C=C (py-spy,
 #   where it is on PATH, records the server and its engine process during point C for SPY_S (8) s after
@@ -44,6 +46,7 @@ else
 fi
 [ "$MODE" = scaling ] && POINTS=${POINTS:-"64 256"} || POINTS=${POINTS:-"1 64 256"}
 ISL=${ISL:-128}; OSL=${OSL:-128}; MAX_CONTEXT=${MAX_CONTEXT:-512}; CEILING_STEP_MS=${CEILING_STEP_MS:-1}; PORT=${PORT:-8765}; SERVE_FLAGS=${SERVE_FLAGS:-}
+API_SERVERS=${API_SERVERS:-1}; CEILING_API_SERVERS=${CEILING_API_SERVERS:-$API_SERVERS}; API_NOW=
 REQUEST_SAMPLING=${REQUEST_SAMPLING:-'{"temperature":0}'}
 EXTRA_INPUTS=$(python3 -c "import json,sys; print(json.dumps({'ignore_eos': True, 'min_tokens': int(sys.argv[1]), 'store': False, **json.loads(sys.argv[2])}, separators=(',', ':')))" "$OSL" "$REQUEST_SAMPLING")
 GRID=${GRID:-"1:1 2:1 4:1 4:2 8:2 8:4 16:4 16:8"}; SCALING_REQUESTS_PER_C=${SCALING_REQUESTS_PER_C:-8}
@@ -65,16 +68,22 @@ CEILING_BATCH=$(python3 -c "import sys; print(max(int(v) for v in sys.argv[1:]))
 SETTINGS=$(python3 -c "import json,sys; k=sys.argv[1::2]; v=sys.argv[2::2]; print(json.dumps(dict(zip(k, v))))" \
   device "$DEVICE" device_name "$DEVICE_NAME" preset "$PRESET" isl "$ISL" osl "$OSL" max_batch "$MAX_BATCH" \
   aiperf_workers "$WORKERS" aiperf_record_processors "$RECORD_PROCESSORS" ceiling_step_ms "$CEILING_STEP_MS" ceiling_max_batch "$CEILING_BATCH" \
-  serve_flags "$SERVE_FLAGS" request_sampling "$REQUEST_SAMPLING" mode "$MODE")
+  serve_flags "$SERVE_FLAGS" request_sampling "$REQUEST_SAMPLING" mode "$MODE" \
+  api_servers "$API_SERVERS" ceiling_api_servers "$CEILING_API_SERVERS")
 
 SERVER=
-stop_server() { if [ -n "$SERVER" ]; then kill "$SERVER" 2>/dev/null || true; wait "$SERVER" 2>/dev/null || true; SERVER=; fi; }
+SERVER_LOG=
+stop_server() {   # with several API processes, each says at its stop how many requests it admitted (the spread)
+  if [ -n "$SERVER" ]; then kill "$SERVER" 2>/dev/null || true; wait "$SERVER" 2>/dev/null || true; SERVER=
+    grep -h "admitted [0-9]* requests" "$SERVER_LOG" 2>/dev/null || true; fi
+}
 trap stop_server EXIT
-start_server() {   # start_server DIR [serve flags...]: one `qualflow serve` on PORT, timing log and log in DIR
-  local dir=$1; shift
+start_server() {   # start_server DIR API_PROCESSES [serve flags...]: one `qualflow serve` on PORT, timing log and log in DIR
+  local dir=$1 api=$2; shift 2
+  API_NOW=$api; SERVER_LOG=$dir/server.log
   mkdir -p "$dir"; rm -f "$dir/timing.jsonl"
   "${PROFILE_ENV[@]}" $QF serve --bundle "$BUNDLE" --device "$DEVICE" --port "$PORT" --model-name speed \
-    --max-batch "$MAX_BATCH" --max-context "$MAX_CONTEXT" --timing-log "$dir/timing.jsonl" --log-level warning "$@" \
+    --max-batch "$MAX_BATCH" --max-context "$MAX_CONTEXT" --timing-log "$dir/timing.jsonl" --log-level warning --api-server-count "$api" "$@" \
     > "$dir/server.log" 2>&1 &
   SERVER=$!
   until curl -sf "http://127.0.0.1:$PORT/health" >/dev/null; do
@@ -96,13 +105,13 @@ aiperf_point() {   # aiperf_point DIR C REQUESTS WORKERS RECORD_PROCESSORS: one 
     --ui-type none --export-level records --artifact-dir "$dir/aiperf_c$c" > "$dir/aiperf_c$c.log" 2>&1 \
     || { tail -20 "$dir/aiperf_c$c.log"; exit 1; }
   python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print(sys.argv[2], round(j['output_token_throughput']['avg']), 'tok/s')" \
-    "$dir/aiperf_c$c/profile_export_aiperf.json" "$(basename "$dir") c$c:"
+    "$dir/aiperf_c$c/profile_export_aiperf.json" "$(basename "$dir") c$c ($API_NOW API processes):"
 }
 PROFILE_ENV=(env)
 
 if [ "$MODE" = scaling ]; then
   rm -rf "$WORK/scaling"
-  start_server "$WORK/scaling" --engine synthetic --step-ms "$CEILING_STEP_MS" --device cpu --max-batch "$CEILING_BATCH"
+  start_server "$WORK/scaling" "$CEILING_API_SERVERS" --engine synthetic --step-ms "$CEILING_STEP_MS" --device cpu --max-batch "$CEILING_BATCH"
   for pair in $GRID; do
     for C in $POINTS; do aiperf_point "$WORK/scaling/w${pair%%:*}_rp${pair##*:}" "$C" $(( C * SCALING_REQUESTS_PER_C )) "${pair%%:*}" "${pair##*:}"; done
   done
@@ -119,7 +128,7 @@ TASK_POINTS=$(for C in $POINTS; do printf '%s:%s ' "$C" "$(requests "$C")"; done
 rm -rf "$WORK/server" "$WORK/ceiling"
 [ "${PROFILE:-0}" = 1 ] && PROFILE_ENV=(env PYTHONPATH="$ROOT/benchmarks/profiling:${PYTHONPATH:-}" QUALFLOW_SAMPLE_PROFILE="$OUT/server_profile.txt")
 # shellcheck disable=SC2086
-start_server "$WORK/server" $SERVE_FLAGS
+start_server "$WORK/server" "$API_SERVERS" $SERVE_FLAGS
 curl -s "http://127.0.0.1:$PORT/health"; echo
 SPIES=()   # the profilers' jobs: waited for before the server stops (a bare `wait` would wait for the server)
 for C in $POINTS; do
@@ -138,7 +147,7 @@ stop_server
 PROFILE_ENV=(env)
 # 3. the harness ceiling: the same points, the synthetic engine behind the same HTTP path (SKIP_CEILING=1: not run)
 if [ "${SKIP_CEILING:-0}" != 1 ]; then
-  start_server "$WORK/ceiling" --engine synthetic --step-ms "$CEILING_STEP_MS" --device cpu --max-batch "$CEILING_BATCH"
+  start_server "$WORK/ceiling" "$CEILING_API_SERVERS" --engine synthetic --step-ms "$CEILING_STEP_MS" --device cpu --max-batch "$CEILING_BATCH"
   for C in $POINTS; do aiperf_point "$WORK/ceiling" "$C" "$(requests "$C")" "$WORKERS" "$RECORD_PROCESSORS"; done
   stop_server
 fi

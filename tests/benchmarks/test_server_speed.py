@@ -1,5 +1,6 @@
 """benchmarks/server_speed.py: a run is compared only with a committed run that sent the same requests
-(ISL, OSL, serve flags, request sampling); a result that predates a setting counts as its old default."""
+(ISL, OSL, serve flags, request sampling, API processes); a result that predates a setting counts as its
+old default."""
 from __future__ import annotations
 
 import importlib.util
@@ -39,3 +40,13 @@ def test_a_result_from_before_the_setting_ran_the_servers_default(server_speed, 
     assert server_speed.newest_baseline("NVIDIA-H200", GREEDY) is None
     assert server_speed.newest_baseline("NVIDIA-H200", {**GREEDY, "request_sampling": "{}"}).name \
         == "2026-12-01-NVIDIA-H200-server-speed.json"
+
+
+def test_a_run_is_compared_with_one_of_as_many_api_processes(server_speed, tmp_path):
+    write(tmp_path, "2026-12-02-NVIDIA-H200-server-speed.json", request_sampling='{"temperature":0}')   # one
+    write(tmp_path, "2026-12-03-NVIDIA-H200-server-speed-api2.json", request_sampling='{"temperature":0}',
+          api_servers="2", ceiling_api_servers="2")
+    assert server_speed.newest_baseline("NVIDIA-H200", {**GREEDY, "api_servers": "1"}).name \
+        == "2026-12-02-NVIDIA-H200-server-speed.json"
+    two = {**GREEDY, "api_servers": "2", "ceiling_api_servers": "2"}
+    assert server_speed.newest_baseline("NVIDIA-H200", two).name == "2026-12-03-NVIDIA-H200-server-speed-api2.json"

@@ -14,6 +14,7 @@ import time
 import httpx
 import pytest
 
+from fixtures.procs import descendants, wait_gone
 from fixtures.server import InProcessServer, ServerUnderTest
 from fixtures.sse import check_stream, leave_after_deltas, sse_frames
 
@@ -21,26 +22,6 @@ pytestmark = pytest.mark.timeout(180)
 ARGS = ("--engine-process", "on", "--max-batch", "4", "--max-context", "256")
 BODIES = [{"model": "m", "input": text, "stream": True, "temperature": 0, "max_output_tokens": 24, "ignore_eos": True}
           for text in ("Hello", "Tell me about the sea", "1 2 3 4")]
-
-
-def descendants(pid: int) -> list[int]:
-    """Live (non-zombie) processes below `pid`, from /proc."""
-    parents = {}
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                with open(f"/proc/{d}/stat") as fh:
-                    f = fh.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if f[0] != "Z":
-                parents[int(d)] = int(f[1])
-    out, frontier = [], [pid]
-    while frontier:
-        kids = [p for p, pp in parents.items() if pp in frontier]
-        out += kids
-        frontier = kids
-    return out
 
 
 def engine_pid(server_pid: int) -> int:
@@ -54,15 +35,6 @@ def engine_pid(server_pid: int) -> int:
             found.append(p)
     assert len(found) == 1, found
     return found[0]
-
-
-def wait_gone(pids: list[int], timeout_s: float = 15) -> list[int]:
-    deadline = time.monotonic() + timeout_s
-    while (left := [p for p in pids if os.path.exists(f"/proc/{p}") and
-                    open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"]) \
-            and time.monotonic() < deadline:
-        time.sleep(0.1)
-    return left
 
 
 def stream_text(url: str, body: dict, rid: str) -> str:

@@ -156,8 +156,10 @@ def test_server_reaches_the_model_only_through_the_task_api():
     for f in pathlib.Path(qualflow.server.__file__).parent.rglob("*.py"):   # server/http/ included
         for n in ast.walk(ast.parse(f.read_text())):
             if isinstance(n, ast.ImportFrom) and n.level == 0 and (n.module or "").startswith("qualflow"):
-                # + the leaf modules: the phase vocabulary and the config helpers (they import nothing from qualflow)
-                assert n.module in ("qualflow.runtime", "qualflow.phases", "qualflow.configs"), (f.name, n.module)
+                # + the leaf modules: the phase vocabulary, the config helpers and the process lifetime rules
+                # (they import nothing from qualflow)
+                assert n.module in ("qualflow.runtime", "qualflow.phases", "qualflow.configs", "qualflow.lifetime"), \
+                    (f.name, n.module)
             if isinstance(n, ast.Import):
                 assert not any(a.name.startswith("qualflow") for a in n.names), f.name
 

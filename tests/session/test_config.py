@@ -90,3 +90,22 @@ def test_recorded_settings_keep_their_keys(tmp_path):
     assert engine_settings(EngineConfig(device="cpu"))["engine_process"] == "off"
     assert engine_settings(EngineConfig(device="cuda", engine_process="off"))["engine_process"] == "off"
     assert "step_delay_s" not in engine_settings(EngineConfig(step_delay_s=0.2))     # a test-only knob
+
+
+def test_api_server_counts_reach_both_servers_and_the_settings(tmp_path):
+    from types import SimpleNamespace
+
+    from qualflow.session.ceiling import _server
+    from qualflow.session.run import _our_server
+    cfg = _parse("--bundle", "b", "--api-server-count", "2", "--ceiling-api-server-count", "4")
+    assert (cfg.api_server_count, cfg.ceiling_api_server_count) == (2, 4)
+    factory = lambda server, engine, log_path: SimpleNamespace(url="u", server=server, env={})   # noqa: E731
+    assert _our_server(cfg, tmp_path, factory)[0].server.api_server_count == 2
+    session = SimpleNamespace(cfg=cfg, points=[], server_factory=factory, srv=SimpleNamespace(env={}))
+    assert _server(session, tmp_path).server.api_server_count == 4
+    # recorded above 1 only (a run of one API process keeps the settings it always had), the engine in
+    # its own process then
+    assert session_settings(cfg, None)["api_server_count"] == 2 and session_settings(cfg, None)["engine_process"] == "on"
+    assert "api_server_count" not in session_settings(_parse("--bundle", "b"), None)
+    with pytest.raises(ValueError, match="api_server_count"):
+        _parse("--api-server-count", "0")

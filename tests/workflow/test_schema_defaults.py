@@ -26,6 +26,8 @@ FIELD_OF = {
     ("server", "port"): (SESSION, "port"),
     ("server", "startup_timeout_s"): (SESSION, "startup_timeout"),
     ("server", "ceiling_step_ms"): (SESSION, "ceiling_step_ms"),
+    ("server", "api_server_count"): (SESSION, "api_server_count"),
+    ("server", "ceiling_api_server_count"): (SESSION, "ceiling_api_server_count"),
     ("warmup", "requests"): (SESSION, "warmup_requests"),
     ("warmup", "max_output_tokens"): (SESSION, "warmup_max_tokens"),
     ("aiperf", "workers_max"): (SESSION, "aiperf_workers"),

@@ -52,6 +52,8 @@ rule aiperf_profile:
         cpu_threads=config["server"]["cpu_threads"],
         startup_timeout=config["server"]["startup_timeout_s"],
         ceiling_step_ms=config["server"]["ceiling_step_ms"],
+        api_servers=config["server"]["api_server_count"],
+        ceiling_api_servers=config["server"]["ceiling_api_server_count"],
         warmup_requests=config["warmup"]["requests"],
         warmup_max_tokens=config["warmup"]["max_output_tokens"],
         protocol="" if config["protocol_checks"] else "--no-protocol",
@@ -72,6 +74,7 @@ rule aiperf_profile:
         " --port {params.port} --max-batch {params.max_batch} --max-context {params.max_context}"
         " --cpu-threads {params.cpu_threads}"
         " --startup-timeout {params.startup_timeout} --ceiling-step-ms {params.ceiling_step_ms}"
+        " --api-server-count {params.api_servers} --ceiling-api-server-count {params.ceiling_api_servers}"
         " --warmup-requests {params.warmup_requests}"
         " --warmup-max-tokens {params.warmup_max_tokens} {params.protocol}"
         " --aiperf-workers {params.aiperf_workers} --aiperf-record-processors {params.aiperf_rp}"

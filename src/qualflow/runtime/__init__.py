@@ -6,7 +6,8 @@ import without torch: the CLI builds its flags from EngineConfig on every call.
 
 Inside: `api/` (the public types), `config` (EngineConfig), `task` (the Task), `frontend/` (the
 caller's side of a request), `engine/` (the engine of one process), `kernels/` (attention and its
-Triton kernels), `process/` (the engine in a child process), `bench` (`qualflow bench-task`)."""
+Triton kernels), `process/` (the engine in a child process; `EngineHost`, the engine process several
+API processes share), `bench` (`qualflow bench-task`)."""
 from __future__ import annotations
 
 import importlib
@@ -18,6 +19,7 @@ if TYPE_CHECKING:
     from .api.events import FinalEvent, TaskTiming, TokenEvent
     from .api.request import GenerationRequest, SamplingParams, Thinking
     from .config import EngineConfig
+    from .process.host import EngineHost
     from .task import Task, load_task
 
 _WHERE = {  # public name -> the module that defines it
@@ -26,7 +28,7 @@ _WHERE = {  # public name -> the module that defines it
     "PromptTooLong": "api.errors", "TaskError": "api.errors",
     "FinalEvent": "api.events", "TaskTiming": "api.events", "TokenEvent": "api.events",
     "GenerationRequest": "api.request", "SamplingParams": "api.request", "Thinking": "api.request",
-    "EngineConfig": "config",
+    "EngineConfig": "config", "EngineHost": "process.host",
     "Task": "task", "load_task": "task",
 }
 

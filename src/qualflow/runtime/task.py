@@ -12,7 +12,7 @@ import logging
 import queue
 import time
 import weakref
-from typing import AsyncIterator
+from typing import TYPE_CHECKING, AsyncIterator
 
 import torch
 
@@ -28,15 +28,20 @@ from .engine.synthetic import SyntheticEngine
 from .frontend.delivery import Collector, Mailbox, TaskStream
 from .frontend.pieces import piece_encoder
 from .frontend.tokenizing import GilFreeEncoder
+from .process.link import AttachedEngine
 from .process.proxy import EngineProxy
+
+if TYPE_CHECKING:
+    from .process.ends import LinkEnds
 
 
 class Task:
     capabilities = frozenset({TEXT_GENERATION, STREAMING, SCORING})   # + REASONING where the family has thinking
 
-    def __init__(self, bundle, cfg: EngineConfig):
+    def __init__(self, bundle, cfg: EngineConfig, link: LinkEnds | None = None):
         """The engine runs in this process, on its own thread, or in a child process where
-        `cfg.in_own_process(device type)` (weights, cache, device there; validation, rendering and detokenization here)."""
+        `cfg.in_own_process(device type)` (weights, cache, device there; validation, rendering and detokenization here),
+        or, given `link`, in the engine process this process shares with other API processes (`Task.attached`)."""
         started_ns = time.time_ns()
         self.cfg = cfg
         self._mailboxes: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -44,6 +49,10 @@ class Task:
         self.device = torch.device(cfg.device)
         self._read_bundle(bundle, cfg)
         self.engine: EngineClient
+        if link is not None:
+            self.engine = attached = AttachedEngine(link)
+            self.load_timing, self.info = attached.load_timing, {**attached.info, "engine_pid": attached.pid}
+            return
         if cfg.engine_kind == "synthetic":
             self._start_synthetic(cfg, started_ns)
             return
@@ -54,6 +63,14 @@ class Task:
         loaded = load_engine(bundle, self.family, cfg, self.context_limit, started_ns)
         self.engine, self.model, self._max_blocks = loaded.engine, loaded.model, loaded.max_blocks
         self.load_timing, self.info = loaded.load_timing, loaded.info
+
+    @classmethod
+    def attached(cls, bundle_dir, cfg: EngineConfig, link: LinkEnds) -> "Task":
+        """The Task of one of several API processes sharing one engine process (process.host): the
+        bundle's caller side here (the engine process verifies the bundle as it loads), its engine over
+        `link`, once the engine process has loaded (it raises as that load did)."""
+        from ..artifacts.bundle import load_bundle
+        return cls(load_bundle(bundle_dir, verify=False), cfg, link)
 
     def _start_synthetic(self, cfg: EngineConfig, started_ns: int) -> None:
         """No model: the synthetic engine, emitting the ids of a plain word (never a stop token)."""

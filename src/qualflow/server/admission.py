@@ -8,6 +8,11 @@ from .protocol import ApiError
 DEFAULT_MAX_BODY_BYTES = 8 << 20
 
 
+def at_capacity(active: int, limit: int) -> ApiError:
+    return ApiError(429, f"The server is at capacity: {active} requests are running or waiting "
+                         f"(limit {limit}). Retry shortly.", "requests", None, "rate_limit_exceeded", retry_after=1)
+
+
 class Admission:
     """Counts requests from admission until their record is final. `limit` = the Task's batch plus the
     waiting queue; past it a request is answered 429 at once."""
@@ -15,15 +20,43 @@ class Admission:
     def __init__(self, limit: int):
         self.limit, self.active = limit, 0
 
+    def fit(self, limit: int) -> None:
+        """The limit, once the Task (its batch) is known."""
+        self.limit = limit
+
     def enter(self) -> None:
         if self.active >= self.limit:
-            raise ApiError(429, f"The server is at capacity: {self.active} requests are running or waiting "
-                                f"(limit {self.limit}). Retry shortly.", "requests", None, "rate_limit_exceeded",
-                           retry_after=1)
+            raise at_capacity(self.active, self.limit)
         self.active += 1
 
     def leave(self) -> None:
         self.active -= 1
+
+
+class SharedAdmission:
+    """Admission across the API processes of one server (`--api-server-count`): one
+    semaphore of `limit` (the batch plus the queue, set by the serve process) that they all take from,
+    so the server admits at most `limit` requests in all, whichever process accepted them, exactly as
+    one API process would. `active` counts every process's requests, `admitted` this one's so far."""
+
+    def __init__(self, semaphore, limit: int):
+        self.semaphore, self.limit = semaphore, limit
+        self.admitted = 0   # by this process, in all
+
+    @property
+    def active(self) -> int:
+        return self.limit - self.semaphore.get_value()
+
+    def fit(self, limit: int) -> None:
+        """Sized by the serve process from the same settings (max_batch + max_queue)."""
+
+    def enter(self) -> None:
+        if not self.semaphore.acquire(False):
+            raise at_capacity(self.active, self.limit)
+        self.admitted += 1
+
+    def leave(self) -> None:
+        self.semaphore.release()
 
 
 def check_content_type(value: str | None) -> None:

@@ -15,20 +15,22 @@ from .http.lifespan import lifespan_of
 from .http.middleware import RequestIdMiddleware
 from .http.routes import add_responses_route, add_status_routes
 from .http.state import ServerState
+from .peers import Peers
 from .timing import TimingStore
 
 
 def create_app(load: Callable[[], Any] | None = None, *, task: Any = None, model_name: str | None = None,
                timing_log: str | None = None, started_ns: int | None = None,
                on_load_error: Callable[[BaseException], None] | None = None, max_queue: int = 512,
-               max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, timing_store: TimingStore | None = None,
-               reasoning_budgets: tuple[int, ...] | None = None) -> FastAPI:
+               max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, reasoning_budgets: tuple[int, ...] | None = None,
+               peers: Peers | None = None) -> FastAPI:
     """`task`: an already loaded Task; or `load`: a callable loading one, run on a thread after the server
     starts so that /health answers 503 while loading. At most the Task's batch + `max_queue` requests
-    are admitted at once; more get 429. `reasoning_budgets`: thinking budgets per effort over the family's."""
+    are admitted at once; more get 429. `reasoning_budgets`: thinking budgets per effort over the family's.
+    `peers`: what this app shares with the server's other API processes (admission, readiness), if any."""
     state = ServerState(task=task, model_name=model_name, started_ns=started_ns or time.time_ns(),
-                        max_queue=max_queue, store=timing_store or TimingStore(log_path=timing_log),
-                        reasoning_budgets=reasoning_budgets)
+                        max_queue=max_queue, store=TimingStore(log_path=timing_log),
+                        reasoning_budgets=reasoning_budgets, peers=peers)
     app = FastAPI(title="qualflow Responses server", lifespan=lifespan_of(state, load, task, on_load_error),
                   docs_url=None, redoc_url=None, openapi_url=None)
     app.add_middleware(RequestIdMiddleware)

@@ -1,5 +1,6 @@
 """Per-request Task timing records: one per HTTP request (rejected ones included), kept in a bounded
-in-memory store and appended to a JSONL file once final. `read_timing_log` is the one reader of
+in-memory store and appended to a JSONL file once final (by every API process of a server, each
+appending whole lines: `append_line`). `read_timing_log` is the one reader of
 that file (the session waits on it, the evidence join reads it).
 
 Two ids, on purpose: the store and the Task key a request by its response id (`resp_<hex>`, unique,
@@ -129,6 +130,16 @@ def dump_record(record: TimingRecord) -> bytes:
         return orjson.dumps({k: _clean(v) for k, v in d.items()})
 
 
+def append_line(log, line: bytes) -> None:
+    """One whole line onto a log opened unbuffered in append mode (O_APPEND): one write(2) call, which
+    the kernel appends at the end of the file as one piece, so the lines of several API processes
+    appending to one log (`--api-server-count`) never interleave. (A short write, which a regular
+    file gives only when its disk is full, is finished with a second call.)"""
+    n = log.write(line)
+    if n is not None and n < len(line):
+        log.write(line[n:])
+
+
 class TimingStore:
     """Records in arrival order, bounded in count and in bytes (oldest dropped first). A final record is
     kept as its serialized JSON, so queries and the log only join bytes. Paged by an integer cursor:
@@ -185,7 +196,7 @@ class TimingStore:
             self._bytes += len(data) - self.LIVE_BYTES
             self._evict()
         if self._log is not None:   # the log keeps json's own layout (ASCII, escapes for anything odd)
-            self._log.write(json.dumps(record.as_dict()).encode() + b"\n")
+            append_line(self._log, json.dumps(record.as_dict()).encode() + b"\n")
 
     def page(self, request_ids: set[str] | None = None, since_ns: int | None = None, tag: str | None = None,
              after: int = -1, limit: int | None = None) -> tuple[list[bytes], int, bool]:

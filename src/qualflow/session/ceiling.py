@@ -56,7 +56,8 @@ def ceiling_engine(engine: EngineConfig, step_ms: float, points=()) -> EngineCon
 def _server(session: Session, out: Path) -> ServerProcess:
     cfg = session.cfg
     server = ServerConfig(bundle=str(Path(cfg.bundle)), host=cfg.host, port=free_port(cfg.host),
-                          model_name=cfg.model_name or None, timing_log=str(out / "server_timing.jsonl"))
+                          model_name=cfg.model_name or None, timing_log=str(out / "server_timing.jsonl"),
+                          api_server_count=cfg.ceiling_api_server_count)
     engine = ceiling_engine(cfg.engine, cfg.ceiling_step_ms, ceiling_points(session.points))
     srv = (session.server_factory or ServerProcess)(server, engine, log_path=out / "server.log")
     srv.env.update(session.srv.env)   # the session's GPU lease, if any (the synthetic engine uses none)
@@ -96,7 +97,8 @@ def run_ceiling(session: Session) -> None:
     try:
         srv = _server(session, out)
         rec.server_command, rec.settings = srv.argv, {"engine": "synthetic", "step_ms": rec.step_ms,
-                                                      "max_batch": srv.engine.max_batch}
+                                                      "max_batch": srv.engine.max_batch,
+                                                      "api_server_count": srv.server.api_server_count}
         srv.start()
         srv.wait_healthy(session.cfg.startup_timeout)
         session.record.stages[session.stage_name] = StageTime.between(t0, time.time_ns())

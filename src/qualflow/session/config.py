@@ -54,7 +54,18 @@ class SessionConfig:
         1.0, help="step clock in ms of the harness-ceiling server (the synthetic engine), which runs the points "
                   "marked harness_ceiling again after the stack's; 1 ms is faster than any engine step measured "
                   "here (an H200's c1 Task step is 2.0 ms), so the ceiling is the serving path's, not the clock's")
+    api_server_count: int = setting(
+        1, help="our server's API (HTTP) processes in front of its one engine process (qualflow serve "
+                "--api-server-count); recorded in the settings when above 1")
+    ceiling_api_server_count: int = setting(
+        1, help="the harness-ceiling server's API processes (its synthetic engine runs in one engine process "
+                "behind them when above 1)")
     engine: EngineConfig = EngineConfig()
+
+    def __post_init__(self):
+        for key in ("api_server_count", "ceiling_api_server_count"):
+            if getattr(self, key) < 1:
+                raise ValueError(f"{key} (--{key.replace('_', '-')}) must be at least 1, not {getattr(self, key)}")
 
     def plan(self) -> PointPlan:
         return read_points(self.points)

@@ -165,6 +165,8 @@ def session_settings(cfg: SessionConfig, endpoint_launched: bool | None) -> dict
               "protocol_checks": cfg.protocol}
     if endpoint_launched is None:
         settings = {**engine_settings(cfg.engine), **common}
+        if cfg.api_server_count != 1:   # absent: one API process (as every run recorded before the setting)
+            settings.update(api_server_count=cfg.api_server_count, engine_process="on")
     else:
         settings = {"stack": "endpoint", "endpoint_launched": endpoint_launched, **common}
     if not cfg.request_extensions:
@@ -180,7 +182,7 @@ def _our_server(cfg: SessionConfig, out: Path, server_factory) -> tuple[ServerPr
     bundle = str(Path(cfg.bundle))
     server = ServerConfig(bundle=bundle, host=cfg.host, port=cfg.port or free_port(cfg.host),
                           model_name=cfg.model_name or None, timing_log=str(out / "server_timing.jsonl"),
-                          reasoning_budgets=cfg.reasoning_budgets)
+                          reasoning_budgets=cfg.reasoning_budgets, api_server_count=cfg.api_server_count)
     device = cfg.engine.device
     engine = dataclasses.replace(cfg.engine, device="cuda" if device.startswith("cuda") else device)
     srv = (server_factory or ServerProcess)(server, engine, log_path=out / "server.log")

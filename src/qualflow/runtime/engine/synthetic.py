@@ -8,13 +8,16 @@ One thread ticks a fixed step clock (`step_s`): each tick admits waiting request
 A request runs to its max_new_tokens (finish reason `length`): the tokens cycle through `token_ids`,
 which hold no stop token, so stop tokens and min_tokens never decide. When the thread falls behind by
 more than a step, the clock starts again from now rather than bursting to catch up, so a token gap is
-never shorter than a step. A request with thinking on gets its think block closed by the forced
-closing tokens at its budget (engine.thinking), as in the real engine."""
+never shorter than a step. `on_step`, when set, is called on the engine thread after each tick, as
+engine.Engine's is after each step (the engine process sends each step's items from it). A request
+with thinking on gets its think block closed by the forced closing tokens at its budget
+(engine.thinking), as in the real engine."""
 from __future__ import annotations
 
 import threading
 import time
 from collections import deque
+from typing import Callable
 
 from ..api.events import TaskTiming
 from ..api.request import GenerationRequest
@@ -36,12 +39,14 @@ class SyntheticEngine:
         self._running: list[SubmittedRequest] = []
         self._cancelled: set[str] = set()
         self._stop = threading.Event()
+        self.on_step: Callable[[], None] | None = None
         self.thread = threading.Thread(target=self._loop, name="qualflow-synthetic-engine", daemon=True)
         self.thread.start()
 
     # ---- EngineClient ---------------------------------------------------------------------------
-    def submit(self, req: GenerationRequest, sink: Sink) -> SubmittedRequest:
-        seq = SubmittedRequest(req, sink, TaskTiming(submitted_ns=time.time_ns()))
+    def submit(self, req: GenerationRequest, sink: Sink, timing: TaskTiming | None = None) -> SubmittedRequest:
+        """`timing`: stamps begun elsewhere (the engine process gets the caller's submission time)."""
+        seq = SubmittedRequest(req, sink, timing or TaskTiming(submitted_ns=time.time_ns()))
         with self._lock:
             if req.thinking is not None and self.think_tokens is not None:
                 self._think[seq] = ThinkState.of(self.think_tokens, req.thinking.budget)
@@ -78,6 +83,8 @@ class SyntheticEngine:
                 self._stop.wait(delay)
             next_tick = max(next_tick + self.step_s, time.monotonic())
             self._step()
+            if self.on_step is not None:
+                self.on_step()
 
     def _step(self) -> None:
         with self._lock:

@@ -54,8 +54,9 @@ class Outbox:
             self.conn.send(msg)
 
 
-def _watch(engine, out: Outbox, stopping: threading.Event) -> None:
-    """The engine thread died (a fault the step handlers do not catch): say why, and end the process."""
+def watch_health(engine, out, stopping: threading.Event) -> None:
+    """The engine thread died (a fault the step handlers do not catch): say why (`out.send`), and end
+    the process."""
     while (why := engine.health()) is None or stopping.is_set():
         if stopping.wait(HEALTH_INTERVAL_S):
             return
@@ -65,14 +66,14 @@ def _watch(engine, out: Outbox, stopping: threading.Event) -> None:
         os._exit(1)
 
 
-def _score(engine, out: Outbox, call: int, token_ids: list[int]) -> None:
+def answer_score(engine, out, call: int, token_ids: list[int]) -> None:
     try:
         out.send(Scored(call, engine.score(token_ids).numpy()))
     except Exception as e:  # noqa: BLE001 - the caller raises it
         out.send(Scored(call, None, f"{type(e).__name__}: {e}"))
 
 
-def _become_engine_process(parent_pid: int, cfg: EngineConfig) -> None:
+def become_engine_process(parent_pid: int, cfg: EngineConfig) -> None:
     """Die with the parent, leave SIGINT/SIGTERM to it, and apply the process settings of `cfg`."""
     die_with_parent(signal.SIGKILL)
     if os.getppid() != parent_pid:   # the parent died before the request above took effect
@@ -85,7 +86,7 @@ def _become_engine_process(parent_pid: int, cfg: EngineConfig) -> None:
 def main(conn_in, conn_out, load: Callable, bundle_dir: str, cfg: EngineConfig, parent_pid: int) -> None:
     """`load(bundle_dir, cfg)` builds the Task whose engine this process runs (in this process: the
     child is given `cfg` with engine_process off)."""
-    _become_engine_process(parent_pid, cfg)
+    become_engine_process(parent_pid, cfg)
     out = Outbox(conn_out)
     try:
         task = load(bundle_dir, dataclasses.replace(cfg, engine_process="off"))
@@ -95,7 +96,7 @@ def main(conn_in, conn_out, load: Callable, bundle_dir: str, cfg: EngineConfig, 
     engine = task.engine
     engine.on_step = out.flush
     stopping = threading.Event()
-    threading.Thread(target=_watch, args=(engine, out, stopping), name="qualflow-engine-watch", daemon=True).start()
+    threading.Thread(target=watch_health, args=(engine, out, stopping), name="qualflow-engine-watch", daemon=True).start()
     out.send(Loaded(task.load_timing, task.info))
     _serve(conn_in, engine, out, stopping)
 
@@ -113,7 +114,7 @@ def _serve(conn_in, engine, out: Outbox, stopping: threading.Event) -> None:
         elif isinstance(msg, Cancel):
             engine.cancel(msg.request_id)
         elif isinstance(msg, Score):
-            threading.Thread(target=_score, args=(engine, out, msg.call, msg.token_ids), daemon=True).start()
+            threading.Thread(target=answer_score, args=(engine, out, msg.call, msg.token_ids), daemon=True).start()
         elif isinstance(msg, Stop):
             stopping.set()
             engine.close()

@@ -1,5 +1,6 @@
-"""The messages between the API process (process.proxy) and the engine process (process.child), one
-pickled object per send over two one-way multiprocessing pipes.
+"""The messages between an API process (process.proxy, process.link) and the engine process
+(process.child; process.hub where several API processes share it, one pipe pair each), one pickled
+object per send over two one-way multiprocessing pipes.
 
   parent -> child: Submit | Cancel | Score | Stop
   child -> parent: Loaded | LoadFailed (the first message), then Step (one per engine step: every
@@ -58,6 +59,7 @@ class Loaded(_Message):
 @dataclass(frozen=True, slots=True)
 class LoadFailed(_Message):
     why: str
+    input_error: bool = False     # the bundle is missing, tampered or invalid (the loader's ValueError)
 
 
 @dataclass(frozen=True, slots=True)

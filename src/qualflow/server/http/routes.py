@@ -92,10 +92,13 @@ def add_responses_route(app: FastAPI, state: ServerState, max_body_bytes: int) -
 def _health(state: ServerState) -> Response:
     handler = state.handler
     why = handler.health() if handler is not None else None
-    status = "failed" if state.error or why else ("ok" if handler else "loading")
+    peers = state.peers
+    loading = handler is None or (peers is not None and not peers.all_ready())   # every API process, if several
+    status = "failed" if state.error or why else ("loading" if loading else "ok")
     body = {"status": status, "started_ns": state.started_ns, "error": state.error or why,
-            "active_requests": state.admission.active, "admission_limit": state.admission.limit}
-    if handler is None:
+            "active_requests": state.admission.active, "admission_limit": state.admission.limit,
+            "api_server_count": 1 if peers is None else peers.count}
+    if handler is None or (loading and not why):
         return Response(orjson.dumps(body), status_code=503, media_type="application/json",
                         headers=None if state.error else {"retry-after": "2"})
     t = state.task

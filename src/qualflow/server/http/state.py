@@ -8,6 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ..admission import Admission
+from ..peers import Peers
 from ..protocol import ApiError
 from ..responses import ResponsesHandler, engine_unavailable
 from ..timing import TimingRecord, TimingStore
@@ -20,21 +21,25 @@ class ServerState:
     admission, the timing store and the pool that prepares large requests off the event loop."""
 
     def __init__(self, *, task: Any, model_name: str | None, started_ns: int, max_queue: int,
-                 store: TimingStore, reasoning_budgets: tuple[int, ...] | None = None):
+                 store: TimingStore, reasoning_budgets: tuple[int, ...] | None = None,
+                 peers: Peers | None = None):
         self.task, self.model_name, self.started_ns, self.max_queue = task, model_name, started_ns, max_queue
         self.reasoning_budgets = reasoning_budgets
         self.store = store
         self.handler: ResponsesHandler | None = None
         self.error: str | None = None
         self.ready_ns: int | None = None
-        self.admission = Admission(max_queue)
+        self.peers = peers   # the server's other API processes, if any
+        self.admission = peers.admission if peers is not None else Admission(max_queue)
         self.prep_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="qualflow-prepare")
 
     def become_ready(self, task: Any) -> None:
         """Serve `task` from now on: at most its batch + the queue are admitted at once."""
-        self.admission.limit = int(getattr(task, "max_batch", 1)) + self.max_queue
+        self.admission.fit(int(getattr(task, "max_batch", 1)) + self.max_queue)
         handler = ResponsesHandler(task, self.model_name, self.reasoning_budgets)
         self.task, self.handler, self.ready_ns = task, handler, time.time_ns()
+        if self.peers is not None:
+            self.peers.mark_ready()
         log.info("ready: model %r loaded in %.2fs, startup %.2fs", self.handler.model_name,
                  task.load_timing.get("load_s", float("nan")), (self.ready_ns - self.started_ns) / 1e9)
 
@@ -65,6 +70,8 @@ class ServerState:
             _log_request(rec)
 
     def close(self) -> None:
+        if self.peers is not None:
+            self.peers.closing()
         if self.task is not None:
             self.task.close()
         self.prep_pool.shutdown(wait=False)

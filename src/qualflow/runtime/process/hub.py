@@ -1,0 +1,155 @@
+"""The engine process shared by several API processes (`qualflow serve --api-server-count N`): the
+entry point `main` that host.EngineHost starts with multiprocessing spawn. It loads the Task's engine
+(the model, or the synthetic engine) as process.child does, but serves one link (a pipe pair,
+process.ends) per API process, multiplexed with multiprocessing.connection.wait.
+
+A request is keyed by its link and the key its API process gave it; each engine step sends each link
+one Step holding only its own requests' tokens and finals, and nothing to a link that has none. The
+engine keys requests by request id for cancelling: those are the server's response ids (200 random
+bits each, unique across API processes).
+
+Stop from a link detaches that API process: its open requests end as cancelled at once (their finals
+sent, the engine told to cancel them), it is answered Closed, and the engine goes on for the others.
+An API process that is gone (EOF on its link) is detached the same way, unanswered. Once every link
+is detached, the engine closes and the process exits. As process.child, it dies with its parent (the
+`qualflow serve` process) and leaves SIGINT/SIGTERM to it; a dead engine thread is broadcast as
+Failed to every link before the process exits.
+"""
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from multiprocessing.connection import wait
+from typing import Callable
+
+from ..api.events import TaskTiming
+from ..config import EngineConfig
+from ..engine.outputs import EngineItem, Sink, Tokens
+from .child import answer_score, become_engine_process, watch_health
+from .ends import EngineEnds
+from .messages import Cancel, Closed, Finished, Loaded, LoadFailed, Score, Step, Stop, Submit
+
+DETACHED = "the API process stopped"
+
+
+class Link:
+    """One API process's link, engine side: its open requests (key -> request id, timing) and what
+    the current engine step produced for them (engine thread)."""
+
+    def __init__(self, ends: EngineEnds):
+        self.conn_in, self.conn_out = ends.from_api, ends.to_api
+        self.lock = threading.Lock()
+        self.open: dict[int, tuple[str, TaskTiming]] = {}
+        self.tokens: dict[int, list[int]] = {}
+        self.finals: list[Finished] = []
+        self.closed = False
+
+    def sink(self, key: int, timing: TaskTiming) -> Sink:
+        def put(item: EngineItem) -> None:
+            if isinstance(item, Tokens):
+                self.tokens.setdefault(key, []).extend(item.ids)
+            else:
+                self.open.pop(key, None)
+                self.finals.append(Finished(key, item.reason, item.error, timing.first_scheduled_ns,
+                                            timing.first_token_ns, timing.finished_ns, timing.answer_first_token_ns))
+        return put
+
+    def send(self, msg) -> None:
+        """Send unless detached; an API process that is gone is noticed by the receiving loop (EOF)."""
+        with self.lock:
+            if self.closed:
+                return
+            try:
+                self.conn_out.send(msg)
+            except (OSError, ValueError):
+                pass
+
+    def detach(self, answer: bool) -> list[str]:
+        """End this link: its open requests' finals (cancelled) and Closed, when `answer`; the request
+        ids the engine should cancel."""
+        open_ = dict(self.open)
+        now = time.time_ns()
+        finals = [Finished(key, "cancelled", DETACHED, t.first_scheduled_ns, t.first_token_ns, now,
+                           t.answer_first_token_ns) for key, (_, t) in open_.items()]
+        if answer:
+            self.send(Step({}, finals))
+            self.send(Closed())
+        with self.lock:
+            self.closed = True
+        self.conn_in.close()
+        self.conn_out.close()
+        return [rid for rid, _ in open_.values()]
+
+
+class Hub:
+    """The links of one engine; `flush` is the engine's on_step."""
+
+    def __init__(self, engine, links: list[Link]):
+        self.engine, self.links = engine, links
+
+    def flush(self) -> None:   # engine thread, once per step
+        for link in self.links:
+            if link.tokens or link.finals:
+                step = Step(link.tokens, link.finals)
+                link.tokens, link.finals = {}, []
+                link.send(step)
+
+    def send(self, msg) -> None:
+        """To every link (the engine's failure)."""
+        for link in self.links:
+            link.send(msg)
+
+    def apply(self, link: Link, msg) -> None:
+        engine = self.engine
+        if isinstance(msg, Submit):
+            timing = TaskTiming(submitted_ns=msg.submitted_ns)
+            link.open[msg.key] = (msg.request.request_id, timing)
+            engine.submit(msg.request, link.sink(msg.key, timing), timing)
+        elif isinstance(msg, Cancel):
+            engine.cancel(msg.request_id)
+        elif isinstance(msg, Score):
+            threading.Thread(target=answer_score, args=(engine, link, msg.call, msg.token_ids), daemon=True).start()
+        elif isinstance(msg, Stop):
+            self.detach(link, answer=True)
+
+    def detach(self, link: Link, answer: bool) -> None:
+        self.links = [x for x in self.links if x is not link]   # a new list: the engine thread may iterate the old
+        for request_id in link.detach(answer):
+            self.engine.cancel(request_id)
+
+    def serve(self) -> None:
+        """Apply every link's messages until each has detached (or its API process is gone)."""
+        while self.links:
+            by_conn = {link.conn_in: link for link in self.links}
+            for conn in wait(list(by_conn)):
+                link = by_conn[conn]
+                try:
+                    msg = conn.recv()
+                except (EOFError, OSError):   # that API process is gone
+                    self.detach(link, answer=False)
+                    continue
+                self.apply(link, msg)
+
+
+def main(ends: list[EngineEnds], load: Callable, bundle_dir: str, cfg: EngineConfig, parent_pid: int) -> None:
+    """`load(bundle_dir, cfg)` builds the Task whose engine this process runs (here, with engine_process
+    off); its load timing and info go to every link as Loaded."""
+    become_engine_process(parent_pid, cfg)
+    links = [Link(e) for e in ends]
+    try:
+        task = load(bundle_dir, dataclasses.replace(cfg, engine_process="off"))
+    except BaseException as e:  # noqa: BLE001 - each API process raises it
+        for link in links:
+            link.send(LoadFailed(f"{type(e).__name__}: {e}", isinstance(e, ValueError)))
+        return
+    engine = task.engine
+    hub = Hub(engine, links)
+    engine.on_step = hub.flush
+    stopping = threading.Event()
+    threading.Thread(target=watch_health, args=(engine, hub, stopping), name="qualflow-engine-watch", daemon=True).start()
+    for link in links:
+        link.send(Loaded(task.load_timing, task.info))
+    hub.serve()
+    stopping.set()
+    engine.close()
