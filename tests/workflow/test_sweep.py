@@ -20,9 +20,9 @@ from fixtures.snakemake import SWEEP_KEY, copy_workflow, pids_in, smk, sweep_con
 @pytest.mark.timing
 def test_slos_sweep_repeats_and_real_prompts(tmp_path):
     """One qualify over a concurrency sweep (c1 with the embedded default's SLOs, loosened, c2 with an
-    impossible TTFT bound), a Poisson rate point, and the real-prompt workload with sampling and
-    `repeats: 3`: the points meeting their SLOs reach slo-met, c2 stops below naming the metric, each
-    sweep reports its max load meeting the SLO, the repeats are three runs with a CI, and the prompt
+    impossible TTFT bound) and the real-prompt workload with sampling as a Poisson rate point with
+    `repeats: 2`: the points meeting their SLOs reach slo-met, c2 stops below naming the metric, each
+    sweep reports its max load meeting the SLO, the repeats are two runs with a CI, and the prompt
     file's sha256 is in provenance. Its SLOs are measured latencies: the passing points' bounds are
     loose enough for a loaded 2-core machine (fixtures.snakemake.loose)."""
     key = SWEEP_KEY   # its own copy and evidence
@@ -33,29 +33,28 @@ def test_slos_sweep_repeats_and_real_prompts(tmp_path):
     ev = wf / "results" / "evidence" / key / "embedded" / "fp16"
     runs = pd.read_parquet(ev / "runs.parquet")
     st = runs.groupby("point_id")["status"].agg(set).to_dict()
-    assert st == {"tiny_c1": {"slo-met"}, "tiny_c2": {"aiperf-qualified"}, "tiny_r2": {"slo-met"},
-                  "chat_c2": {"slo-met"}}, runs[["run_id", "point_id", "status", "status_reasons"]].to_string()
+    assert st == {"tiny_c1": {"slo-met"}, "tiny_c2": {"aiperf-qualified"}, "chat_r2": {"slo-met"}}, runs[["run_id", "point_id", "status", "status_reasons"]].to_string()
     why = runs.set_index("point_id").loc["tiny_c2", "status_reasons"]
     assert "SLO ttft_ms.p50 missed: client_ttft_ms_p50 <= 0.001 ms required, measured" in why
-    # repeats: three runs of chat_c2 in the store, a CI in the targets
-    chat = runs[runs["point_id"] == "chat_c2"]
-    assert len(chat) == 3 and chat["run_id"].nunique() == 3
+    # repeats: two runs of chat_r2 in the store, a CI in the targets
+    chat = runs[runs["point_id"] == "chat_r2"]
+    assert len(chat) == 2 and chat["run_id"].nunique() == 2
     assert {r.run_id for r in store.list_runs(wf / "results" / "evidence")} >= set(chat["run_id"])
     t = pd.read_parquet(ev / "targets.parquet")
-    ttft = t[(t["point_id"] == "chat_c2") & (t["figure"] == "client_ttft_ms_p50")].iloc[0]
-    assert ttft["n_repeats"] == 3 and ttft["ci_low"] <= ttft["mean"] <= ttft["ci_high"]
+    ttft = t[(t["point_id"] == "chat_r2") & (t["figure"] == "client_ttft_ms_p50")].iloc[0]
+    assert ttft["n_repeats"] == 2 and ttft["ci_low"] <= ttft["mean"] <= ttft["ci_high"]
     # the prompt file is the dataset identity
     sha = hashlib.sha256((REPO / "workloads" / "prompts" / "chat-v1.jsonl").read_bytes()).hexdigest()
     assert set(chat["input_file_sha256"]) == {sha}
     summ = pd.read_parquet(ev / "summary.parquet")
-    assert summ.set_index(["point_id", "repeat"]).loc[("tiny_r2", 1), "load_kind"] == "request_rate"
+    assert summ.set_index(["point_id", "repeat"]).loc[("chat_r2", 1), "load_kind"] == "request_rate"
     # max load meeting the SLO, per sweep, on the report's first screen
     html = (wf / "results" / "report" / key / "report.html").read_text()
     assert "Max load meeting the SLO" in html and "curves.png" in html and "breakdown.png" in html
     ml = max_load_meeting(runs, summ, "slo-met").set_index(["workload", "load_kind"])
     assert ml.loc[("tiny", "concurrency"), "max_load_meeting_slo"] == 1
     assert ml.loc[("tiny", "concurrency"), "first_load_missing"] == 2
-    assert ml.loc[("tiny", "request_rate"), "max_load_meeting_slo"] == 2
+    assert ml.loc[("chat", "request_rate"), "max_load_meeting_slo"] == 2
     log = (wf / "logs" / "aiperf_profile" / key / "embedded" / "fp16.log").read_text()
-    assert re.search(r"progress chat_c2 repeat 2/3: \d+/5 requests, elapsed \d+s", log), log[-2000:]
+    assert re.search(r"progress chat_r2 repeat 2/2: \d+/5 requests, elapsed \d+s", log), log[-2000:]
     assert not pids_in(wf)
