@@ -117,9 +117,10 @@ def test_core_early_close_cancels_the_task_request():
     assert len(task.cancelled) == 1 and task.cancelled[0].startswith("resp_")
 
 
-def test_core_submits_before_the_head_and_a_stream_closed_at_its_head_cancels():
-    """The engine gets the request before the stream's head is built, so it prefills meanwhile; a
-    stream closed right after its head still cancels that request and leaves nothing in flight."""
+def test_core_submits_when_the_stream_is_made_and_a_stream_closed_at_its_head_cancels():
+    """The engine gets the request when the stream is made, before the HTTP layer builds or sends
+    anything, so it prefills meanwhile; a stream closed right after its head still cancels that
+    request and leaves nothing in flight."""
     opened = []
 
     class Recording(FakeTask):
@@ -133,9 +134,24 @@ def test_core_submits_before_the_head_and_a_stream_closed_at_its_head_cancels():
     async def go():
         p = core.prepare(parse_request({**BODY, "stream": True}), "rid")
         batches = core.stream_batches(p)
+        assert opened == [p.gen.request_id]          # submitted before the first batch is asked for
         head = await batches.__anext__()
-        assert head[0].type == "response.created" and opened == [p.gen.request_id]
+        assert head[0].type == "response.created"
         await batches.aclose()
+        return p
+    p = asyncio.run(go())
+    assert task.cancelled == [p.gen.request_id] and core.inflight == {} and p.record.status == "cancelled"
+
+
+def test_a_stream_closed_before_it_is_read_cancels_its_submitted_request():
+    """A stream the HTTP layer never reads (the client left before the response started) still ends
+    the request it submitted: cancelled, recorded, nothing in flight."""
+    task = FakeTask([TokenEvent("x", [5], "a")] * 5 + [final("length")])
+    core = Core(task)
+
+    async def go():
+        p = core.prepare(parse_request({**BODY, "stream": True}), "rid")
+        await core.stream_batches(p).aclose()
         return p
     p = asyncio.run(go())
     assert task.cancelled == [p.gen.request_id] and core.inflight == {} and p.record.status == "cancelled"

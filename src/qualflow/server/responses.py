@@ -221,18 +221,28 @@ class ResponsesHandler:
                 for e in batch:
                     yield e
 
-    async def stream_batches(self, p: Prepared) -> AsyncIterator[list[Event | TextDelta]]:
+    def stream_batches(self, p: Prepared) -> "BatchStream":
         """The stream as lists of events, one list per write: the head, one delta per Task token event
-        (one per engine step), then the tail. A caller that stops early cancels the Task request."""
+        (one per engine step), then the tail. The request is submitted to the Task now, before the
+        caller builds or sends anything (the engine prefills meanwhile). A caller that stops early, or
+        closes the stream without reading it, cancels the Task request."""
+        events = self._events(p)
+
+        async def close() -> None:
+            if not events.done:   # closed before the final (or before the head went out)
+                self.abandon(p.response_id)
+            await events.aclose()
+        return BatchStream(self._numbered(p, events, close), close)
+
+    async def _numbered(self, p: Prepared, events: RequestEvents, close) -> AsyncIterator[list[Event | TextDelta]]:
         seq = 0
 
-        def number(events):
+        def number(batch):
             nonlocal seq
-            for e in events:
+            for e in batch:
                 e.sequence_number, seq = seq, seq + 1
-            return events
+            return batch
 
-        events = self._events(p)   # submitted first: the engine prefills while the head is built and sent
         try:
             snapshot = Response.from_request(p.req, p.gen.params, p.response_id, p.created_at, self.model_name)
             if p.reasoning_id is not None:
@@ -243,9 +253,7 @@ class ResponsesHandler:
             async for batch in self._message_stream(p, snapshot, events):
                 yield number(batch)
         finally:
-            if not events.done:   # closed before the final (or before the head went out)
-                self.abandon(p.response_id)
-            await events.aclose()
+            await close()
 
     async def _message_stream(self, p: Prepared, snapshot: Response, events: RequestEvents) -> AsyncIterator[list]:
         """Without thinking: the head, one delta per Task token event, the tail (not numbered yet)."""
@@ -273,6 +281,25 @@ class ResponsesHandler:
                  ContentPartEvent(type="response.content_part.done", part=OutputText(text=text), **ids),
                  OutputItemEvent(type="response.output_item.done", item=OutputMessage.of(item_id, text, done))]
         yield tail + terminal_events(final, resp)
+
+
+class BatchStream:
+    """A request's event batches (ResponsesHandler.stream_batches): an async iterator whose `aclose()`
+    also ends the Task request when the batches were never read (an async generator that never started
+    runs no `finally`)."""
+
+    def __init__(self, batches: AsyncIterator[list], close):
+        self._batches, self._close = batches, close
+
+    def __aiter__(self) -> "BatchStream":
+        return self
+
+    async def __anext__(self) -> list:
+        return await self._batches.__anext__()
+
+    async def aclose(self) -> None:
+        await self._batches.aclose()
+        await self._close()
 
 
 def terminal_events(final: FinalEvent, resp: Response) -> list[Event]:
