@@ -33,7 +33,8 @@ def test_slos_sweep_repeats_and_real_prompts(tmp_path):
     ev = wf / "results" / "evidence" / key / "embedded" / "fp16"
     runs = pd.read_parquet(ev / "runs.parquet")
     st = runs.groupby("point_id")["status"].agg(set).to_dict()
-    assert st == {"tiny_c1": {"slo-met"}, "tiny_c2": {"aiperf-qualified"}, "chat_r2": {"slo-met"}}, runs[["run_id", "point_id", "status", "status_reasons"]].to_string()
+    assert st == {"tiny_c1": {"slo-met"}, "tiny_c2": {"aiperf-qualified"}, "chat_r2": {"slo-met"}}, \
+        runs[["run_id", "point_id", "status", "status_reasons"]].to_string()
     why = runs.set_index("point_id").loc["tiny_c2", "status_reasons"]
     assert "SLO ttft_ms.p50 missed: client_ttft_ms_p50 <= 0.001 ms required, measured" in why
     # repeats: two runs of chat_r2 in the store, a CI in the targets

@@ -221,7 +221,7 @@ class ResponsesHandler:
                 for e in batch:
                     yield e
 
-    def stream_batches(self, p: Prepared) -> "BatchStream":
+    def stream_batches(self, p: Prepared) -> BatchStream:
         """The stream as lists of events, one list per write: the head, one delta per Task token event
         (one per engine step), then the tail. The request is submitted to the Task now, before the
         caller builds or sends anything (the engine prefills meanwhile). A caller that stops early, or
@@ -232,9 +232,10 @@ class ResponsesHandler:
             if not events.done:   # closed before the final (or before the head went out)
                 self.abandon(p.response_id)
             await events.aclose()
-        return BatchStream(self._numbered(p, events, close), close)
+        return BatchStream(self._numbered(p, events), close)
 
-    async def _numbered(self, p: Prepared, events: RequestEvents, close) -> AsyncIterator[list[Event | TextDelta]]:
+    async def _numbered(self, p: Prepared, events: RequestEvents) -> AsyncIterator[list[Event | TextDelta]]:
+        """The batches, numbered; ending the request when they stop is BatchStream.aclose's."""
         seq = 0
 
         def number(batch):
@@ -243,17 +244,14 @@ class ResponsesHandler:
                 e.sequence_number, seq = seq, seq + 1
             return batch
 
-        try:
-            snapshot = Response.from_request(p.req, p.gen.params, p.response_id, p.created_at, self.model_name)
-            if p.reasoning_id is not None:
-                async for batch in reasoning_stream(p, snapshot, events, lambda: self.abandon(p.response_id),
-                                                    terminal_events):
-                    yield number(batch)
-                return
-            async for batch in self._message_stream(p, snapshot, events):
+        snapshot = Response.from_request(p.req, p.gen.params, p.response_id, p.created_at, self.model_name)
+        if p.reasoning_id is not None:
+            async for batch in reasoning_stream(p, snapshot, events, lambda: self.abandon(p.response_id),
+                                                terminal_events):
                 yield number(batch)
-        finally:
-            await close()
+            return
+        async for batch in self._message_stream(p, snapshot, events):
+            yield number(batch)
 
     async def _message_stream(self, p: Prepared, snapshot: Response, events: RequestEvents) -> AsyncIterator[list]:
         """Without thinking: the head, one delta per Task token event, the tail (not numbered yet)."""
