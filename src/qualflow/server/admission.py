@@ -71,15 +71,24 @@ def too_large(n: int | str, cap: int) -> ApiError:
                     "invalid_request_error", None, "request_too_large")
 
 
-async def read_body(request, cap: int) -> bytes:
-    """The whole body, refusing (413) as soon as it is known to exceed `cap` bytes."""
-    declared = request.headers.get("content-length")
+class ClientLeft(Exception):
+    """The client disconnected before its body was read."""
+
+
+async def read_body(declared: str | None, receive, cap: int) -> bytes:
+    """The whole body from ASGI `receive`, refusing (413) as soon as it is known to exceed `cap` bytes
+    (`declared`: the Content-Length header). Raises ClientLeft if the client disconnects first."""
     if declared is not None and declared.isdigit() and int(declared) > cap:
         raise too_large(declared, cap)
     chunks, n = [], 0
-    async for chunk in request.stream():
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientLeft("the client disconnected before its request body was read")
+        chunk = message.get("body", b"")
         n += len(chunk)
         if n > cap:
             raise too_large(f"more than {n}", cap)
         chunks.append(chunk)
-    return b"".join(chunks)
+        if not message.get("more_body", False):
+            return b"".join(chunks)

@@ -13,6 +13,7 @@ from .admission import DEFAULT_MAX_BODY_BYTES
 from .http.errors import add_error_handlers
 from .http.lifespan import lifespan_of
 from .http.middleware import RequestIdMiddleware
+from .http.responses_endpoint import DirectRoutes, ResponsesEndpoint
 from .http.routes import add_responses_route, add_status_routes
 from .http.state import ServerState
 from .peers import Peers
@@ -33,9 +34,11 @@ def create_app(load: Callable[[], Any] | None = None, *, task: Any = None, model
                         reasoning_budgets=reasoning_budgets, peers=peers)
     app = FastAPI(title="qualflow Responses server", lifespan=lifespan_of(state, load, task, on_load_error),
                   docs_url=None, redoc_url=None, openapi_url=None)
-    app.add_middleware(RequestIdMiddleware)
+    responses = ResponsesEndpoint(state, max_body_bytes)
+    app.add_middleware(DirectRoutes, routes={("POST", "/v1/responses"): responses})
+    app.add_middleware(RequestIdMiddleware)   # added last: it runs first, around every route
     app.state.server_state, app.state.store, app.state.admission = state, state.store, state.admission
-    add_responses_route(app, state, max_body_bytes)
+    add_responses_route(app, responses)
     add_status_routes(app, state)
     add_error_handlers(app)
     return app

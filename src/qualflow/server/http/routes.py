@@ -1,92 +1,21 @@
-"""The routes: POST /v1/responses (rendering the handler's Response or event stream), GET /health,
-GET /v1/models and GET /v1/qualflow/task-timings (the Task timing records, paged)."""
+"""The routes: POST /v1/responses (its endpoint: responses_endpoint), GET /health, GET /v1/models and
+GET /v1/qualflow/task-timings (the Task timing records, paged)."""
 from __future__ import annotations
 
-import asyncio
-
 import orjson
-from fastapi import FastAPI, Request
-from starlette.background import BackgroundTask
+from fastapi import FastAPI
 from starlette.responses import Response
+from starlette.routing import Route
 
-from qualflow.phases import PHASE_HEADER
-
-from ..admission import check_content_type, read_body
-from ..protocol import ApiError, new_id, parse_request
-from ..responses import Prepared, ResponsesHandler
-from ..timing import TimingRecord, new_record
+from ..protocol import ApiError
 from .errors import error_response
+from .responses_endpoint import ResponsesEndpoint
 from .state import ServerState
-from .streaming import EventStream, watch_disconnect
 
-OFFLOAD_BYTES = 64 << 10   # bodies above this are parsed, templated and tokenized off the event loop
-
-
-async def _prepare(state: ServerState, handler: ResponsesHandler, body: bytes, rid: str,
-                   rec: TimingRecord) -> Prepared:
-    """Parse, template and tokenize the request (a large one on the prepare pool)."""
-    def prepare() -> Prepared:
-        req = parse_request(body)
-        rec.stream = bool(req.stream)
-        return handler.prepare(req, rid, rec)
-
-    if len(body) > OFFLOAD_BYTES:
-        return await asyncio.get_running_loop().run_in_executor(state.prep_pool, prepare)
-    return prepare()
-
-
-async def _answer(state: ServerState, handler: ResponsesHandler, p: Prepared, request: Request,
-                  admitted: bool) -> Response:
-    """The event stream, or the whole Response once the Task is done (a client that leaves first
-    cancels the Task request)."""
-    rec = p.record
-    if p.req.stream:
-        return EventStream(handler.stream_batches(p), lambda: handler.abandon(p.response_id),
-                           lambda: state.finish(rec, 200, admitted))
-    work = asyncio.ensure_future(handler.create_response(p.req, p.record.request_id, rec, prepared=p))
-    watcher = watch_disconnect(request.receive, lambda: handler.abandon(p.response_id))
-    try:
-        resp = await work
-    finally:
-        watcher.cancel()
-    return Response(resp.__pydantic_serializer__.to_json(resp), media_type="application/json",
-                    background=BackgroundTask(state.finish, rec, 200, admitted))
-
-
-def _refused(state: ServerState, e: ApiError, rec: TimingRecord, rid: str, admitted: bool) -> Response:
-    """An ApiError as the answer (recorded as a rejection or a failure); nothing for a client that left."""
-    if rec.status == "cancelled":   # the client left; nobody reads this answer
-        state.finish(rec, 499, admitted)
-        return Response(status_code=499)
-    if e.status < 500 or e.code == "model_not_ready":
-        rec.reject(e.status, e.message)
-    else:
-        rec.fail(e.message, e.status)
-    e.message = f"{e.message} (request id {rid})" if rid not in e.message else e.message
-    return error_response(e, BackgroundTask(state.finish, rec, e.status, admitted))
-
-
-def add_responses_route(app: FastAPI, state: ServerState, max_body_bytes: int) -> None:
-    @app.post("/v1/responses")
-    async def responses(request: Request):
-        rid, received_ns = request.state.request_id, request.state.received_ns
-        rec = state.store.add(new_record(rid, new_id("resp"), request.headers.get(PHASE_HEADER), None, received_ns))
-        admitted = False
-        try:
-            handler = state.ready_handler()
-            state.admission.enter()
-            admitted = True
-            check_content_type(request.headers.get("content-type"))
-            body = await read_body(request, max_body_bytes)
-            p = await _prepare(state, handler, body, rid, rec)
-            state.ready_handler()
-            return await _answer(state, handler, p, request, admitted)
-        except ApiError as e:
-            return _refused(state, e, rec, rid, admitted)
-        except BaseException as e:
-            rec.fail(f"{type(e).__name__}: {e}", 500)
-            state.finish(rec, 500, admitted)
-            raise
+def add_responses_route(app: FastAPI, endpoint: ResponsesEndpoint) -> None:
+    """POST /v1/responses in FastAPI's route table (DirectRoutes serves it before the router, so the
+    router only answers another method on that path: 405)."""
+    app.router.routes.append(Route("/v1/responses", endpoint, methods=["POST"]))
 
 
 def _health(state: ServerState) -> Response:
