@@ -205,3 +205,22 @@ def test_objects_validate_strictly_against_the_published_types(reason):
         assert_valid(error_body_problems(e.body()), f"{reason}: error body")
     else:
         assert_valid(response_problems(json.loads(resp.model_dump_json())), f"{reason}: response")
+
+
+def test_deltas_that_are_ready_together_leave_in_one_batch_and_the_final_steps_with_the_tail():
+    """A delta leaves in the step that made it; one made in the final's step goes in the tail's write,
+    and deltas ready together (a consumer behind) share one write."""
+    def batches_of(joined):
+        task = FakeTask([TokenEvent("x", [5], c) for c in "abcd"] + [final("stop", "abcd")], frozenset(joined))
+        core = Core(task)
+
+        async def go():
+            p = core.prepare(parse_request({**BODY, "stream": True}), "rid")
+            return [b async for b in core.stream_batches(p)]
+        return [[e.type.removeprefix("response.") for e in b] for b in asyncio.run(go())][1:]
+
+    delta = "output_text.delta"
+    tail = ["output_text.done", "content_part.done", "output_item.done", "completed"]
+    assert batches_of(()) == [[delta]] * 4 + [tail]
+    assert batches_of({4}) == [[delta]] * 3 + [[delta, *tail]]
+    assert batches_of({2, 3}) == [[delta], [delta, delta, delta], tail]

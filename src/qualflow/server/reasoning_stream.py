@@ -46,13 +46,12 @@ async def reasoning_stream(p, snapshot: Response, events: AsyncIterator, abandon
            ResponseEvent(type="response.in_progress", response=snapshot),
            OutputItemEvent(type="response.output_item.added", item=ReasoningItem.of(rid, None)),
            ContentPartEvent(type="response.content_part.added", part=ReasoningText(), item_id=rid)]
-    reasoning, parts, thinking, final = [], [], True, None
+    reasoning, parts, thinking, final, batch = [], [], True, None, []
     try:
         async for e in events:
             if isinstance(e, FinalEvent):
                 final = e
                 continue
-            batch: list = []
             if e.reasoning_text:
                 reasoning.append(e.reasoning_text)
                 batch.append(ReasoningDelta(0, rid, e.reasoning_text))
@@ -62,13 +61,14 @@ async def reasoning_stream(p, snapshot: Response, events: AsyncIterator, abandon
             if e.text:
                 parts.append(e.text)
                 batch.append(TextDelta(0, mid, e.text, MESSAGE_INDEX))
-            if batch:
+            if batch and not events.pending():   # what is ready leaves in one write; the final's step: in the tail
                 yield batch
+                batch = []
     finally:
         if final is None:
             abandon()
         await events.aclose()
-    tail: list = []
+    tail: list = batch
     if thinking and final.reasoning_tail:   # text the decoder held back (an incomplete character) until the end
         reasoning.append(final.reasoning_tail)
         tail.append(ReasoningDelta(0, rid, final.reasoning_tail))

@@ -261,14 +261,18 @@ class ResponsesHandler:
                ResponseEvent(type="response.in_progress", response=snapshot),
                OutputItemEvent(type="response.output_item.added", item=OutputMessage.of(item_id, None)),
                ContentPartEvent(type="response.content_part.added", part=OutputText(), **ids)]
-        parts, final = [], None
+        parts, final, held = [], None, []
         async for e in events:
             if isinstance(e, FinalEvent):
                 final = e
-            elif e.text:
+                break
+            if e.text:
                 parts.append(e.text)
-                yield [TextDelta(0, item_id, e.text)]
-        tail = []
+                held.append(TextDelta(0, item_id, e.text))
+            if held and not events.pending():   # what is ready leaves in one write; the final's step: in the tail
+                yield held
+                held = []
+        tail = held
         if final.tail_text:   # text the decoder held back (an incomplete character) until the end
             parts.append(final.tail_text)
             tail.append(TextDelta(0, item_id, final.tail_text))

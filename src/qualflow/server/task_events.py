@@ -46,6 +46,10 @@ class RequestEvents:
         self.record(self.p, final)
         return final
 
+    def pending(self) -> bool:
+        """Whether the next event comes without waiting (a failure's final always does)."""
+        return not self.done and (self.failure is not None or self.stream.pending())
+
     async def aclose(self) -> None:
         self.inflight.pop(self.p.response_id, None)
         if self.stream is not None:

@@ -137,6 +137,11 @@ class TaskStream:
             self._close()
         return ev
 
+    def pending(self) -> bool:
+        """Whether the next event is already here (the step that gave the last one gave it too, or a
+        later step has come): a consumer may hold what it has and send both in one write."""
+        return bool(self._ready) or (bool(self.box.items) and not self._closed)
+
     async def aclose(self) -> None:
         self._close()
 
