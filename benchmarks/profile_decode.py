@@ -1,5 +1,10 @@
 """Where a decode step's GPU time goes: torch.profiler over the compiled (not graph-captured) forward
-at batch 1 and 64, top kernels by CUDA time. Uses the bundle gpu_speed.py built under --work."""
+at batch 1 and 64, top kernels by CUDA time. Uses the bundle gpu_speed.py built under --work.
+
+`--prefill 8x1024,16x1024` also profiles fresh prefill steps as the engine runs them (ModelRunner.run:
+S prompts of T tokens in one step, K/V written to the cache, the last token's logits), each with its
+wall time per step on the device clock next to the kernels' sum: the pilot shape's prefill at the
+default token budget (8 x 1024) and at twice it."""
 from __future__ import annotations
 
 import argparse
@@ -18,15 +23,21 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--work", default="/tmp/qualflow-gpu")
     ap.add_argument("--rows", type=int, default=18)
+    ap.add_argument("--prefill", default="", help="comma-separated SxT fresh prefill steps to profile (8x1024,16x1024)")
+    ap.add_argument("--skip-decode", action="store_true", help="only the --prefill steps")
     a = ap.parse_args()
     work = Path(a.work)
     if not (work / "bundle" / "manifest.json").exists():
         ckpt = write_embedded(work / "ckpt", "qwen3-0.6b")
         build_bundle(write_pin(pin_checkpoint(str(ckpt)), work / "pin.json"), "fp16", work / "bundle", force=True)
-    task = load_task(work / "bundle", EngineConfig(device="cuda", max_batch=64, max_context=1100))
+    task = load_task(work / "bundle", EngineConfig(device="cuda", max_batch=64, max_context=1100,
+                                                  engine_process="off"))   # its runner is read here
     print(f"load {task.load_timing}")
     graphs, runner = task.engine.runner.graphs, task.engine.runner
-    for bs, T in ((1, 1), (64, 1), (1, 1024)):  # decode at batch 1 and 64 (context 256); a 1024-token prefill
+    for spec in filter(None, a.prefill.split(",")):
+        S, T = (int(v) for v in spec.lower().split("x"))
+        _profile_prefill(runner, S, T, a.rows)
+    for bs, T in () if a.skip_decode else ((1, 1), (64, 1), (1, 1024)):  # decode at batch 1 and 64 (context 256); a 1024-token prefill
         if T == 1:  # the captured step's code, run uncaptured over the static buffers
             graphs.tables[:bs, :4] = torch.arange(1, 1 + 4 * bs, device="cuda", dtype=torch.int32).view(bs, 4)
             graphs.lens[:bs] = 256
@@ -49,6 +60,39 @@ def main() -> int:
         print(ev.table(sort_by="self_device_time_total", row_limit=a.rows, max_name_column_width=70))
     task.close()
     return 0
+
+
+def _profile_prefill(runner, seqs: int, tokens: int, rows: int) -> None:
+    """One fresh prefill step of `seqs` prompts of `tokens` tokens, as the engine runs it: wall ms per
+    step (device events over 5 steps) and the kernels by CUDA time."""
+    from types import SimpleNamespace
+
+    from qualflow.runtime.engine.scheduler import Batch
+    per = -(-tokens // runner.block_size)
+    batch = Batch([SimpleNamespace(token_ids=[(7 * i + j) % 1000 + 1 for j in range(tokens)], pending=None,
+                                   block_table=list(range(1 + i * per, 1 + (i + 1) * per))) for i in range(seqs)],
+                  [0] * seqs, [tokens] * seqs, [True] * seqs)
+    step = lambda: runner.run(batch)  # noqa: E731
+    with torch.inference_mode():
+        for _ in range(3):
+            step()
+        torch.cuda.synchronize()
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        for _ in range(5):
+            step()
+        e.record()
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(5):
+                step()
+            torch.cuda.synchronize()
+    ev = prof.key_averages()
+    total = sum(x.self_device_time_total for x in ev)
+    n = sum(x.count for x in ev if x.self_device_time_total > 0)
+    print(f"\n=== prefill {seqs} x {tokens} tokens: {s.elapsed_time(e) / 5:.3f} ms/step wall, "
+          f"kernels {total / 5 / 1e3:.3f} ms/step, {n / 5:.0f} kernels/step ===")
+    print(ev.table(sort_by="self_device_time_total", row_limit=rows, max_name_column_width=70))
 
 
 if __name__ == "__main__":

@@ -17,7 +17,10 @@ against (equality.py).
     GEMM for steps of up to 16 rows ("_skinny", the default); the offline workload on both.
   --plan pdl (issue 22): overlapped; every Triton kernel waiting for the one before it ("_nopdl",
     --no-programmatic-launch) against programmatic dependent launch ("_pdl", the default); the
-    offline workload on both."""
+    offline workload on both.
+  --plan budget (issue 22): overlapped; the prefill token budget (max_num_batched_tokens) at 8192 ("_b8k",
+    the default), 4096 ("_b4k") and 16384 ("_b16k"): the pilot shape's and the offline workload's prefill
+    steps, fewer and larger or more and smaller; the offline workload on each."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -77,6 +80,18 @@ PDL = (
 PDL_PAIRS = (("_nopdl", "_pdl", "programmatic dependent launch against none"),)
 
 
+BUDGET_POINTS = ("c64_isl1024_osl256",)
+BUDGET = (
+    Variant("_b8k", dict(async_scheduling="on", max_num_batched_tokens=8192), BUDGET_POINTS, main=True,
+            label="prefill token budget 8192 (the default)"),
+    Variant("_b4k", dict(async_scheduling="on", max_num_batched_tokens=4096), BUDGET_POINTS, offline=True,
+            label="prefill token budget 4096"),
+    Variant("_b16k", dict(async_scheduling="on", max_num_batched_tokens=16384), BUDGET_POINTS, offline=True,
+            label="prefill token budget 16384"),
+)
+BUDGET_PAIRS = (("_b8k", "_b4k", "budget 4096 against 8192"), ("_b8k", "_b16k", "budget 16384 against 8192"))
+
+
 def plan(name: str, async_scheduling: str) -> tuple[tuple[Variant, ...], tuple[tuple[str, str, str], ...]]:
     """The variants and A/B pairs of a run."""
     if name == "v3":
@@ -85,6 +100,8 @@ def plan(name: str, async_scheduling: str) -> tuple[tuple[Variant, ...], tuple[t
         return SKINNY, SKINNY_PAIRS
     if name == "pdl":
         return PDL, PDL_PAIRS
+    if name == "budget":
+        return BUDGET, BUDGET_PAIRS
     if name == "wait":
         return WAIT, (("_w0", "_w1", "prefill wait factor 1 against 0"),)
     off = Variant("", dict(async_scheduling="off"), main=True, label="one step at a time")
