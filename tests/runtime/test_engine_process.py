@@ -92,18 +92,15 @@ def test_cancel_and_score_cross_the_process(tasks):
 
 
 def test_one_message_per_step():
+    import multiprocessing
+
     from qualflow.runtime.api.events import TaskTiming
     from qualflow.runtime.engine.outputs import Final, Tokens
     from qualflow.runtime.process.child import Outbox
-    from qualflow.runtime.process.messages import Finished, Step
+    from qualflow.runtime.process.messages import Finished, Step, recv
 
-    class Conn:
-        sent: list = []
-
-        def send(self, msg):
-            self.sent.append(msg)
-
-    out, timing = Outbox(Conn()), TaskTiming(submitted_ns=1, first_scheduled_ns=2, first_token_ns=3)
+    rx, tx = multiprocessing.get_context("spawn").Pipe(duplex=False)
+    out, timing = Outbox(tx), TaskTiming(submitted_ns=1, first_scheduled_ns=2, first_token_ns=3)
     sinks = [out.sink(k, timing) for k in range(3)]
     for s in sinks:
         s(Tokens([10]))
@@ -111,7 +108,10 @@ def test_one_message_per_step():
     sinks[1](Final("length", None))
     out.flush()
     out.flush()  # nothing new: nothing sent
-    assert Conn.sent == [Step({0: [10], 1: [10], 2: [10]}, [Finished(1, "length", None, 2, 3, 4)])]
+    assert recv(rx) == Step({0: [10], 1: [10], 2: [10]}, [Finished(1, "length", None, 2, 3, 4)])
+    assert not rx.poll(0.1)
+    rx.close()
+    tx.close()
 
 
 def test_killed_engine_process_fails_fast_and_close_leaves_nothing(bundle_dir):

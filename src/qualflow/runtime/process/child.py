@@ -19,7 +19,7 @@ from ...lifetime import die_with_parent
 from ..api.events import TaskTiming
 from ..config import EngineConfig
 from ..engine.outputs import EngineItem, Sink, Tokens
-from .messages import Cancel, Closed, Failed, Finished, Loaded, LoadFailed, Score, Scored, Step, Stop, Submit
+from .messages import Cancel, Closed, Failed, Finished, Loaded, LoadFailed, Score, Scored, Step, Stop, Submit, recv, send
 
 HEALTH_INTERVAL_S = 0.25
 
@@ -51,7 +51,7 @@ class Outbox:
 
     def send(self, msg) -> None:
         with self.lock:
-            self.conn.send(msg)
+            send(self.conn, msg)
 
 
 def watch_health(engine, out, stopping: threading.Event) -> None:
@@ -105,7 +105,7 @@ def _serve(conn_in, engine, out: Outbox, stopping: threading.Event) -> None:
     """Apply the parent's messages until Stop (or until the parent is gone)."""
     while True:
         try:
-            msg = conn_in.recv()
+            msg = recv(conn_in)
         except (EOFError, OSError):   # the parent is gone
             os._exit(0)
         if isinstance(msg, Submit):

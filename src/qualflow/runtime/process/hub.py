@@ -28,7 +28,7 @@ from ..config import EngineConfig
 from ..engine.outputs import EngineItem, Sink, Tokens
 from .child import answer_score, become_engine_process, watch_health
 from .ends import EngineEnds
-from .messages import Cancel, Closed, Finished, Loaded, LoadFailed, Score, Step, Stop, Submit
+from .messages import Cancel, Closed, Finished, Loaded, LoadFailed, Score, Step, Stop, Submit, recv, send
 
 DETACHED = "the API process stopped"
 
@@ -61,7 +61,7 @@ class Link:
             if self.closed:
                 return
             try:
-                self.conn_out.send(msg)
+                send(self.conn_out, msg)
             except (OSError, ValueError):
                 pass
 
@@ -125,7 +125,7 @@ class Hub:
             for conn in wait(list(by_conn)):
                 link = by_conn[conn]
                 try:
-                    msg = conn.recv()
+                    msg = recv(conn)
                 except (EOFError, OSError):   # that API process is gone
                     self.detach(link, answer=False)
                     continue

@@ -27,7 +27,7 @@ from ..api.events import TaskTiming
 from ..api.request import GenerationRequest
 from ..engine.interface import SubmittedRequest
 from ..engine.outputs import Final, Sink, Tokens
-from .messages import Cancel, Closed, Failed, Finished, Loaded, LoadFailed, Score, Scored, Step, Stop, Submit
+from .messages import Cancel, Closed, Failed, Finished, Loaded, LoadFailed, Score, Scored, Step, Stop, Submit, recv, send
 
 if TYPE_CHECKING:
     from .host import LinkEnds
@@ -103,7 +103,7 @@ class EngineLink:
     def _send(self, msg: Submit | Cancel | Score | Stop) -> bool:
         try:
             with self._send_lock:
-                self._to_engine.send(msg)
+                send(self._to_engine, msg)
             return True
         except (OSError, ValueError):   # the engine is gone (broken pipe) or the link is closed
             return False
@@ -113,7 +113,7 @@ class EngineLink:
         every open request and call."""
         try:
             while True:
-                msg = self._from_engine.recv()
+                msg = recv(self._from_engine)
                 if isinstance(msg, Step):
                     self._apply_step(msg)
                 elif isinstance(msg, Scored):
@@ -182,7 +182,7 @@ class AttachedEngine(EngineLink):
         self._to_engine, self._from_engine, self.pid = ends.to_engine, ends.from_engine, ends.engine_pid
         self._broken = False
         try:
-            first = self._from_engine.recv()
+            first = recv(self._from_engine)
         except (EOFError, OSError):
             raise RuntimeError(f"the engine process (pid {self.pid}) exited while loading") from None
         if isinstance(first, LoadFailed):

@@ -13,7 +13,7 @@ from typing import Callable
 
 from ..config import EngineConfig
 from .link import STOP_TIMEOUT_S, EngineLink
-from .messages import Failed, Loaded, LoadFailed, Stop
+from .messages import Failed, Loaded, LoadFailed, Stop, recv
 
 
 class EngineProxy(EngineLink):
@@ -82,7 +82,7 @@ class EngineProxy(EngineLink):
 
     def _recv_or_fail(self, when: str) -> Loaded | LoadFailed | Failed:
         try:
-            return self._from_engine.recv()
+            return recv(self._from_engine)
         except (EOFError, OSError):
             self.proc.join(timeout=5)
             raise RuntimeError(f"{self._exit_reason()} {when}") from None
