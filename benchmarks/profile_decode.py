@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from types import SimpleNamespace
 
 import torch
 from torch.profiler import ProfilerActivity, profile
@@ -17,6 +18,8 @@ from qualflow.artifacts.bundle import build_bundle
 from qualflow.artifacts.pin import pin_checkpoint, write_pin
 from qualflow.families.qwen3.synthetic import write_embedded
 from qualflow.runtime import EngineConfig, load_task
+from qualflow.runtime.engine.scheduler import Batch
+from roofline import _timed
 
 
 def main() -> int:
@@ -44,55 +47,37 @@ def main() -> int:
             step = lambda: graphs._run(bs)  # noqa: E731
         else:
             step = lambda: runner.score([1] * T)  # noqa: E731
-        with torch.inference_mode():
-            for _ in range(3):
-                step()
-            torch.cuda.synchronize()
-            with profile(activities=[ProfilerActivity.CUDA]) as prof:
-                for _ in range(5):
-                    step()
-                torch.cuda.synchronize()
-        print(f"\n=== batch {bs} x {T} tokens: kernels by CUDA time (5 steps) ===")
-        ev = prof.key_averages()
-        total = sum(e.self_device_time_total for e in ev)
-        n = sum(e.count for e in ev if e.self_device_time_total > 0)
-        print(f"total CUDA {total / 5 / 1e3:.3f} ms/step, {n / 5:.0f} kernels/step")
-        print(ev.table(sort_by="self_device_time_total", row_limit=a.rows, max_name_column_width=70))
+        _profiled(step, f"batch {bs} x {T} tokens", a.rows)
     task.close()
     return 0
 
 
-def _profile_prefill(runner, seqs: int, tokens: int, rows: int) -> None:
-    """One fresh prefill step of `seqs` prompts of `tokens` tokens, as the engine runs it: wall ms per
-    step (device events over 5 steps) and the kernels by CUDA time."""
-    from types import SimpleNamespace
-
-    from qualflow.runtime.engine.scheduler import Batch
-    per = -(-tokens // runner.block_size)
-    batch = Batch([SimpleNamespace(token_ids=[(7 * i + j) % 1000 + 1 for j in range(tokens)], pending=None,
-                                   block_table=list(range(1 + i * per, 1 + (i + 1) * per))) for i in range(seqs)],
-                  [0] * seqs, [tokens] * seqs, [True] * seqs)
-    step = lambda: runner.run(batch)  # noqa: E731
+def _profiled(step, title: str, rows: int, wall: bool = False) -> None:
+    """Warm `step` up, profile 5 calls and print its kernels by CUDA time (with `wall`: first the wall ms
+    per call on the device clock, roofline._timed)."""
     with torch.inference_mode():
+        took = f"{_timed(torch.device('cuda'), step, 5) * 1e3:.3f} ms/step wall, " if wall else ""
         for _ in range(3):
             step()
-        torch.cuda.synchronize()
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        for _ in range(5):
-            step()
-        e.record()
         torch.cuda.synchronize()
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
             for _ in range(5):
                 step()
             torch.cuda.synchronize()
     ev = prof.key_averages()
-    total = sum(x.self_device_time_total for x in ev)
-    n = sum(x.count for x in ev if x.self_device_time_total > 0)
-    print(f"\n=== prefill {seqs} x {tokens} tokens: {s.elapsed_time(e) / 5:.3f} ms/step wall, "
-          f"kernels {total / 5 / 1e3:.3f} ms/step, {n / 5:.0f} kernels/step ===")
+    total = sum(e.self_device_time_total for e in ev)
+    n = sum(e.count for e in ev if e.self_device_time_total > 0)
+    print(f"\n=== {title}: {took}kernels {total / 5 / 1e3:.3f} ms/step, {n / 5:.0f} kernels/step (5 steps) ===")
     print(ev.table(sort_by="self_device_time_total", row_limit=rows, max_name_column_width=70))
+
+
+def _profile_prefill(runner, seqs: int, tokens: int, rows: int) -> None:
+    """One fresh prefill step of `seqs` prompts of `tokens` tokens, as the engine runs it."""
+    per = -(-tokens // runner.block_size)
+    batch = Batch([SimpleNamespace(token_ids=[(7 * i + j) % 1000 + 1 for j in range(tokens)], pending=None,
+                                   block_table=list(range(1 + i * per, 1 + (i + 1) * per))) for i in range(seqs)],
+                  [0] * seqs, [tokens] * seqs, [True] * seqs)
+    _profiled(lambda: runner.run(batch), f"prefill {seqs} x {tokens} tokens", rows, wall=True)
 
 
 if __name__ == "__main__":
