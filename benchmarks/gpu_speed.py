@@ -245,7 +245,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--work", default="/tmp/qualflow-gpu")
     ap.add_argument("--out", default="benchmarks/results")
     ap.add_argument("--suffix", default="", help="appended to the JSON's name (<date>-<gpu><suffix>.json)")
-    ap.add_argument("--plan", choices=("async", "v3", "wait", "skinny", "pdl", "budget"), default="async",
+    ap.add_argument("--plan", choices=("async", "v3", "wait", "skinny", "pdl", "budget", "rows"), default="async",
                     help="the engine variants to load in turn (variants.py); async: per --async-scheduling")
     ap.add_argument("--skip-hf", action="store_true")
     ap.add_argument("--skip-mixed", action="store_true", help="plan async: no extra load with mixed prefill + decode steps")

@@ -20,7 +20,11 @@ against (equality.py).
     offline workload on both.
   --plan budget (issue 22): overlapped; the prefill token budget (max_num_batched_tokens) at 8192 ("_b8k",
     the default), 4096 ("_b4k") and 16384 ("_b16k"): the pilot shape's and the offline workload's prefill
-    steps, fewer and larger or more and smaller; the offline workload on each."""
+    steps, fewer and larger or more and smaller; the offline workload on each.
+  --plan rows (issue 22): overlapped; the skinny GEMM for steps of up to 16 rows ("_r16", the default)
+    against up to 64 ("_r64": the pilot shape's b64 decode steps then run every projection as a Triton
+    kernel in the programmatic-launch chain, gate_up and SiLU as one), and the default with mixed prefill
+    + decode steps ("_r16_mixed"); the pilot shape and the offline workload on each."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -92,6 +96,18 @@ BUDGET = (
 BUDGET_PAIRS = (("_b8k", "_b4k", "budget 4096 against 8192"), ("_b8k", "_b16k", "budget 16384 against 8192"))
 
 
+ROWS_POINTS = ("c64_isl1024_osl256", "c64_isl128_osl128")
+ROWS = (
+    Variant("_r16", dict(async_scheduling="on", skinny_gemm_rows=16), ROWS_POINTS, main=True,
+            label="skinny GEMM for steps of up to 16 rows (the default)"),
+    Variant("_r64", dict(async_scheduling="on", skinny_gemm_rows=64), ROWS_POINTS, offline=True,
+            label="skinny GEMM for steps of up to 64 rows"),
+    Variant("_r16_mixed", dict(async_scheduling="on", skinny_gemm_rows=16, mixed=True), ROWS_POINTS[:1], offline=True,
+            label="the default with mixed prefill + decode steps"),
+)
+ROWS_PAIRS = (("_r16", "_r64", "skinny GEMM to 64 rows against 16"), ("_r16", "_r16_mixed", "mixed against alternating"))
+
+
 def plan(name: str, async_scheduling: str) -> tuple[tuple[Variant, ...], tuple[tuple[str, str, str], ...]]:
     """The variants and A/B pairs of a run."""
     if name == "v3":
@@ -102,6 +118,8 @@ def plan(name: str, async_scheduling: str) -> tuple[tuple[Variant, ...], tuple[t
         return PDL, PDL_PAIRS
     if name == "budget":
         return BUDGET, BUDGET_PAIRS
+    if name == "rows":
+        return ROWS, ROWS_PAIRS
     if name == "wait":
         return WAIT, (("_w0", "_w1", "prefill wait factor 1 against 0"),)
     off = Variant("", dict(async_scheduling="off"), main=True, label="one step at a time")

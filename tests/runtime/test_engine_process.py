@@ -158,3 +158,48 @@ def test_thinking_through_the_engine_process(tasks):
     assert got.token_ids == want.token_ids and got.token_ids[3:6] == list(local.reasoning.close_ids)
     assert (got.reasoning_tokens, got.reasoning_text, got.text) == (5, want.reasoning_text, want.text)
     assert got.timing.first_token_ns < got.timing.answer_first_token_ns <= got.timing.finished_ns
+
+
+def test_the_engine_thread_reads_its_pipe_itself(bundle_dir):
+    """process.child.PipeFeed: with nothing else reading the pipe, a Submit sent over it is run by the
+    engine thread (its sink called there), a Cancel ends a request, and Stop shuts the loop down with
+    every block free."""
+    import multiprocessing
+
+    from qualflow.runtime.api.request import GenerationRequest as Req
+    from qualflow.runtime.process.child import Outbox, PipeFeed
+    from qualflow.runtime.process.messages import Cancel, Step, Stop, Submit, recv, send
+
+    task = load_task(bundle_dir, EngineConfig(max_batch=4, max_context=256))
+    engine = task.engine
+    ctx = multiprocessing.get_context("spawn")
+    in_rx, in_tx = ctx.Pipe(duplex=False)
+    out_rx, out_tx = ctx.Pipe(duplex=False)
+    out, stopping, threads = Outbox(out_tx), threading.Event(), set()
+    sink = out.sink
+    out.sink = lambda key, timing: (lambda item: (threads.add(threading.current_thread()), sink(key, timing)(item)))
+    engine.on_step = out.flush
+    engine.attach_feed(PipeFeed(in_rx, engine, out, stopping))
+    long = SamplingParams(max_new_tokens=200, temperature=0, ignore_eos=True)
+    send(in_tx, Submit(0, Req("a", PROMPTS[0], GREEDY), time.time_ns()))
+    send(in_tx, Submit(1, Req("b", PROMPTS[1], long), time.time_ns()))
+    tokens, finals = {0: [], 1: []}, {}
+    while 0 not in finals:
+        step = recv(out_rx)
+        assert isinstance(step, Step)
+        for key, ids in step.tokens.items():
+            tokens[key] += ids
+        finals.update({f.key: f for f in step.finals})
+    send(in_tx, Cancel("b"))
+    while 1 not in finals:
+        step = recv(out_rx)
+        finals.update({f.key: f for f in step.finals})
+    assert finals[0].reason == "length" and len(tokens[0]) == GREEDY.max_new_tokens
+    assert finals[1].reason == "cancelled"
+    assert threads == {engine.thread}
+    send(in_tx, Stop())
+    engine.thread.join(timeout=30)
+    assert not engine.thread.is_alive() and stopping.is_set()
+    assert engine.scheduler.blocks.num_free == engine.scheduler.blocks.capacity
+    for c in (in_rx, in_tx, out_rx, out_tx):
+        c.close()

@@ -26,6 +26,11 @@ cost nothing more per token.
 Delivery goes through each request's `sink` (engine.outputs): Tokens as they are sampled, then exactly
 one Final. `on_step`, when set, is called on the engine thread after each loop iteration (all of that
 step's items are out): a caller that forwards items elsewhere sends them there once per step.
+
+`feed`, when set (`attach_feed`), is the engine thread's own source of work besides the inbox: called at
+every step boundary before the inbox is drained, it moves what arrived (an engine process's pipe) into
+the inbox on this thread, waiting for it when the engine is idle. Work then reaches the loop with no
+other thread in between.
 """
 from __future__ import annotations
 
@@ -51,6 +56,7 @@ from .transfer import to_device
 
 log = logging.getLogger("qualflow.engine")
 _STOP = object()
+_WAKE = object()   # an inbox entry that only ends a blocking wait (attach_feed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +89,7 @@ class Engine:
         self.inbox: queue.SimpleQueue = queue.SimpleQueue()
         self.steps = 0
         self.on_step: Callable[[], None] | None = None
+        self.feed: Callable[[bool], None] | None = None
         self.thread = threading.Thread(target=self._loop, name="qualflow-engine", daemon=True)
         self.thread.start()
 
@@ -111,8 +118,19 @@ class Engine:
         self.inbox.put(_Cancel(request_id))
 
     def close(self) -> None:
-        self.inbox.put(_STOP)
+        self.stop_soon()
         self.thread.join(timeout=30)
+
+    def stop_soon(self) -> None:
+        """Tell the loop to shut down at its next step boundary (from any thread, the engine's too)."""
+        self.inbox.put(_STOP)
+
+    def attach_feed(self, feed: Callable[[bool], None]) -> None:
+        """From now on the engine thread calls `feed(block)` at each step boundary: it puts what arrived
+        into the inbox (`submit`, `cancel`, `stop_soon` on this thread) and, when `block`, returns only
+        once something did. Called once, from another thread, before any work is submitted."""
+        self.feed = feed
+        self.inbox.put(_WAKE)   # the loop waits on the inbox alone until it sees this
 
     def health(self) -> str | None:
         """None while the engine serves; otherwise why it cannot (its thread died, and of what)."""
@@ -150,12 +168,17 @@ class Engine:
         """Apply what was submitted and cancelled since the last step (waiting for the first entry
         when `block`); False once the engine is told to stop."""
         sched = self.scheduler
+        if self.feed is not None:
+            self.feed(block)
+            block = False
         try:
             while True:
                 item = self.inbox.get(block=block)
                 block = False
                 if item is _STOP:
                     return False
+                if item is _WAKE:
+                    continue
                 if isinstance(item, _Cancel):
                     for seq in sched.find(item.request_id):
                         self._finish(seq, "cancelled")

@@ -3,6 +3,10 @@ spawn. The child loads the Task's engine (weights, KV cache, graphs) and owns th
 keeps validation, prompt rendering and detokenization, so its event loop's work overlaps the GPU step
 instead of sharing one GIL with it. The messages are in process.messages.
 
+The engine thread reads the parent's pipe itself (`PipeFeed`, attached as the engine's feed): a request
+reaches the scheduler with no other thread's wake-up in between, and an idle engine waits on the pipe.
+The main thread only waits for the engine thread to end.
+
 The child lives exactly as long as its parent: it is killed when the parent dies (PR_SET_PDEATHSIG,
 SIGKILL) and ignores SIGINT and SIGTERM, which reach it too when its process group is signalled, so a
 server stopped gracefully closes its engine itself (open requests end as cancelled, not failed).
@@ -11,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import select
 import signal
 import threading
 from typing import Callable
@@ -101,22 +106,48 @@ def main(conn_in, conn_out, load: Callable, bundle_dir: str, cfg: EngineConfig, 
     _serve(conn_in, engine, out, stopping)
 
 
-def _serve(conn_in, engine, out: Outbox, stopping: threading.Event) -> None:
-    """Apply the parent's messages until Stop (or until the parent is gone)."""
-    while True:
+class PipeFeed:
+    """The engine's feed (Engine.attach_feed) in this process: applies the parent's messages on the
+    engine thread. Non-blocking at a busy step boundary (one poll of the pipe), blocking while the
+    engine is idle; the parent gone (EOF) ends the process."""
+
+    def __init__(self, conn_in, engine, out: Outbox, stopping: threading.Event):
+        self.conn, self.engine, self.out, self.stopping = conn_in, engine, out, stopping
+        self.poller = select.poll()
+        self.poller.register(conn_in.fileno(), select.POLLIN)
+
+    def __call__(self, block: bool) -> None:
+        if block:
+            self._apply(self._recv())   # waits in the read: the GIL is free meanwhile
+        while self.poller.poll(0):
+            self._apply(self._recv())
+
+    def _recv(self):
         try:
-            msg = recv(conn_in)
+            return recv(self.conn)
         except (EOFError, OSError):   # the parent is gone
             os._exit(0)
+
+    def _apply(self, msg) -> None:
+        engine = self.engine
         if isinstance(msg, Submit):
             timing = TaskTiming(submitted_ns=msg.submitted_ns)
-            engine.submit(msg.request, out.sink(msg.key, timing), timing)
+            engine.submit(msg.request, self.out.sink(msg.key, timing), timing)
         elif isinstance(msg, Cancel):
             engine.cancel(msg.request_id)
         elif isinstance(msg, Score):
-            threading.Thread(target=answer_score, args=(engine, out, msg.call, msg.token_ids), daemon=True).start()
+            threading.Thread(target=answer_score, args=(engine, self.out, msg.call, msg.token_ids), daemon=True).start()
         elif isinstance(msg, Stop):
-            stopping.set()
-            engine.close()
-            out.send(Closed())
-            return
+            self.stopping.set()
+            engine.stop_soon()
+
+
+def _serve(conn_in, engine, out: Outbox, stopping: threading.Event) -> None:
+    """The engine thread applies the parent's messages until Stop; then answer Closed. If the engine
+    thread dies of a fault instead, watch_health reports it and ends the process."""
+    engine.attach_feed(PipeFeed(conn_in, engine, out, stopping))
+    engine.thread.join()
+    if stopping.is_set():
+        out.send(Closed())
+        return
+    threading.Event().wait()   # watch_health sends Failed and exits
