@@ -203,3 +203,28 @@ def test_the_engine_thread_reads_its_pipe_itself(bundle_dir):
     assert engine.scheduler.blocks.num_free == engine.scheduler.blocks.capacity
     for c in (in_rx, in_tx, out_rx, out_tx):
         c.close()
+
+
+def test_the_streaming_loop_reads_the_engine_pipe_and_gives_it_back(tasks):
+    """process.reading: a stream's loop reads the engine's messages itself (on its own thread, no
+    receiver-thread hop); once that loop is closed, a blocking call from elsewhere is read by the
+    receiver thread again, and the next loop takes the pipe over."""
+    remote, _ = tasks
+    reading = remote.engine._reading
+    handled_on, handle = [], reading.handle
+    reading.handle = lambda msg: (handled_on.append(threading.current_thread().name), handle(msg))[1]
+    try:
+        req = lambda i: GenerationRequest(f"loop-{i}", PROMPTS[i % 4], GREEDY)  # noqa: E731
+        first = asyncio.run(collect(remote, req(0)))
+        assert first[-1].finish_reason == "length"
+        assert set(handled_on) == {"MainThread"}          # the loop's thread read every Step
+        handled_on.clear()
+        sync = remote.generate_sync(req(1))              # the loop above is closed: the thread reads
+        assert sync.completion_tokens == GREEDY.max_new_tokens
+        assert set(handled_on) == {"qualflow-engine-proxy"}
+        handled_on.clear()
+        again = asyncio.run(collect(remote, req(0)))     # a new loop takes it over
+        assert [e.token_ids for e in again[:-1]] == [e.token_ids for e in first[:-1]]
+        assert "MainThread" in handled_on
+    finally:
+        reading.handle = handle

@@ -28,7 +28,7 @@ from .engine.synthetic import SyntheticEngine
 from .frontend.delivery import Collector, Mailbox, TaskStream
 from .frontend.pieces import piece_encoder
 from .frontend.tokenizing import GilFreeEncoder
-from .process.link import AttachedEngine
+from .process.link import AttachedEngine, EngineLink
 from .process.proxy import EngineProxy
 
 if TYPE_CHECKING:
@@ -160,6 +160,8 @@ class Task:
             raise EngineFailed(why)
         loop = asyncio.get_running_loop()
         mailbox = self._mailboxes.get(loop) or self._mailboxes.setdefault(loop, Mailbox(loop, self.health))
+        if isinstance(self.engine, EngineLink):   # its messages are read on this loop, with one wake-up a step
+            self.engine.read_on(loop)
         box = mailbox.open_delivery()
         seq = self.engine.submit(req, lambda item: mailbox.put(box, item))
         return TaskStream(mailbox, box, seq, Collector(self.tokenizer, seq, self._end_id), self.engine.cancel)

@@ -57,19 +57,24 @@ class Mailbox:
     """Carries engine items into one asyncio loop with at most one wake-up per engine step."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, health: Callable[[], str | None] = lambda: None):
+        """Made on `loop`'s own thread."""
         self.loop, self.health = loop, health
+        self.loop_thread = threading.get_ident()
         self.items: collections.deque = collections.deque()
         self.lock, self.scheduled = threading.Lock(), False
         self.open: set[Delivery] = set()
         self._watch: asyncio.TimerHandle | None = None
 
-    # ---- engine thread ---------------------------------------------------------------------------
+    # ---- engine thread (or the loop's own, where it reads the engine's messages) -----------------------
     def put(self, delivery: Delivery, item: EngineItem) -> None:
         self.items.append((delivery, item))
         with self.lock:
             if self.scheduled:
                 return
             self.scheduled = True
+        if threading.get_ident() == self.loop_thread:   # no wake-up needed: the loop runs it next
+            self.loop.call_soon(self._flush)
+            return
         try:
             self.loop.call_soon_threadsafe(self._flush)
         except RuntimeError:  # the loop is closed: nobody is listening

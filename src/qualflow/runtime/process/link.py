@@ -4,8 +4,10 @@ API-side kinds share: `proxy.EngineProxy`, which starts and owns its engine proc
 and `AttachedEngine` here, one of several API processes' links to an engine process started by
 `host.EngineHost` (`qualflow serve --api-server-count N`).
 
-One receiver thread reads the engine's messages (one Step per engine step) and hands each request's
-items to its sink as the in-process engine would: Tokens, then one Final, with the request's
+A receiver thread reads the engine's messages (one Step per engine step) until the asyncio loop that
+streams the requests asks for them (`read_on`; process.reading): that loop then reads the pipe itself,
+one wake-up a step instead of the thread's and then the loop's. Either hands each request's items to
+its sink as the in-process engine would: Tokens, then one Final, with the request's
 `SubmittedRequest` (output ids, timing) updated first. The engine-side stamps (first scheduled,
 first token, finished, first answer token) travel with the final; `submitted_ns` is stamped here, at
 the Task call. When the link breaks (the engine process died), every open request gets an `error`
@@ -13,6 +15,7 @@ final at once and `health()` says why.
 """
 from __future__ import annotations
 
+import asyncio
 import itertools
 import threading
 import time
@@ -28,6 +31,7 @@ from ..api.request import GenerationRequest
 from ..engine.interface import SubmittedRequest
 from ..engine.outputs import Final, Sink, Tokens
 from .messages import Cancel, Closed, Failed, Finished, Loaded, LoadFailed, Score, Scored, Step, Stop, Submit, recv, send
+from .reading import PipeReading
 
 if TYPE_CHECKING:
     from .host import LinkEnds
@@ -55,6 +59,7 @@ class EngineLink:
         self._calls: dict[int, ScoreCall] = {}
         self._failure: str | None = None
         self._closing = False
+        self._reading: PipeReading | None = None   # set once `_from_engine` is (`_begin_reading`)
 
     # ---- what the kinds of link say about their engine process ---------------------------------
     def _alive(self) -> bool:
@@ -70,7 +75,14 @@ class EngineLink:
         """The link broke (on the receiver thread): let the engine's exit be seen, if it can be."""
 
     # ---- the Task's engine interface -----------------------------------------------------------
+    def read_on(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Let `loop` (the caller's, from its thread) read the engine's messages itself."""
+        if self._reading is not None:
+            self._reading.read_on(loop)
+
     def submit(self, req: GenerationRequest, sink: Sink) -> SubmittedRequest:
+        if self._reading is not None:
+            self._reading.ensure_live()
         seq = SubmittedRequest(req, sink, TaskTiming(submitted_ns=time.time_ns()))
         key = next(self._keys)
         self._seqs[key] = seq
@@ -82,6 +94,8 @@ class EngineLink:
         self._send(Cancel(request_id))
 
     def score(self, token_ids: list[int]) -> torch.Tensor:
+        if self._reading is not None and self._reading.on_loop_thread():   # it would wait on its own reader
+            self._reading.take_back()
         key, call = next(self._keys), ScoreCall()
         self._calls[key] = call
         if not self._send(Score(key, list(token_ids))):
@@ -108,27 +122,40 @@ class EngineLink:
         except (OSError, ValueError):   # the engine is gone (broken pipe) or the link is closed
             return False
 
+    def _begin_reading(self) -> None:
+        """`_from_engine` is set: its reading may move to a loop from now on."""
+        self._reading = PipeReading(self._from_engine, self._handle)
+
+    def _stop_reading(self) -> None:
+        """Before Stop: the receiver thread reads the answer."""
+        if self._reading is not None:
+            self._reading.take_back(closing=True)
+
     def _receive(self) -> None:
-        """The receiver thread: apply the engine's messages until it closes or is gone; then end
-        every open request and call."""
+        """The receiver thread: apply the engine's messages (or wait while a loop does) until it closes
+        or is gone; then end every open request and call."""
         try:
-            while True:
-                msg = recv(self._from_engine)
-                if isinstance(msg, Step):
-                    self._apply_step(msg)
-                elif isinstance(msg, Scored):
-                    call = self._calls.pop(msg.call, None)
-                    if call is not None:
-                        call.logits, call.error = msg.logits, msg.error
-                        call.done.set()
-                elif isinstance(msg, Failed):
-                    self._failure = msg.why
-                elif isinstance(msg, Closed):
-                    self._after_closed()
-                    return
+            self._reading.run()
+            self._after_closed()
+            return
         except (EOFError, OSError):
             pass
+        finally:
+            self._reading.close()
         self._end_all()
+
+    def _handle(self, msg) -> bool:
+        """Apply one message (on whichever thread reads); True once the engine answered Closed."""
+        if isinstance(msg, Step):
+            self._apply_step(msg)
+        elif isinstance(msg, Scored):
+            call = self._calls.pop(msg.call, None)
+            if call is not None:
+                call.logits, call.error = msg.logits, msg.error
+                call.done.set()
+        elif isinstance(msg, Failed):
+            self._failure = msg.why
+        return isinstance(msg, Closed)
 
     def _apply_step(self, step: Step) -> None:
         seqs = self._seqs
@@ -190,6 +217,7 @@ class AttachedEngine(EngineLink):
         if not isinstance(first, Loaded):   # Failed: the engine died at once
             raise RuntimeError(f"the engine process failed to load: {first.why}")
         self.load_timing, self.info = first.load_timing, first.info
+        self._begin_reading()
         self.thread = threading.Thread(target=self._receive, name="qualflow-engine-link", daemon=True)
         self.thread.start()
 
@@ -206,6 +234,7 @@ class AttachedEngine(EngineLink):
         if self._closing:
             return
         self._closing = True
+        self._stop_reading()
         if self._send(Stop()):
             self.thread.join(timeout=STOP_TIMEOUT_S)
         self._to_engine.close()

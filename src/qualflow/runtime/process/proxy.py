@@ -58,9 +58,11 @@ class EngineProxy(EngineLink):
             self.proc.join(timeout=5)
             raise RuntimeError(f"the engine process failed to load: {first.why}")
         self.load_timing, self.info = first.load_timing, first.info
+        self._begin_reading()
 
     def close(self) -> None:
         self._closing = True
+        self._stop_reading()
         if self.proc.is_alive() and self._send(Stop()):
             self.thread.join(timeout=STOP_TIMEOUT_S)
         self.proc.join(timeout=5)
