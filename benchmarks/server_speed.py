@@ -6,6 +6,7 @@
                                                    the newest committed one of this device) -> OUT/NAME
   scaling WORK OUT NAME GRID C...                  the ceiling's output tok/s per AIPerf workers:record_processors
                                                    pair and point -> OUT/NAME
+  brief RESULT                                     one line per point of a written result (server_ab.sh)
 
 WORK holds server/ (timing.jsonl, aiperf_c<C>/) and ceiling/ (aiperf_c<C>/), or scaling/w<W>_rp<RP>/aiperf_c<C>/.
 The figures are AIPerf's own (profile_export_aiperf.json); the client-minus-Task gap pairs each profiling
@@ -255,6 +256,17 @@ def scaling(work: str, out: str, name: str, grid: list[str], points: list[int], 
     return res
 
 
+def brief(path: str) -> None:
+    res = json.loads(Path(path).read_text())
+    for key in sorted((k for k in res if re.fullmatch(r"c\d+", k)), key=lambda k: int(k[1:])):
+        r, b = res[key], res[key].get("server_breakdown", {})
+        print(f"  {key}: Task {_n(r['task_output_tok_per_s'])} server {_n(r['server_output_tok_per_s'])} tok/s, "
+              f"ITL p50 Task/server {_n(r['task_itl_ms_p50'], '{:.2f}')}/{_n(r['itl_ms_p50'], '{:.2f}')} ms, gap p50 "
+              f"{_n(r['client_minus_task_ms_p50'], '{:.2f}')} ms (HTTP in {_n(b.get('http_in_ms_p50'), '{:.2f}')}, queue "
+              f"{_n(b.get('queue_ms_p50'), '{:.2f}')}, HTTP out {_n(b.get('http_out_ms_p50'), '{:.2f}')}, client beyond "
+              f"HTTP {_n(b.get('client_beyond_http_ms_p50'), '{:.2f}')})", flush=True)
+
+
 def main(argv: list[str]) -> int:
     cmd, rest = argv[0], argv[1:]
     settings = json.loads(rest.pop()) if cmd in ("report", "scaling") else {}
@@ -266,6 +278,8 @@ def main(argv: list[str]) -> int:
     elif cmd == "report":
         work, out, name, baseline, *pts = rest
         report(work, out, name, baseline, [int(c) for c in pts], settings)
+    elif cmd == "brief":
+        brief(rest[0])
     elif cmd == "scaling":
         work, out, name, grid, *pts = rest
         scaling(work, out, name, grid.split(), [int(c) for c in pts], settings)
