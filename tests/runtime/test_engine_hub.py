@@ -98,3 +98,47 @@ def test_a_killed_engine_fails_every_link(hub):
     t0 = time.monotonic()
     b.close()   # closing a link to a dead engine does not wait for it
     assert time.monotonic() - t0 < 2
+
+
+def test_the_engine_thread_reads_every_link_and_closes_after_the_last():
+    """process.hub.Hub.feed: the engine thread (here the synthetic engine's, in this process) reads the
+    links itself; each gets its own request's tokens; Stop from one detaches it (answered Closed) while
+    the engine goes on, and the last one's Stop ends the engine thread."""
+    import multiprocessing
+    import threading
+
+    from qualflow.runtime.engine.synthetic import SyntheticEngine
+    from qualflow.runtime.process.ends import EngineEnds
+    from qualflow.runtime.process.hub import Hub, Link
+    from qualflow.runtime.process.messages import Closed, Step, Stop, Submit, recv, send
+
+    ctx = multiprocessing.get_context("spawn")
+    api = []
+    links = []
+    for _ in range(2):
+        from_api, to_engine = ctx.Pipe(duplex=False)
+        from_engine, to_api = ctx.Pipe(duplex=False)
+        links.append(Link(EngineEnds(from_api, to_api)))
+        api.append((to_engine, from_engine))
+    engine = SyntheticEngine(0.002, 4, [11, 12])
+    stopping = threading.Event()
+    hub = Hub(engine, links, stopping)
+    engine.on_step = hub.flush
+    engine.attach_feed(hub.feed)
+    for i, (to_engine, _) in enumerate(api):
+        send(to_engine, Submit(i, GenerationRequest(f"r{i}", [1, 2], greedy(3 + i)), time.time_ns()))
+    for i, (_, from_engine) in enumerate(api):
+        got, finals = [], []
+        while not finals:
+            step = recv(from_engine)
+            assert isinstance(step, Step) and set(step.tokens) <= {i}
+            got += step.tokens.get(i, [])
+            finals += step.finals
+        assert len(got) == 3 + i and finals[0].reason == "length"
+    send(api[0][0], Stop())
+    while not isinstance(recv(api[0][1]), Closed):
+        pass
+    assert engine.thread.is_alive() and not stopping.is_set()
+    send(api[1][0], Stop())
+    engine.thread.join(timeout=10)
+    assert not engine.thread.is_alive() and stopping.is_set()

@@ -11,7 +11,8 @@ more than a step, the clock starts again from now rather than bursting to catch 
 never shorter than a step. `on_step`, when set, is called on the engine thread after each tick, as
 engine.Engine's is after each step (the engine process sends each step's items from it). A request
 with thinking on gets its think block closed by the forced closing tokens at its budget
-(engine.thinking), as in the real engine."""
+(engine.thinking), as in the real engine. `attach_feed` / `stop_soon` are engine.Engine's, for the engine
+process: the feed is polled (never waited on) at every tick, before the tick admits."""
 from __future__ import annotations
 
 import threading
@@ -40,6 +41,7 @@ class SyntheticEngine:
         self._cancelled: set[str] = set()
         self._stop = threading.Event()
         self.on_step: Callable[[], None] | None = None
+        self.feed: Callable[[bool], None] | None = None
         self.thread = threading.Thread(target=self._loop, name="qualflow-synthetic-engine", daemon=True)
         self.thread.start()
 
@@ -65,6 +67,12 @@ class SyntheticEngine:
             return None
         return thread_death(self.thread) or "the synthetic engine thread exited"
 
+    def attach_feed(self, feed: Callable[[bool], None]) -> None:
+        self.feed = feed
+
+    def stop_soon(self) -> None:
+        self._stop.set()
+
     def close(self) -> None:
         self._stop.set()
         self.thread.join(timeout=30)
@@ -82,6 +90,8 @@ class SyntheticEngine:
             if delay > 0:
                 self._stop.wait(delay)
             next_tick = max(next_tick + self.step_s, time.monotonic())
+            if self.feed is not None:
+                self.feed(False)
             self._step()
             if self.on_step is not None:
                 self.on_step()

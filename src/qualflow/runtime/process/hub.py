@@ -1,7 +1,8 @@
 """The engine process shared by several API processes (`qualflow serve --api-server-count N`): the
 entry point `main` that host.EngineHost starts with multiprocessing spawn. It loads the Task's engine
 (the model, or the synthetic engine) as process.child does, but serves one link (a pipe pair,
-process.ends) per API process, multiplexed with multiprocessing.connection.wait.
+process.ends) per API process. As in process.child, the engine thread reads the links itself
+(`Hub.feed`, the engine's feed: one poll of every link at a step boundary, a blocking one while idle).
 
 A request is keyed by its link and the key its API process gave it; each engine step sends each link
 one Step holding only its own requests' tokens and finals, and nothing to a link that has none. The
@@ -18,9 +19,9 @@ Failed to every link before the process exits.
 from __future__ import annotations
 
 import dataclasses
+import select
 import threading
 import time
-from multiprocessing.connection import wait
 from typing import Callable
 
 from ..api.events import TaskTiming
@@ -85,8 +86,13 @@ class Link:
 class Hub:
     """The links of one engine; `flush` is the engine's on_step."""
 
-    def __init__(self, engine, links: list[Link]):
+    def __init__(self, engine, links: list[Link], stopping: threading.Event | None = None):
         self.engine, self.links = engine, links
+        self.stopping = stopping or threading.Event()   # set once every link detached
+        self.poller, self.by_fd = select.poll(), {}
+        for link in links:
+            self.by_fd[link.conn_in.fileno()] = link
+            self.poller.register(link.conn_in.fileno(), select.POLLIN)
 
     def flush(self) -> None:   # engine thread, once per step
         for link in self.links:
@@ -114,22 +120,31 @@ class Hub:
             self.detach(link, answer=True)
 
     def detach(self, link: Link, answer: bool) -> None:
+        fd = link.conn_in.fileno()
+        self.poller.unregister(fd)
+        del self.by_fd[fd]
         self.links = [x for x in self.links if x is not link]   # a new list: the engine thread may iterate the old
         for request_id in link.detach(answer):
             self.engine.cancel(request_id)
+        if not self.links:   # the last API process went: the engine closes
+            self.stopping.set()
+            self.engine.stop_soon()
 
-    def serve(self) -> None:
-        """Apply every link's messages until each has detached (or its API process is gone)."""
-        while self.links:
-            by_conn = {link.conn_in: link for link in self.links}
-            for conn in wait(list(by_conn)):
-                link = by_conn[conn]
+    def feed(self, block: bool) -> None:
+        """The engine's feed (engine thread): apply what the links sent; when `block`, wait for it."""
+        ready = self.poller.poll(None if block and self.links else 0)
+        while ready:
+            for fd, _ in ready:
+                link = self.by_fd.get(fd)
+                if link is None:
+                    continue
                 try:
-                    msg = recv(conn)
+                    msg = recv(link.conn_in)
                 except (EOFError, OSError):   # that API process is gone
                     self.detach(link, answer=False)
                     continue
                 self.apply(link, msg)
+            ready = self.poller.poll(0) if self.links else []
 
 
 def main(ends: list[EngineEnds], load: Callable, bundle_dir: str, cfg: EngineConfig, parent_pid: int) -> None:
@@ -144,12 +159,14 @@ def main(ends: list[EngineEnds], load: Callable, bundle_dir: str, cfg: EngineCon
             link.send(LoadFailed(f"{type(e).__name__}: {e}", isinstance(e, ValueError)))
         return
     engine = task.engine
-    hub = Hub(engine, links)
-    engine.on_step = hub.flush
     stopping = threading.Event()
+    hub = Hub(engine, links, stopping)
+    engine.on_step = hub.flush
     threading.Thread(target=watch_health, args=(engine, hub, stopping), name="qualflow-engine-watch", daemon=True).start()
     for link in links:
         link.send(Loaded(task.load_timing, task.info))
-    hub.serve()
-    stopping.set()
-    engine.close()
+    engine.attach_feed(hub.feed)
+    engine.thread.join()
+    if not stopping.is_set():
+        threading.Event().wait()   # the engine thread died: watch_health sends Failed and exits
+    engine.close()   # what is still open ends as cancelled (nothing, once every link detached)
