@@ -47,3 +47,24 @@ def test_pending_is_true_only_while_the_next_event_is_already_delivered():
 
     asyncio.run(go())
     assert cancelled == []
+
+
+def test_a_put_on_the_loop_thread_reaches_the_consumer_at_once_and_after_earlier_ones():
+    """Where the loop itself reads the engine's messages (process.reading), an item put on its thread is
+    in its delivery when `put` returns (no extra loop iteration before the consumer wakes), after any
+    item another thread put before it."""
+    import threading
+
+    async def go():
+        mailbox = Mailbox(asyncio.get_running_loop())
+        box = mailbox.open_delivery()
+        waiter = asyncio.ensure_future(box.take())
+        await asyncio.sleep(0)                      # the consumer waits
+        other = threading.Thread(target=mailbox.put, args=(box, Tokens([1])))
+        other.start()
+        other.join()                                # from another thread: waits for the loop's flush
+        mailbox.put(box, Tokens([2]))               # on the loop's thread
+        assert [it.ids for it in box.items] == [[1], [2]] and not mailbox.items
+        assert await waiter == [Tokens([1]), Tokens([2])]
+
+    asyncio.run(go())

@@ -67,14 +67,15 @@ class Mailbox:
 
     # ---- engine thread (or the loop's own, where it reads the engine's messages) -----------------------
     def put(self, delivery: Delivery, item: EngineItem) -> None:
+        if threading.get_ident() == self.loop_thread:   # on the loop already: straight to the consumer, in order
+            self._drain()
+            delivery._push(item)
+            return
         self.items.append((delivery, item))
         with self.lock:
             if self.scheduled:
                 return
             self.scheduled = True
-        if threading.get_ident() == self.loop_thread:   # no wake-up needed: the loop runs it next
-            self.loop.call_soon(self._flush)
-            return
         try:
             self.loop.call_soon_threadsafe(self._flush)
         except RuntimeError:  # the loop is closed: nobody is listening
@@ -84,6 +85,9 @@ class Mailbox:
     def _flush(self) -> None:
         with self.lock:
             self.scheduled = False
+        self._drain()
+
+    def _drain(self) -> None:
         items = self.items
         while items:
             d, item = items.popleft()
