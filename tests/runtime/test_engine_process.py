@@ -228,3 +228,18 @@ def test_the_streaming_loop_reads_the_engine_pipe_and_gives_it_back(tasks):
         assert "MainThread" in handled_on
     finally:
         reading.handle = handle
+
+
+def test_a_loop_that_ends_holding_the_pipe_gives_it_back_by_itself(tasks):
+    """process.reading: once the loop that reads the engine's pipe is closed, the receiver thread reads
+    again within its liveness interval, with nobody calling the link (the engine's Failed, say, is seen)."""
+    from qualflow.runtime.process.reading import LIVENESS_INTERVAL_S
+
+    remote, _ = tasks
+    reading = remote.engine._reading
+    asyncio.run(collect(remote, GenerationRequest("held", PROMPTS[2], GREEDY)))
+    assert reading._state == "loop"
+    deadline = time.monotonic() + 10 * LIVENESS_INTERVAL_S
+    while reading._state != "thread" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert reading._state == "thread"

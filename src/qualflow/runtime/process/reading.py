@@ -21,6 +21,7 @@ from typing import Callable
 from .messages import recv
 
 GIVE_BACK_TIMEOUT_S = 5.0
+LIVENESS_INTERVAL_S = 0.5   # how often the waiting receiver thread checks that the reading loop still runs
 
 
 class PipeReading:
@@ -136,7 +137,8 @@ class PipeReading:
             if self._wake_r in ready:
                 os.read(self._wake_r, 64)
                 if self._hand_over():
-                    self._back.wait()
+                    while not self._back.wait(LIVENESS_INTERVAL_S):   # a loop that ended without giving it back
+                        self.ensure_live()
                     if self._done:
                         return
                     continue
