@@ -243,3 +243,19 @@ def test_a_loop_that_ends_holding_the_pipe_gives_it_back_by_itself(tasks):
     while reading._state != "thread" and time.monotonic() < deadline:
         time.sleep(0.05)
     assert reading._state == "thread"
+
+
+def test_a_blocking_call_on_the_reading_loop_does_not_wait_on_itself(tasks):
+    """process.reading: generate_sync and score made on the very loop that reads the engine's pipe (a
+    blocking call inside a coroutine) hand the pipe back to the receiver thread instead of hanging."""
+    remote, _ = tasks
+
+    async def go():
+        await collect(remote, GenerationRequest("first", PROMPTS[0], GREEDY))   # this loop reads the pipe now
+        assert remote.engine._reading.on_loop_thread()
+        final = remote.generate_sync(GenerationRequest("sync-on-loop", PROMPTS[1], GREEDY))
+        logits = remote.score(PROMPTS[3])
+        return final, logits
+
+    final, logits = asyncio.run(asyncio.wait_for(go(), timeout=60))
+    assert final.completion_tokens == GREEDY.max_new_tokens and logits.shape[0] == len(PROMPTS[3])

@@ -187,6 +187,8 @@ class Task:
     def generate_sync(self, req: GenerationRequest) -> FinalEvent:
         self.require(TEXT_GENERATION)
         self.validate(req)
+        if isinstance(self.engine, EngineLink):   # called on a loop that reads the engine's pipe, it would wait on itself
+            self.engine.before_blocking_wait()
         inbox: queue.SimpleQueue = queue.SimpleQueue()
         seq = self.engine.submit(req, inbox.put)
         out = Collector(self.tokenizer, seq, self._end_id)

@@ -93,9 +93,14 @@ class EngineLink:
     def cancel(self, request_id: str) -> None:
         self._send(Cancel(request_id))
 
-    def score(self, token_ids: list[int]) -> torch.Tensor:
-        if self._reading is not None and self._reading.on_loop_thread():   # it would wait on its own reader
+    def before_blocking_wait(self) -> None:
+        """A caller is about to block until the engine answers: if it is the loop that reads the pipe,
+        the receiver thread takes the pipe back (the loop would wait on its own reader)."""
+        if self._reading is not None and self._reading.on_loop_thread():
             self._reading.take_back()
+
+    def score(self, token_ids: list[int]) -> torch.Tensor:
+        self.before_blocking_wait()
         key, call = next(self._keys), ScoreCall()
         self._calls[key] = call
         if not self._send(Score(key, list(token_ids))):
