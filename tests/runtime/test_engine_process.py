@@ -237,8 +237,12 @@ def test_a_loop_that_ends_holding_the_pipe_gives_it_back_by_itself(tasks):
 
     remote, _ = tasks
     reading = remote.engine._reading
-    asyncio.run(collect(remote, GenerationRequest("held", PROMPTS[2], GREEDY)))
-    assert reading._state == "loop"
+
+    async def go():
+        await collect(remote, GenerationRequest("held", PROMPTS[2], GREEDY))
+        assert reading._state == "loop" and reading.on_loop_thread()   # while this loop runs, it reads
+
+    asyncio.run(go())
     deadline = time.monotonic() + 10 * LIVENESS_INTERVAL_S
     while reading._state != "thread" and time.monotonic() < deadline:
         time.sleep(0.05)
