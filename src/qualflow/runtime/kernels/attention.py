@@ -63,8 +63,8 @@ class PagedAttention:
             self.v_flat[layer].index_copy_(0, m.slot_mapping, v)
         N, H, D = q.shape
         if m.mode == "paged":
-            from .paged_decode import available, paged_decode, reference
-            if not available():  # CPU without Triton (tests): the same step, plain torch
+            from .paged_decode import paged_decode, reference, runs_on
+            if not runs_on(q):  # CPU (tests) without Triton's interpreter: the same step, plain torch
                 return reference(q, self.k[layer], self.v[layer], m.block_tables, m.ctx_lens).view(N, H * D)
             return paged_decode(q, self.k[layer], self.v[layer], m.block_tables, m.ctx_lens, m.splits,
                                 counters=m.counters, pdl=self.pdl).view(N, H * D)

@@ -8,6 +8,8 @@ CUDA graph.
 `reference` is the same computation in plain torch (tests)."""
 from __future__ import annotations
 
+import os
+
 from dataclasses import dataclass
 
 import torch
@@ -23,6 +25,13 @@ from .pdl import gdc_launch_dependents, gdc_wait, options
 
 def available() -> bool:
     return triton is not None
+
+
+def runs_on(t: torch.Tensor) -> bool:
+    """Whether the kernel can take `t`: a CUDA tensor, or any under Triton's interpreter
+    (TRITON_INTERPRET=1, the tests). A CPU tensor where Triton is installed but not interpreting takes
+    the reference (Triton finds no driver there)."""
+    return available() and (t.is_cuda or os.environ.get("TRITON_INTERPRET") == "1")
 
 
 def splits_for(batch: int, kv_heads: int, sms: int = 132) -> int:
