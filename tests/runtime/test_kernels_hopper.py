@@ -19,9 +19,12 @@ from qualflow.runtime.kernels import fused, paged_decode, skinny_gemm  # noqa: E
 HOPPER = GPUTarget("cuda", 90, 32)
 
 
-def _ptx(fn, signature: dict[str, str], constexprs: dict, **options) -> str:
+def _ptx(fn, signature: dict[str, str], constexprs: dict, aligned: tuple[str, ...] = (), **options) -> str:
+    """`aligned`: arguments known divisible by 16, as Triton's launcher specializes them at run time
+    (pointers from torch's allocator, strides of model-sized rows)."""
     sig = {name: ("constexpr" if name in constexprs else kind) for name, kind in signature.items()}
-    compiled = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=constexprs), target=HOPPER,
+    attrs = {(i,): [["tt.divisibility", 16]] for i, name in enumerate(signature) if name in aligned}
+    compiled = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=constexprs, attrs=attrs), target=HOPPER,
                               options={"launch_pdl": True, **options})
     return compiled.asm["ptx"]
 
@@ -49,12 +52,29 @@ def test_fused_elementwise_kernels_compile_with_programmatic_launch():
     rms = {**_args("H R W HO Y", "*fp16"), "C": "i32", "eps": "fp32", **_args("s_h s_r s_ho s_y", "i32"),
            **_args("HAS_RES BLOCK PDL", "constexpr")}
     assert _pdl(_ptx(fused._add_rms_norm_kernel, rms, dict(HAS_RES=True, BLOCK=1024, PDL=True)))
-    qk = {**_args("QKV WQ WK", "*fp16"), **_args("COS SIN", "*fp32"), "POS": "*i64",
-          **_args("QO KO VO KC VC", "*fp16"), "SLOT": "*i64", "eps": "fp32",
-          **_args("s_t s_qo s_qh s_ko s_kh s_vo s_vh s_tab s_c s_ch", "i32"), **_args("H KV D STORE PDL", "constexpr")}
-    assert _pdl(_ptx(fused._qk_norm_rope_kernel, qk, dict(H=16, KV=8, D=128, STORE=True, PDL=True), num_warps=1))
+    assert _pdl(_ptx(fused._qk_norm_rope_kernel, QK, dict(H=16, KV=8, D=128, BLOCK_T=1, STORE=True, PDL=True),
+                     num_warps=1))
     silu = {**_args("Y O", "*fp16"), **_args("I s_y s_o", "i32"), **_args("BLOCK PDL", "constexpr")}
     assert _pdl(_ptx(fused._silu_mul_kernel, silu, dict(BLOCK=1024, PDL=True)))
+
+
+QK = {**_args("QKV WQ WK", "*fp16"), **_args("COS SIN", "*fp32"), "POS": "*i64",
+      **_args("QO KO VO KC VC", "*fp16"), "SLOT": "*i64", "eps": "fp32", "N": "i32",
+      **_args("s_t s_qo s_qh s_ko s_kh s_vo s_vh s_tab s_c s_ch", "i32"), **_args("H KV D BLOCK_T STORE PDL", "constexpr")}
+
+
+def test_qk_norm_rope_prefill_tile_moves_rows_in_16_byte_accesses():
+    """The prefill steps' tile (16 tokens of one head a program) loads and stores whole 16-byte vectors:
+    a head's halves are loaded apart, not gathered through a rotate-half index (which left every load
+    and store 2 bytes wide)."""
+    tile = fused.qk_tile_for(8192)
+    assert tile.block_t > 1
+    aligned = tuple(n for n, kind in QK.items() if kind.startswith("*") or n.startswith("s_"))
+    ptx = _ptx(fused._qk_norm_rope_kernel, QK, dict(H=16, KV=8, D=128, BLOCK_T=tile.block_t, STORE=True, PDL=True),
+               aligned, num_warps=tile.num_warps)
+    accesses = set(re.findall(r"(?:ld|st)\.global[.\w]*", ptx))
+    assert {"ld.global.v4.b32", "st.global.v4.b32"} <= accesses, accesses
+    assert not any(a.endswith(".b16") for a in accesses), accesses
 
 
 SPLIT = {**_args("Q K V", "*fp16"), "BT": "*i32", "CL": "*i32", "O": "*fp32", "LSE": "*fp32", "OUT": "*fp16",
