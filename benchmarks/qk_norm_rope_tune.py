@@ -53,9 +53,9 @@ def measure(n: int, bw: float, gen: torch.Generator) -> dict:
     nbytes = n * (H + 2 * KV) * D * 2 * 2 + n * 2 * KV * D * 2   # qkv in, q/k/v out, k/v into the cache
 
     def timed(tile: QkTile) -> dict:
-        got = tri_qk_norm_rope(qkv0, wq, wk, (cos, sin), pos, H, KV, EPS, dest0, tile=tile)
+        got = tri_qk_norm_rope(qkv0, wq, wk, (cos, sin), pos, H, EPS, dest0, tile=tile)
         err = max(float((a.float() - b.float()).norm() / b.float().norm()) for a, b in zip(got, ref))
-        us = replay_us(lambda: [tri_qk_norm_rope(x, wq, wk, (cos, sin), pos, H, KV, EPS, dst, tile=tile)
+        us = replay_us(lambda: [tri_qk_norm_rope(x, wq, wk, (cos, sin), pos, H, EPS, dst, tile=tile)
                                 for x, dst in layers], LAYERS)
         return {**asdict(tile), "us": round(us, 2), "rel_err": err, "share_of_copy": round(nbytes / us / 1e3 / bw, 3)}
 

@@ -149,12 +149,13 @@ def qk_tile_for(tokens: int) -> QkTile:
     return QkTile() if tokens < 128 else QkTile(16, 4)
 
 
-def tri_qk_norm_rope(qkv, w_qn, w_kn, rope: tuple[torch.Tensor, torch.Tensor], positions, heads: int,
-                     kv_heads: int, eps: float, dest: KvDestination | None = None, pdl: bool = False,
-                     tile: QkTile | None = None):
-    """ref_qk_norm_rope's computation; `rope` is its (cos_table, sin_table); `tile`: qk_tile_for's."""
+def tri_qk_norm_rope(qkv, w_qn, w_kn, rope: tuple[torch.Tensor, torch.Tensor], positions, heads: int, eps: float,
+                     dest: KvDestination | None = None, pdl: bool = False, tile: QkTile | None = None):
+    """ref_qk_norm_rope's computation; `rope` is its (cos_table, sin_table), the kv heads are what the
+    qkv row holds beyond the q heads, `tile`: qk_tile_for's by default."""
     cos_table, sin_table = rope
     N, D = qkv.shape[0], w_qn.shape[0]
+    kv_heads = (qkv.shape[1] // D - heads) // 2
     tile = tile or qk_tile_for(N)
     q = torch.empty(N, heads, D, dtype=qkv.dtype, device=qkv.device)
     k = torch.empty(N, kv_heads, D, dtype=qkv.dtype, device=qkv.device)
@@ -217,8 +218,7 @@ class FusedOps:
                      eps: float, dest: KvDestination | None = None):
         D = w_qn.shape[0]
         if self._tri(qkv) and D & (D - 1) == 0:
-            return tri_qk_norm_rope(qkv, w_qn, w_kn, (cos_table, sin_table), positions, heads, kv_heads, eps, dest,
-                                    pdl=self.pdl)
+            return tri_qk_norm_rope(qkv, w_qn, w_kn, (cos_table, sin_table), positions, heads, eps, dest, self.pdl)
         return ref_qk_norm_rope(qkv, w_qn, w_kn, cos_table, sin_table, positions, heads, kv_heads, eps, dest)
 
     def silu_mul(self, y):
@@ -274,7 +274,7 @@ def _qk_norm_rope_agrees(rnd, g: torch.Generator, heads: int, kv_heads: int, hea
         vc = torch.zeros_like(kc)
         dest = KvDestination(kc, vc, slots)
         if triton_kernel:
-            q, k, v = tri_qk_norm_rope(qkv, wq, wk, (ang.cos(), ang.sin()), pos, heads, kv_heads, eps, dest, pdl, tile)
+            q, k, v = tri_qk_norm_rope(qkv, wq, wk, (ang.cos(), ang.sin()), pos, heads, eps, dest, pdl, tile)
         else:
             q, k, v = ref_qk_norm_rope(qkv, wq, wk, ang.cos(), ang.sin(), pos, heads, kv_heads, eps, dest)
         outs.append((q, k, v, kc, vc))
