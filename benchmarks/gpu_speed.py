@@ -32,6 +32,7 @@ import gc
 import json
 import math
 import platform
+import re
 import statistics
 import subprocess
 import time
@@ -107,12 +108,15 @@ async def offline_workload(task, n: int = 256, seed: int = 0) -> dict:
             "met": tokens / wall >= 25000}
 
 
-def previous_figures(out: Path) -> dict:
-    """The newest committed Task-level run (a gpu_speed.py JSON: points and copy bandwidth) by its date."""
+def previous_figures(out: Path, gpu: str) -> dict:
+    """The newest committed Task-level run (a gpu_speed.py JSON: points and copy bandwidth) on this GPU model,
+    by its date; the older tree's side of an A/B (a name ending in -old or -oldN) is not this code's past."""
     runs = []
-    for f in out.glob("*-NVIDIA-H200*.json"):
+    for f in out.glob(f"*-{gpu.replace(' ', '-')}*.json"):
         r = json.loads(f.read_text())
-        if isinstance(r, dict) and "points" in r and "copy_bandwidth_tb_s" in r:
+        if re.search(r"-old\d*$", f.stem) or not isinstance(r, dict):
+            continue
+        if "points" in r and "copy_bandwidth_tb_s" in r and r.get("gpu") == gpu:
             runs.append(r)
     return max(runs, key=lambda r: r.get("date", "")) if runs else {}
 
@@ -415,7 +419,7 @@ def main() -> int:
     result = machine(device, "tiny" if a.tiny else "Qwen3-0.6B")
     result.update(device_figures(device, a.tiny))
     result.update({"plan": a.plan, "async_scheduling": a.async_scheduling, "variants": {}})
-    prev = previous_figures(Path(a.prev or a.out))
+    prev = previous_figures(Path(a.prev or a.out), result["gpu"])
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{dt.date.today().isoformat()}-{result['gpu'].replace(' ', '-')}{a.suffix}.json"
