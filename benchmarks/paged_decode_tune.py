@@ -49,6 +49,21 @@ def copy_gbps() -> float:
     return 2 * x.numel() / replay_us(lambda: y.copy_(x), 1) / 1e3
 
 
+def report(out: str, bw: float, results: list[dict], line) -> None:
+    """A kernel tune's ending: its JSON (device, copy bandwidth, `results`) written to `out`, then one
+    printed `line(result)` per result under the bandwidth."""
+    Path(out).write_text(json.dumps({"device": torch.cuda.get_device_name(), "copy_gbps": round(bw, 1),
+                                     "results": results}, indent=1))
+    print(f"copy bandwidth {bw:.0f} GB/s; us per call (share of copy bandwidth)")
+    for r in results:
+        print(line(r))
+
+
+def us_share(r: dict | None, width: int = 7, digits: int = 1) -> str:
+    """A timed setting as 'us (share of copy bandwidth)', or 'failed' (None: no setting agreed)."""
+    return f"{r['us']:{width}.{digits}f} ({r['share_of_copy']:4.0%})" if r else f"{'failed':>{width + 7}}"
+
+
 def replay_us(fn, calls: int, replays: int = 20) -> float:
     """Median microseconds per call of `fn` (which makes `calls` kernel calls), captured in a graph."""
     fn()

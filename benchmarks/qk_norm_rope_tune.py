@@ -13,7 +13,6 @@ every step before 2026-12-06) and the grid's best, with the share of the measure
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from dataclasses import asdict
 from pathlib import Path
@@ -22,7 +21,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from paged_decode_tune import copy_gbps, replay_us  # noqa: E402
+from paged_decode_tune import copy_gbps, replay_us, report, us_share  # noqa: E402
 
 from qualflow.runtime.kernels.destination import KvDestination  # noqa: E402
 from qualflow.runtime.kernels.fused import QkTile, qk_tile_for, tri_qk_norm_rope  # noqa: E402
@@ -83,16 +82,14 @@ def main() -> int:
         return 2
     gen = torch.Generator(device="cuda").manual_seed(0)
     bw = copy_gbps()
-    res = {"device": torch.cuda.get_device_name(), "copy_gbps": round(bw, 1),
-           "results": [measure(int(n), bw, gen) for n in a.tokens.split(",")]}
-    Path(a.out).write_text(json.dumps(res, indent=1))
-    print(f"copy bandwidth {bw:.0f} GB/s; us per call (share of copy bandwidth)")
-    fmt = lambda r: f"{r['us']:8.2f} ({r['share_of_copy']:4.0%})" if r else "     failed"  # noqa: E731
-    for r in res["results"]:
+    results = [measure(int(n), bw, gen) for n in a.tokens.split(",")]
+
+    def line(r: dict) -> str:
         b = r["best"]
         where = f"block_t {b['block_t']} warps {b['num_warps']}" if b else ""
-        print(f"{r['tokens']:>6} tokens  per token {fmt(r['per_token'])}  current {fmt(r['current'])}  "
-              f"best {fmt(b)} {where}")
+        return (f"{r['tokens']:>6} tokens  per token {us_share(r['per_token'], 8, 2)}  "
+                f"current {us_share(r['current'], 8, 2)}  best {us_share(b, 8, 2)} {where}")
+    report(a.out, bw, results, line)
     return 0
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import sys
 from dataclasses import asdict
 from pathlib import Path
@@ -24,7 +23,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from paged_decode_tune import copy_gbps, replay_us  # noqa: E402
+from paged_decode_tune import copy_gbps, replay_us, report, us_share  # noqa: E402
 
 from qualflow.runtime.kernels.skinny_gemm import Launch, launch_for, reference, skinny_gemm  # noqa: E402
 
@@ -83,16 +82,14 @@ def main() -> int:
     torch.manual_seed(0)
     bw = copy_gbps()
     rows = [int(r) for r in a.rows.split(",")]
-    res = {"device": torch.cuda.get_device_name(), "copy_gbps": round(bw, 1),
-           "results": [measure(s, m, bw) for s in SHAPES for m in rows if not a.only or s[0] in a.only.split(",")]}
-    Path(a.out).write_text(json.dumps(res, indent=1))
-    print(f"copy bandwidth {bw:.0f} GB/s; us per call (share of copy bandwidth)")
-    fmt = lambda r: f"{r['us']:7.1f} ({r['share_of_copy']:4.0%})" if r else "    failed"  # noqa: E731
-    for r in res["results"]:
+    results = [measure(s, m, bw) for s in SHAPES for m in rows if not a.only or s[0] in a.only.split(",")]
+
+    def line(r: dict) -> str:
         b = r["best"]
         where = f"bn {b['block_n']} bk {b['block_k']} w {b['num_warps']} s {b['num_stages']}" if b else ""
-        print(f"{r['shape']:>8} M{r['rows']:<3} cublas {fmt(r['cublas'])}  current {fmt(r['current'])}  "
-              f"best {fmt(b)} {where}")
+        return (f"{r['shape']:>8} M{r['rows']:<3} cublas {us_share(r['cublas'])}  current {us_share(r['current'])}  "
+                f"best {us_share(b)} {where}")
+    report(a.out, bw, results, line)
     return 0
 
 
