@@ -72,6 +72,13 @@ def measure(n: int, bw: float, gen: torch.Generator) -> dict:
             "current": pick(qk_tile_for(n)), "per_token": pick(QkTile(1, 1))}
 
 
+def _line(r: dict) -> str:
+    """One token count's printed line: one token a program, the current tile and the grid's best."""
+    tile = f"block_t {r['best']['block_t']} warps {r['best']['num_warps']}" if r["best"] else ""
+    return (f"{r['tokens']:>6} tokens  per token {us_share(r['per_token'], 8, 2)}  "
+            f"current {us_share(r['current'], 8, 2)}  best {us_share(r['best'], 8, 2)} {tile}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True, help="JSON file to write")
@@ -84,12 +91,7 @@ def main() -> int:
     bw = copy_gbps()
     results = [measure(int(n), bw, gen) for n in a.tokens.split(",")]
 
-    def line(r: dict) -> str:
-        b = r["best"]
-        where = f"block_t {b['block_t']} warps {b['num_warps']}" if b else ""
-        return (f"{r['tokens']:>6} tokens  per token {us_share(r['per_token'], 8, 2)}  "
-                f"current {us_share(r['current'], 8, 2)}  best {us_share(b, 8, 2)} {where}")
-    report(a.out, bw, results, line)
+    report(a.out, bw, results, _line)
     return 0
 
 
