@@ -46,6 +46,8 @@ class PagedAttention:
         self.meta: StepMeta | None = None
         self.gqa_native = True                   # flash varlen reads grouped K/V without repeating them
         self.pdl = False                         # the paged kernel launches with programmatic dependent launch
+        from .paged_decode import runs_on
+        self.paged_kernel = runs_on(pool)        # else the paged step runs the plain-torch reference (CPU tests)
 
     def kv_destination(self, layer: int) -> KvDestination | None:
         """Where this step's new K/V of `layer` go (None: nothing is stored), for a fused op that
@@ -63,8 +65,8 @@ class PagedAttention:
             self.v_flat[layer].index_copy_(0, m.slot_mapping, v)
         N, H, D = q.shape
         if m.mode == "paged":
-            from .paged_decode import paged_decode, reference, runs_on
-            if not runs_on(q):  # CPU (tests) without Triton's interpreter: the same step, plain torch
+            from .paged_decode import paged_decode, reference
+            if not self.paged_kernel:  # CPU (tests) without Triton's interpreter: the same step, plain torch
                 return reference(q, self.k[layer], self.v[layer], m.block_tables, m.ctx_lens).view(N, H * D)
             return paged_decode(q, self.k[layer], self.v[layer], m.block_tables, m.ctx_lens, m.splits,
                                 counters=m.counters, pdl=self.pdl).view(N, H * D)

@@ -143,9 +143,10 @@ class QkTile:
 
 
 def qk_tile_for(tokens: int) -> QkTile:
-    """The tile for a step of `tokens` rows: a decode step's few rows one token a program on one warp,
-    a prefill step's thousands in tiles of 16 tokens on four warps (one program per token and head
-    was 196,608 programs at 8,192 tokens, about 5x the op's bandwidth floor on the H200)."""
+    """The tile for a step of `tokens` rows: below 128 rows (decode steps of fewer sequences) one token a
+    program on one warp; from 128 on (prefill steps, large decode steps) tiles of 16 tokens on four warps
+    (one program per token and head was 196,608 programs at 8,192 tokens, about 5x the op's bandwidth
+    floor on the H200)."""
     return QkTile() if tokens < 128 else QkTile(16, 4)
 
 

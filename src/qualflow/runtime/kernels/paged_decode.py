@@ -9,7 +9,6 @@ CUDA graph.
 from __future__ import annotations
 
 import os
-
 from dataclasses import dataclass
 
 import torch
