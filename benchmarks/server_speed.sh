@@ -18,7 +18,7 @@
 # OUT/<date>-<device>-ceiling-scaling.json: the figures to set the pilot's `aiperf:` section from.
 #
 # On the lent GPU machine (torch there, not this project) the carried cp312 wheels in .whl/ are
-# installed first (benchmarks/device_env.sh). Everything else comes from the environment:
+# installed first (benchmarks/device/device_env.sh). Everything else comes from the environment:
 #   DEVICE (cuda where nvidia-smi sees a GPU, else cpu), PRESET (qwen3-0.6b on cuda, tiny on cpu),
 #   POINTS, ISL, OSL, MAX_BATCH, REQUESTS (per point, for the Task and the server alike; default c1 48, c64 2048, else 12c),
 #   WORKERS / RECORD_PROCESSORS (AIPerf; 8 / 4 on cuda, 1 / 1 on cpu), CEILING_STEP_MS (1),
@@ -28,13 +28,13 @@
 #   PROFILE=1 (the stack's server under the 10 ms sampling profiler: OUT/server_profile.txt), SPY_C=C (py-spy,
 #   where it is on PATH, records the server and its engine process during point C for SPY_S (8) s after
 #   SPY_DELAY_S (4) s: OUT/server_spy_c<C>.txt, collapsed stacks per thread, idle ones included; and each
-#   thread's CPU share in the same window: OUT/server_threads_c<C>.json, benchmarks/thread_cpu.py), PORT.
+#   thread's CPU share in the same window: OUT/server_threads_c<C>.json, benchmarks/profiling/thread_cpu.py), PORT.
 #   bash benchmarks/server_speed.sh WORK_DIR OUT_DIR
 set -euo pipefail
 WORK=${1:-/tmp/qualflow-speed}; OUT=${2:-$WORK/out}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
-. benchmarks/device_env.sh
+. benchmarks/device/device_env.sh
 MODE=${MODE:-speed}
 if [ -z "${DEVICE:-}" ]; then DEVICE=$(nvidia-smi -L >/dev/null 2>&1 && echo cuda || echo cpu); fi
 if [ "$DEVICE" = cpu ]; then
@@ -133,7 +133,7 @@ curl -s "http://127.0.0.1:$PORT/health"; echo
 SPIES=()   # the profilers' jobs: waited for before the server stops (a bare `wait` would wait for the server)
 for C in $POINTS; do
   if [ "${SPY_C:-}" = "$C" ] && command -v py-spy >/dev/null; then   # the server's threads and its engine process
-    (sleep "${SPY_DELAY_S:-4}"; python3 "$ROOT/benchmarks/thread_cpu.py" "$SERVER" "${SPY_S:-8}" "$OUT/server_threads_c$C.json" \
+    (sleep "${SPY_DELAY_S:-4}"; python3 "$ROOT/benchmarks/profiling/thread_cpu.py" "$SERVER" "${SPY_S:-8}" "$OUT/server_threads_c$C.json" \
        > "$WORK/threads.log" 2>&1) &
     SPIES+=($!)
     (sleep "${SPY_DELAY_S:-4}"; py-spy record --pid "$SERVER" --subprocesses --threads --idle --nonblocking --rate 100 \

@@ -8,7 +8,7 @@ every step before 2026-12-06) and the grid's best, with the share of the measure
 (bytes: qkv read, q / k / v written, k and v stored in the cache), and writes the JSON. cuda only
 (the kernel's CPU check is tests/runtime/test_fused_kernels.py, in Triton's interpreter).
 
-    python benchmarks/qk_norm_rope_tune.py --out /tmp/qk.json
+    python benchmarks/kernels/qk_norm_rope_tune.py --out /tmp/qk.json
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from paged_decode_tune import copy_gbps, replay_us, report, us_share  # noqa: E402
 

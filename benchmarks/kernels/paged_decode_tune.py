@@ -7,7 +7,7 @@ median replay, per call. Prints each shape's current setting beside the fastest,
 measured copy bandwidth, and writes the JSON. cuda only (the kernel's CPU check is
 tests/runtime/test_engine_kernel.py, in Triton's interpreter).
 
-    python benchmarks/paged_decode_tune.py --out /tmp/tune.json
+    python benchmarks/kernels/paged_decode_tune.py --out /tmp/tune.json
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 from qualflow.runtime.kernels.paged_decode import Launch, launch_for, paged_decode, reference, splits_for  # noqa: E402
 
 HEADS, KV_HEADS, HEAD_DIM, BLOCK = 16, 8, 128, 64

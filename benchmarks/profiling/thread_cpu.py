@@ -1,6 +1,6 @@
 """CPU per thread of every process on the machine over a window, from /proc (Linux):
 
-  python3 benchmarks/thread_cpu.py PID SECONDS OUT.json
+  python3 benchmarks/profiling/thread_cpu.py PID SECONDS OUT.json
 
 Prints and writes each thread's CPU share of one core in the window (pid, tid, its process's command
 line, and whether it belongs to PID's process tree), busiest first, and the total per command. Thread

@@ -1,4 +1,4 @@
-"""Each stack's figures of a two-stack qualify, and ours-to-peer ratios per point (benchmarks/peer_gpu.sh).
+"""Each stack's figures of a two-stack qualify, and ours-to-peer ratios per point (benchmarks/device/peer_gpu.sh).
 
 Reads the evidence of software key KEY (results/evidence/KEY/<model>/<profile>/): our server is the
 stack with a build profile, the peer the one filed under profile `endpoint`. Writes OUT/summary.json
@@ -12,7 +12,7 @@ time to first *output* token (the first non-reasoning content, `time_to_first_ou
 `profile_export_aiperf.json`): transformers serve opens every stream with a reasoning item even
 with `--reasoning off`, so its TTFT is the time to that item, not to a generated token.
 
-    python3 benchmarks/peer_summary.py KEY OUT [--results results]
+    python3 benchmarks/device/peer_summary.py KEY OUT [--results results]
 """
 from __future__ import annotations
 

@@ -8,12 +8,12 @@
 # Each run writes OUT/server-ab-<tag>-{new,old}.json (server_speed.sh's figures; SKIP_CEILING=1 unless
 # set) and OUT/server-ab.log; server_speed's other settings come from the environment as usual.
 # On the lent GPU machine the carried wheels (.whl/) serve both trees.
-#   bash benchmarks/server_ab.sh OLD_TAR WORK OUT
+#   bash benchmarks/device/server_ab.sh OLD_TAR WORK OUT
 set -euo pipefail
 OLD_TAR=$1; WORK=$2; OUT=$3
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
-. benchmarks/device_env.sh
+. benchmarks/device/device_env.sh
 OLD=$WORK/old-tree
 rm -rf "$OLD" && mkdir -p "$OLD" "$OUT" && tar -xf "$OLD_TAR" -C "$OLD"
 SITE=${PYTHONPATH:+$PYTHONPATH:}

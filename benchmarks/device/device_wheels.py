@@ -11,12 +11,12 @@ uvicorn, pydantic and openai travel for our server anyway. LEFT_BEHIND are requi
 wheels that a qualify runs without: the imports of every process of the CPU two-stack qualify were
 recorded, and where one of these is tried at all the import is optional (each says what needs it).
 
-    python3 benchmarks/device_wheels.py fill  [--dir .whl]   # download what is missing, drop the rest, check
-    python3 benchmarks/device_wheels.py check [--dir .whl]   # one wheel per pin, requirements met, size
+    python3 benchmarks/device/device_wheels.py fill  [--dir .whl]   # download what is missing, drop the rest, check
+    python3 benchmarks/device/device_wheels.py check [--dir .whl]   # one wheel per pin, requirements met, size
 
 `fill` is idempotent: a second run downloads nothing and leaves the same set. It needs PyPI (pip
 download --no-deps; connection-pool has no wheel on PyPI and is built from its pure-Python sdist).
-Install on the machine with `pip install --no-index --no-deps --target` (benchmarks/peer_gpu.sh).
+Install on the machine with `pip install --no-index --no-deps --target` (benchmarks/device/peer_gpu.sh).
 """
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import Version
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LIMIT = 64 * 2**20   # the device tool's limit on the working tree plus carried paths
 
 # name==version: the test environment's version of each name the machine lacks, and transformers

@@ -3,12 +3,12 @@
 # installs the carried wheels (.whl/, cp312) into /tmp/site, puts a `qualflow` launcher on PATH, runs
 #   snakemake --cores all qualify --configfile CONFIG --config software_key=KEY
 # and writes the status table, the summary (JSON) and the logs to OUT.
-#   bash benchmarks/pilot_gpu.sh OUT [CONFIG] [KEY]
+#   bash benchmarks/device/pilot_gpu.sh OUT [CONFIG] [KEY]
 set -uo pipefail
 OUT=${1:?OUT dir}; CONFIG=${2:-config/pilot-embedded-0.6b.yaml}; KEY=${3:-pilot-gpu}
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
-. benchmarks/device_env.sh || exit 1
+. benchmarks/device/device_env.sh || exit 1
 mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
 SNAKEFILE=$( [ -f workflow/Snakefile ] && echo workflow/Snakefile || echo Snakefile )

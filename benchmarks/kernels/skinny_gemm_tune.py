@@ -9,7 +9,7 @@ GEMM's prologue was measured on 2026-12-03 and was no faster than the add_rms_no
 cuBLAS: results/NOTES.md.) cuda only (the kernel's CPU check is tests/runtime/test_skinny_gemm.py,
 in Triton's interpreter).
 
-    python benchmarks/skinny_gemm_tune.py --out /tmp/skinny.json
+    python benchmarks/kernels/skinny_gemm_tune.py --out /tmp/skinny.json
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from paged_decode_tune import copy_gbps, replay_us, report, us_share  # noqa: E402
 

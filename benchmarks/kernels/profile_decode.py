@@ -8,6 +8,7 @@ default token budget (8 x 1024) and at twice it."""
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -19,7 +20,9 @@ from qualflow.artifacts.pin import pin_checkpoint, write_pin
 from qualflow.families.qwen3.synthetic import write_embedded
 from qualflow.runtime import EngineConfig, load_task
 from qualflow.runtime.engine.scheduler import Batch
-from roofline import _timed
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # benchmarks/: roofline
+from roofline import _timed  # noqa: E402
 
 
 def main() -> int:

@@ -2,17 +2,17 @@
 # Our server and `transformers serve` side by side on a lent GPU machine (torch 2.11 and transformers
 # 5.17 there, not this project, no network), in one command that ends within PEER_DEADLINE_S
 # (default 570 s; the device tool allows 600):
-#  1. checks the carried wheels (.whl/, cp312; `python3 benchmarks/device_wheels.py fill` fills it
+#  1. checks the carried wheels (.whl/, cp312; `python3 benchmarks/device/device_wheels.py fill` fills it
 #     here) and installs them into /tmp/site (transformers 5.24 among them), with a `qualflow`
 #     launcher on PATH;
 #  2. snakemake --cores all qualify --configfile CONFIG --config software_key=KEY, interrupted (as a
 #     Ctrl-C would) when the deadline nears, so that what ran is still written;
 #  3. qualflow compare, base our server, head the peer;
 #  4. writes to OUT (8 files, what the device tool brings back): status.tsv, summary.json (each
-#     stack's points and the ratios: benchmarks/peer_summary.py, whose table ends the output),
+#     stack's points and the ratios: benchmarks/device/peer_summary.py, whose table ends the output),
 #     compare.html, compare.json, compare.tgz (the whole comparison), logs.tgz (job logs, session
 #     records, evidence), run.log (all of this output), gpu.txt.
-#   bash benchmarks/peer_gpu.sh [--dry-run] [--no-install] OUT [KEY] [CONFIG]
+#   bash benchmarks/device/peer_gpu.sh [--dry-run] [--no-install] OUT [KEY] [CONFIG]
 # --dry-run: check the wheels, print the commands, dry-run the DAG (snakemake -n) and stop.
 # --no-install: run in this environment as it is (no .whl/).
 set -uo pipefail
@@ -25,7 +25,7 @@ OUT=${1:?usage: peer_gpu.sh [--dry-run] [--no-install] OUT [KEY] [CONFIG]}
 KEY=${2:-peer-gpu}; CONFIG=${3:-config/peer-transformers-gpu.yaml}
 DEADLINE_S=${PEER_DEADLINE_S:-570}; RESERVE_S=40   # compare, summary and archives after snakemake
 T0=$(date +%s)
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
@@ -35,7 +35,7 @@ SMK=(python3 -m snakemake --cores all qualify --configfile "$CONFIG" --config "s
 CMP=results/compare/stacks-$KEY
 echo "peer_gpu: $(date -u +%FT%TZ) key $KEY, config $CONFIG, deadline ${DEADLINE_S}s"
 if [ "$INSTALL" = 1 ]; then
-  python3 benchmarks/device_wheels.py check || exit 1
+  python3 benchmarks/device/device_wheels.py check || exit 1
 fi
 if [ "$DRY" = 1 ]; then
   echo "peer_gpu: would run: ${SMK[*]}"
@@ -80,6 +80,6 @@ else
 fi
 tar czf "$OUT/logs.tgz" logs results/evidence/"$KEY" results/session/"$KEY"/*/*/session.json \
   results/session/"$KEY"/*/*/server.log 2>/dev/null
-python3 benchmarks/peer_summary.py "$KEY" "$OUT" || { [ "$rc" = 0 ] && rc=1; }
+python3 benchmarks/device/peer_summary.py "$KEY" "$OUT" || { [ "$rc" = 0 ] && rc=1; }
 echo "peer_gpu: done after $(( $(date +%s) - T0 )) s"
 exit $rc

@@ -1,4 +1,4 @@
-# Sourced by the device scripts (pilot_gpu.sh, server_speed.sh) on a machine that has torch but not
+# Sourced by the device scripts (pilot_gpu.sh, server_ab.sh, benchmarks/server_speed.sh) on a machine that has torch but not
 # this project installed (the lent H200): installs the carried cp312 wheels (.whl/) into /tmp/site, puts
 # them and src/ on the path and a `qualflow` launcher on PATH. Where there is no .whl/ (this project's
 # own environment, or one that already has the dependencies: the wheels are cp312, and a venv of another
