@@ -48,6 +48,7 @@ from qualflow.runtime.bench_point import run_point
 
 import decode_step
 import equality
+import results_schema
 import run_report
 from roofline import copy_bandwidth, matmul_tflops, model_shape, point_roofline
 from variants import ASYNC_POINTS, plan
@@ -109,16 +110,13 @@ async def offline_workload(task, n: int = 256, seed: int = 0) -> dict:
 
 
 def previous_figures(out: Path, gpu: str) -> dict:
-    """The newest committed Task-level run (a gpu_speed.py JSON: points and copy bandwidth) on this GPU model,
-    by its date; the older tree's side of an A/B (a name ending in -old or -oldN) is not this code's past."""
-    runs = []
-    for f in out.glob(f"*-{gpu.replace(' ', '-')}*.json"):
-        r = json.loads(f.read_text())
-        if re.search(r"-old\d*$", f.stem) or not isinstance(r, dict):
-            continue
-        if "points" in r and "copy_bandwidth_tb_s" in r and r.get("gpu") == gpu:
-            runs.append(r)
-    return max(runs, key=lambda r: r.get("date", "")) if runs else {}
+    """The newest committed Task-level run (an engine result: points and copy bandwidth) of this GPU
+    model in its folder of `out`, by its date, as gpu_speed.py recorded it (the record's detail); the
+    older tree's side of an A/B (a name ending in -old or -oldN) is not this code's past."""
+    found = [r["detail"] for p, r in results_schema.runs(out, gpu, "engine")
+             if not re.search(r"-old\d*$", p.stem)
+             and "points" in r["detail"] and "copy_bandwidth_tb_s" in r["detail"]]
+    return found[-1] if found else {}
 
 
 def hf_point(ckpt: Path, concurrency: int, isl: int, osl: int) -> dict:
@@ -158,7 +156,7 @@ def machine(device: torch.device, shape: str) -> dict:
     else:
         gpu, driver = f"cpu-{platform.machine()}", None
     return {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "gpu": gpu,
-            "torch": torch.__version__, "cuda": torch.version.cuda, "driver": driver,
+            "git_sha": results_schema.git_sha(), "torch": torch.__version__, "cuda": torch.version.cuda, "driver": driver,
             "model": f"{shape} shape, seeded random weights, fp16", "points": {}}
 
 
@@ -248,7 +246,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--work", default="/tmp/qualflow-gpu")
     ap.add_argument("--out", default="benchmarks/results")
-    ap.add_argument("--suffix", default="", help="appended to the JSON's name (<date>-<gpu><suffix>.json)")
+    ap.add_argument("--suffix", default="",
+                    help="appended to the result's name (<out>/<GPU model>/<date>-engine-<plan><suffix>.json)")
     ap.add_argument("--plan", choices=("async", "v3", "wait", "skinny", "pdl", "budget", "rows"), default="async",
                     help="the engine variants to load in turn (variants.py); async: per --async-scheduling")
     ap.add_argument("--skip-hf", action="store_true")
@@ -270,7 +269,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                          "cuda by default (tag suffix _proc)")
     ap.add_argument("--min-seconds", type=float, default=5.0, help="measured time per point, at least")
     ap.add_argument("--min-repeats", type=int, default=3, help="repeats per point, at least (median and spread)")
-    ap.add_argument("--prev", default=None, help="folder of the previous committed runs (default: --out)")
+    ap.add_argument("--prev", default=None,
+                    help="the committed results, one folder per GPU model, to print this run beside (default: --out)")
     ap.add_argument("--deadline-s", type=float, default=1e9,
                     help="after this long, later variants measure only their first point, and the optional parts are skipped")
     ap.add_argument("--tiny", action="store_true",
@@ -420,10 +420,11 @@ def main() -> int:
     result.update(device_figures(device, a.tiny))
     result.update({"plan": a.plan, "async_scheduling": a.async_scheduling, "variants": {}})
     prev = previous_figures(Path(a.prev or a.out), result["gpu"])
-    out = Path(a.out)
+    out = Path(a.out) / results_schema.gpu_dir(result["gpu"])
     out.mkdir(parents=True, exist_ok=True)
-    path = out / f"{dt.date.today().isoformat()}-{result['gpu'].replace(' ', '-')}{a.suffix}.json"
-    save = lambda: path.write_text(json.dumps(result, indent=2, default=float) + "\n")  # noqa: E731
+    path = out / f"{dt.date.today().isoformat()}-engine-{a.plan}{a.suffix}.json"
+    save = lambda: path.write_text(json.dumps(results_schema.record(  # noqa: E731
+        "engine", a.plan, result["gpu"], result["date"], result, result), indent=1, default=float) + "\n")
     engine = EngineConfig(device=device.type, max_batch=8 if a.tiny else 256, max_context=2048 + 64,
                           kv_cache_gb=a.kv_cache_gb, max_num_batched_tokens=a.max_num_batched_tokens,
                           engine_process="off")

@@ -3,7 +3,8 @@
   task WORK BUNDLE DEVICE MAX_BATCH:MAX_CONTEXT ISL OSL C:N... the Task alone at each concurrency C, N requests -> WORK/task_level.json
   report WORK OUT NAME BASELINE C...               Task, server and harness ceiling side by side per point,
                                                    and this run against BASELINE (a committed result; "" for
-                                                   the newest committed one of this device) -> OUT/NAME
+                                                   the newest committed one of this device):
+                                                   a server record (results_schema.py) -> OUT/NAME
   scaling WORK OUT NAME GRID C...                  the ceiling's output tok/s per AIPerf workers:record_processors
                                                    pair and point -> OUT/NAME
   brief RESULT                                     one line per point of a written result (server_ab.sh)
@@ -19,7 +20,9 @@ import re
 import sys
 from pathlib import Path
 
-RESULTS = Path(__file__).resolve().parent / "results"
+import results_schema
+
+RESULTS = Path(__file__).resolve().parent / "results"   # a folder per device (device_tag)
 # what a result recorded before a setting existed ran with: request_sampling came in after runs whose
 # requests carried no sampling fields (the server's default, temperature 1); api_servers after runs of
 # one API process
@@ -124,26 +127,21 @@ def point_figures(work: Path, c: int, task: dict, records: dict) -> dict:
 
 
 def device_tag(name: str) -> str:
-    """The device part of a result's file name: 'NVIDIA H200' -> 'NVIDIA-H200'."""
-    return re.sub(r"[^A-Za-z0-9]+", "-", name).strip("-") or "cpu"
+    """The folder of a device's results: 'NVIDIA H200' -> 'NVIDIA-H200'."""
+    return results_schema.gpu_dir(name) or "cpu"
 
 
 def newest_baseline(tag: str, settings: dict) -> Path | None:
-    """The newest committed server-speed result of this device at the same ISL / OSL, serve flags and
-    request sampling (a result that predates a setting ran with OLD_DEFAULTS): by the date its name starts with, then by the time it records
-    (`recorded_utc`; older results have none), then by modification time."""
-    def read(p: Path) -> dict:
-        try:
-            return json.loads(p.read_text())
-        except (OSError, ValueError):
-            return {}
-
+    """The newest committed server result in the device's folder (RESULTS/<tag>/) at the same ISL /
+    OSL, serve flags, request sampling and API processes (a result that predates a setting ran with
+    OLD_DEFAULTS): by the date its name starts with, then by the time it records (`recorded_utc`),
+    then by modification time."""
     def same(d: dict) -> bool:
         return all(str(d.get(k, OLD_DEFAULTS.get(k, settings.get(k)))) == str(settings.get(k, OLD_DEFAULTS.get(k)))
                    for k in ("isl", "osl", "serve_flags", "request_sampling", "api_servers", "ceiling_api_servers"))
 
-    found = [(p, d) for p in RESULTS.glob(f"*-{tag}-server-speed*.json") if re.match(r"\d{4}-\d\d-\d\d-", p.name)
-             for d in [read(p)] if same(d)]
+    found = [(p, r["detail"]) for p, r in results_schema.runs(RESULTS, tag, "server")
+             if re.match(r"\d{4}-\d\d-\d\d-", p.name) and same(r["detail"])] if (RESULTS / tag).is_dir() else []
     return max(found, key=lambda f: (f[0].name[:10], f[1].get("recorded_utc") or "", f[0].stat().st_mtime))[0] \
         if found else None
 
@@ -217,13 +215,21 @@ def report(work: str, out: str, name: str, baseline: str, points: list[int], set
     print_side_by_side(res, points)
     if base_path is not None and base_path.exists():
         res["baseline"] = base_path.name
-        res["vs_baseline"] = against(res, json.loads(base_path.read_text()), points)
+        res["vs_baseline"] = against(res, _detail(json.loads(base_path.read_text())), points)
         print_against(res["vs_baseline"], base_path.name)
     else:
         print("\nno committed result of this device to compare with")
-    Path(out, name).write_text(json.dumps(res, indent=2) + "\n")
+    device = settings.get("device_name", "cpu")
+    rec = results_schema.record("server", settings.get("preset", ""), device, res["recorded_utc"],
+                                {"git_sha": results_schema.git_sha()}, res)
+    Path(out, name).write_text(json.dumps(rec, indent=1) + "\n")
     print(f"\nwrote {Path(out, name)}")
     return res
+
+
+def _detail(r: dict) -> dict:
+    """A run as the suite recorded it: a schema record's detail, or an uncommitted bare result."""
+    return r["detail"] if r.get("schema") == results_schema.SCHEMA else r
 
 
 def scaling(work: str, out: str, name: str, grid: list[str], points: list[int], settings: dict) -> dict:
@@ -257,7 +263,7 @@ def scaling(work: str, out: str, name: str, grid: list[str], points: list[int], 
 
 
 def brief(path: str) -> None:
-    res = json.loads(Path(path).read_text())
+    res = _detail(json.loads(Path(path).read_text()))
     for key in sorted((k for k in res if re.fullmatch(r"c\d+", k)), key=lambda k: int(k[1:])):
         r, b = res[key], res[key].get("server_breakdown", {})
         print(f"  {key}: Task {_n(r['task_output_tok_per_s'])} server {_n(r['server_output_tok_per_s'])} tok/s, "

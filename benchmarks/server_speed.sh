@@ -9,8 +9,8 @@
 #   3. the harness ceiling: `qualflow serve --engine synthetic --step-ms CEILING_STEP_MS` (same bundle,
 #      tokenizer, HTTP path, timing records; no model) + the same AIPerf points.
 # Prints Task, server and ceiling side by side per point, then this run against the newest committed
-# result of the same device in benchmarks/results/ (or BASELINE=path), and writes
-# OUT/<date>-<device>-server-speed.json (NAME= to change it), ready to be committed there.
+# result of the same device in benchmarks/results/<device>/ (or BASELINE=path), and writes
+# OUT/<date>-server.json (NAME= to change it), ready to be committed in benchmarks/results/<device>/.
 #
 # MODE=scaling measures only the ceiling, at each AIPerf workers_max:record_processors pair of GRID and
 # each point (default c64 and c256, SCALING_REQUESTS_PER_C (8) x c requests each, on the `tiny` preset's
@@ -151,4 +151,4 @@ if [ "${SKIP_CEILING:-0}" != 1 ]; then
   for C in $POINTS; do aiperf_point "$WORK/ceiling" "$C" "$(requests "$C")" "$WORKERS" "$RECORD_PROCESSORS"; done
   stop_server
 fi
-$PY report "$WORK" "$OUT" "${NAME:-$(date -u +%F)-$TAG-server-speed.json}" "${BASELINE:-}" $POINTS "$SETTINGS"
+$PY report "$WORK" "$OUT" "${NAME:-$(date -u +%F)-server.json}" "${BASELINE:-}" $POINTS "$SETTINGS"

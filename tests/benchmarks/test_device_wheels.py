@@ -1,4 +1,4 @@
-"""benchmarks/device_wheels.py's check of a carried wheel set, on small fake wheels: a requirement
+"""benchmarks/device/device_wheels.py's check of a carried wheel set, on small fake wheels: a requirement
 must be carried, on the GPU machine or left behind on purpose; extras asked of a carried wheel
 count; a carried or known machine version must satisfy the specifier; one wheel per pinned name."""
 from __future__ import annotations
@@ -13,7 +13,7 @@ from fixtures import REPO
 
 @pytest.fixture
 def dw(monkeypatch):
-    spec = importlib.util.spec_from_file_location("device_wheels", REPO / "benchmarks" / "device_wheels.py")
+    spec = importlib.util.spec_from_file_location("device_wheels", REPO / "benchmarks" / "device" / "device_wheels.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     monkeypatch.setattr(mod, "DEVICE", "numpy pyyaml")

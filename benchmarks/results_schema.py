@@ -1,0 +1,126 @@
+"""The one schema of a committed benchmark result (benchmarks/results/<GPU model>/<date>-<kind>.json).
+
+    {"schema": "qualflow-bench/1",
+     "kind": "engine" | "server" | "kernel" | "pilot",
+     "name": what ran (engine: the plan; kernel: the tuner; server, pilot: the preset or config),
+     "gpu": the device name as CUDA reports it ("NVIDIA H200"), "date": ISO 8601 UTC,
+     "software": {"git_sha", "torch", "cuda", "driver"} (null where the run did not record it),
+     "points": [{"name", "figures": {figure: value}, "roofline": {figure: limit} or {},
+                 "share_of_roofline": figure / limit or null}],
+     "detail": the run's own record, as the suite wrote it (what its comparisons read)}
+
+A point's figures and roofline name their unit in the key (`output_tok_per_s`, `us`). The engine's
+roofline is the point's own (roofline.py: weight and KV reads at the measured copy bandwidth, the
+matmul peak); a kernel's is the copy bandwidth over the bytes it must read; the server's points set
+the Task's and the harness ceiling's figures beside the server's, with no roofline. `gpu_dir` names
+the folder of a GPU model; `record` wraps a run; `runs` reads the committed ones back."""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+SCHEMA = "qualflow-bench/1"
+KINDS = ("engine", "server", "kernel", "pilot")
+
+
+def gpu_dir(gpu: str) -> str:
+    """The folder of a GPU model: its name with each run of other characters as one dash."""
+    return re.sub(r"[^A-Za-z0-9]+", "-", gpu).strip("-")
+
+
+def git_sha(root: Path | None = None) -> str | None:
+    """The tree's commit (with `+` when it has uncommitted changes), or None outside a checkout."""
+    root = root or Path(__file__).resolve().parents[1]
+    try:
+        sha = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=root, capture_output=True,
+                             text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                               capture_output=True, text=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return sha + ("+" if dirty else "")
+
+
+def point(name: str, figures: dict, roofline: dict | None = None, share: float | None = None) -> dict:
+    return {"name": name, "figures": figures, "roofline": roofline or {}, "share_of_roofline": share}
+
+
+def engine_points(raw: dict) -> list[dict]:
+    """gpu_speed.py's points and offline workloads: output tok/s, TTFT and ITL p50 beside the
+    point's roofline."""
+    out = []
+    for name, p in raw.get("points", {}).items():
+        if "error" in p:
+            continue
+        limit = p.get("roofline", {}).get("limit_tok_per_s")
+        out.append(point(name, {k: p.get(k) for k in ("output_tok_per_s", "ttft_ms_p50", "itl_ms_p50")},
+                         {"output_tok_per_s": limit} if limit else {},
+                         p["output_tok_per_s"] / limit if limit else None))
+    for key in sorted(k for k in raw if k.startswith("offline") and "output_tok_per_s" in raw[k]):
+        out.append(point(key, {"output_tok_per_s": raw[key]["output_tok_per_s"]}))
+    return out
+
+
+def server_points(raw: dict) -> list[dict]:
+    """server_speed.py's points: the server's, the Task's and the harness ceiling's output tok/s,
+    ITL p50 and the client-minus-Task gap p50."""
+    keys = ("server_output_tok_per_s", "task_output_tok_per_s", "ceiling_output_tok_per_s",
+            "itl_ms_p50", "task_itl_ms_p50", "client_minus_task_ms_p50")
+    return [point(f"{k}_isl{raw.get('isl')}_osl{raw.get('osl')}", {f: raw[k].get(f) for f in keys})
+            for k in sorted((k for k in raw if re.fullmatch(r"c\d+", k)), key=lambda k: int(k[1:]))]
+
+
+def kernel_points(raw: dict) -> list[dict]:
+    """A tuner's shapes: the best launch's time and its share of the copy bandwidth (the roofline)."""
+    out = []
+    for r in raw.get("shapes") or raw.get("results") or []:
+        best = r.get("best") or min(r.get("grid", []), key=lambda g: g["us"], default=None)
+        if not best:
+            continue
+        name = r.get("shape") or "_".join(f"{k}{r[k]}" for k in ("n", "k", "rows", "tokens") if k in r)
+        if "shape" in r and "rows" in r:
+            name += f"_rows{r['rows']}"
+        launch = {k: v for k, v in best.items() if k not in ("us", "rel_err", "gbps", "share_of_copy")}
+        share = best.get("share_of_copy")
+        out.append(point(name, {"us": best["us"], "launch": launch},
+                         {"us": round(best["us"] * share, 3)} if share else {}, share))
+    return out
+
+
+def pilot_points(raw: dict) -> list[dict]:
+    """A pilot qualify's points: status, output tok/s, TTFT and ITL p50 through the whole stack."""
+    out = []
+    for row in raw["status"]:
+        out.append(point(row["point_id"], {"status": row["status"], "output_tok_per_s": row["output_tps"],
+                                           "ttft_ms_p50": row["ttft_p50_ms"],
+                                           "itl_ms_p50": row["itl_p50_ms"]}))
+    return out
+
+
+POINTS = {"engine": engine_points, "server": server_points, "kernel": kernel_points,
+          "pilot": pilot_points}
+
+
+def record(kind: str, name: str, gpu: str, date: str, software: dict, raw) -> dict:
+    """A run in the schema: its points drawn from `raw`, which it keeps whole as `detail`."""
+    if kind not in KINDS:
+        raise ValueError(f"kind {kind!r}: one of {', '.join(KINDS)}")
+    sw = {k: software.get(k) for k in ("git_sha", "torch", "cuda", "driver")}
+    return {"schema": SCHEMA, "kind": kind, "name": name, "gpu": gpu, "date": date, "software": sw,
+            "points": POINTS[kind](raw), "detail": raw}
+
+
+def runs(root: Path, gpu: str | None = None, kind: str | None = None) -> list[tuple[Path, dict]]:
+    """The committed runs under `root` (one folder per GPU model), oldest first; of one GPU model
+    and kind where given. A file not in the schema is an error that names it."""
+    out = []
+    pattern = f"{gpu_dir(gpu)}/*.json" if gpu else "*/*.json"
+    for p in sorted(Path(root).glob(pattern)):
+        r = json.loads(p.read_text())
+        if not isinstance(r, dict) or r.get("schema") != SCHEMA:
+            raise ValueError(f"{p}: not a {SCHEMA} result")
+        if kind is None or r["kind"] == kind:
+            out.append((p, r))
+    return sorted(out, key=lambda pr: (pr[1]["date"], pr[0].name))
