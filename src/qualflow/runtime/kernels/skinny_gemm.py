@@ -3,7 +3,7 @@ one Triton kernel that streams the weight once, the rows padded to one tensor-co
 rows). A step's projections at 1-16 rows are launch-latency bound (about 5 us per kernel on an H200
 whatever the weight), so the gain is in the shape of the kernel, not the bandwidth: cuBLAS splits
 some of these shapes in two (13 against 5.6 us for the 0.6B's o projection at one row), and a
-vocabulary-sized projection streams at the copy bandwidth (benchmarks/skinny_gemm_tune.py). Taking
+vocabulary-sized projection streams at the copy bandwidth (benchmarks/kernels/skinny_gemm_tune.py). Taking
 the residual add and RMSNorm into the GEMM's prologue was measured too and was no faster than the
 fused add_rms_norm kernel before it, so it is not here.
 
