@@ -2,9 +2,10 @@
 
     python scripts/config_docs.py                # print the table
     python scripts/config_docs.py --write PAGE   # replace the table between the page's markers
-    python scripts/config_docs.py --check PAGE   # exit 1 if the page's table is stale or a key is missing
+    python scripts/config_docs.py --check PAGE   # exit 1: the table is stale or a key is missing
 
-A key under a map of names reads `<model>`, `<workload>` or `<load>` for the name the config chooses.
+A key under a map of names reads `<model>`, `<workload>` or `<load>` for the name the config
+chooses.
 A `$ref` is expanded where it is first met; later uses point back to that key.
 """
 from __future__ import annotations
@@ -77,7 +78,8 @@ def table(schema: dict) -> str:
     lines = ["| key | type | default | meaning |", "|---|---|---|---|"]
     for r in keys(schema):
         default = f"`{r['default']}`" if r["default"] else ("required" if r["required"] else "")
-        lines.append(f"| `{r['path']}` | {r['type']} | {_cell(default)} | {_cell(r['description'])} |")
+        cells = [f"`{r['path']}`", r["type"], _cell(default), _cell(r["description"])]
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -108,7 +110,8 @@ def main(argv: list[str] | None = None) -> int:
         page = args.check.read_text()
         missing = missing_keys(page, schema)
         if missing:
-            print(f"config_docs: {args.check} does not document: {', '.join(missing)}", file=sys.stderr)
+            print(f"config_docs: {args.check} does not document: {', '.join(missing)}",
+                  file=sys.stderr)
             return 1
         if render(page, schema) != page:
             print(f"config_docs: {args.check}'s key table is stale: run "

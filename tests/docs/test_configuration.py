@@ -1,5 +1,5 @@
-"""docs/configuration.md documents every key of workflow/schemas/config.schema.yaml: its key table is
-the one scripts/config_docs.py generates from the schema, and its full example is a valid config."""
+"""docs/configuration.md documents every key of workflow/schemas/config.schema.yaml: its key
+table is the one scripts/config_docs.py generates from the schema, and its full example is a valid config."""
 from __future__ import annotations
 
 import re

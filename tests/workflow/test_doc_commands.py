@@ -25,8 +25,8 @@ def _rules() -> set[str]:
 
 
 def doc_snakemake_commands() -> list[str]:
-    """Every `snakemake ...` command of README.md and docs/*.md: in fenced blocks (continuation lines
-    joined, each part of a `&&` chain, comments dropped) and in inline code spans."""
+    """Every `snakemake ...` command of README.md and docs/*.md: in fenced blocks (continuation
+    lines joined, each part of a `&&` chain, comments dropped) and in inline code spans."""
     text = "\n".join(p.read_text() for p in PAGES)
     cmds = []
     fences = re.findall(r"^```[a-z]*\n(.*?)^```", text, re.S | re.M)
