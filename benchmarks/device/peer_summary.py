@@ -3,7 +3,7 @@
 Reads the evidence of software key KEY (results/evidence/KEY/<model>/<profile>/): our server is the
 stack with a build profile, the peer the one filed under profile `endpoint`. Writes OUT/summary.json
 (per stack: each point's status and reasons, its summary row, startup; per point: the ratios) and
-prints one Markdown table row per point, the README's table:
+prints one Markdown table row per point:
 
     point | ours tok/s | peer tok/s | throughput ours/peer | TTFT p50 | first output token p50 | ITL p50
 

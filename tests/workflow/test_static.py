@@ -27,7 +27,7 @@ def test_lint_only_conda_lints(wf):
     text = r.stdout + r.stderr
     items = re.findall(r"^\s+\* (.+?):?$", text, re.M)
     assert items, text[-2000:]
-    # One venv for every rule, no --sdm: software versions are rule params instead (README).
+    # One venv for every rule, no --sdm: software versions are rule params instead (docs/dag.md).
     assert all(i.startswith("Specify a conda environment or container") for i in items), items
 
 

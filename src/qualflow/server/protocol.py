@@ -3,7 +3,7 @@
 Requests are validated strictly (unknown keys, wrong types and out-of-range values are errors);
 `parse_request` turns every failure into an `ApiError` in OpenAI's shape with a string code and the
 offending param. Responses and stream events are plain pydantic models rendered by the HTTP layer.
-src/qualflow/server/PROTOCOL.md lists how each request field is handled, and why.
+docs/server.md lists how each request field and stream event is handled, and why.
 """
 from __future__ import annotations
 

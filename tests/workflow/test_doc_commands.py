@@ -1,4 +1,5 @@
-"""Every `snakemake` command line in README.md runs: each is parsed with Snakemake's own argument
+"""Every `snakemake` command line in README.md and the docs pages (docs/*.md) runs: each is parsed
+with Snakemake's own argument
 parser (the target it names really is a target, not swallowed by a many-valued option such as
 --configfile or -R) and dry-run (`-n`, offline) on a copy of the workflow. Also: the default profile
 (workflow/profiles/default) is in effect for a plain `snakemake` from the repository root."""
@@ -14,7 +15,7 @@ import yaml
 from fixtures import REPO
 from fixtures.snakemake import smk
 
-README = REPO / "README.md"
+PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 RULE_RE = re.compile(r"^\s*(?:local)?rule\s+(\w+)\s*:", re.M)
 
 
@@ -23,10 +24,10 @@ def _rules() -> set[str]:
             for m in RULE_RE.findall(f.read_text())}
 
 
-def readme_snakemake_commands() -> list[str]:
-    """Every `snakemake ...` command of README.md: in fenced blocks (continuation lines joined, each
-    part of a `&&` chain, comments dropped) and in inline code spans."""
-    text = README.read_text()
+def doc_snakemake_commands() -> list[str]:
+    """Every `snakemake ...` command of README.md and docs/*.md: in fenced blocks (continuation
+    lines joined, each part of a `&&` chain, comments dropped) and in inline code spans."""
+    text = "\n".join(p.read_text() for p in PAGES)
     cmds = []
     fences = re.findall(r"^```[a-z]*\n(.*?)^```", text, re.S | re.M)
     for block in fences:
@@ -42,17 +43,17 @@ def readme_snakemake_commands() -> list[str]:
     return list(dict.fromkeys(cmds))
 
 
-COMMANDS = readme_snakemake_commands()
+COMMANDS = doc_snakemake_commands()
 
 
-def test_readme_has_the_commands():
+def test_docs_have_the_commands():
     assert any(re.search(r"\bqualify\b", c) and "--configfile" in c for c in COMMANDS), COMMANDS
     assert any("--workflow-profile workflow/profiles/slurm" in c for c in COMMANDS), COMMANDS
     assert len(COMMANDS) >= 8, COMMANDS
 
 
 @pytest.mark.parametrize("command", COMMANDS)
-def test_readme_command_names_its_target(command):
+def test_doc_command_names_its_target(command):
     """A rule named last is a target: an option taking several values (--configfile, -R, --config)
     placed before it would swallow it."""
     from snakemake.cli import get_argument_parser
@@ -71,7 +72,7 @@ def test_readme_command_names_its_target(command):
 
 
 @pytest.mark.parametrize("command", COMMANDS)
-def test_readme_command_dry_runs(command, wf):
+def test_doc_command_dry_runs(command, wf):
     argv = shlex.split(command)[1:]
     if "--executor" in argv or any("profiles/slurm" in a for a in argv):
         if importlib.util.find_spec("snakemake_executor_plugin_slurm") is None:
