@@ -1,7 +1,7 @@
 """The package layering, enforced on the source.
 
 Floors, lowest first: the leaf modules (files, phases) < families < artifacts < runtime < {correctness,
-server, aiperf} < session < evidence < report < cli. A module imports only from its own package or
+server, aiperf} < session < evidence < report < bench < cli. A module imports only from its own package or
 from a lower floor, so nothing runs back up and no package pair can form a circle; the module-level
 import graph has no cycle either. On top: families import nothing from runtime/server/workflow code;
 runtime reaches families only through the registry, and its parts import each other as RUNTIME_PARTS
@@ -31,6 +31,7 @@ FLOORS = {
     "session": 5,
     "evidence": 6,
     "report": 7,
+    "bench": 7.5,
     "cli": 8,
 }
 
@@ -164,7 +165,7 @@ def test_runtime_reaches_families_only_through_the_registry(path):
 # engine never reaches up to its callers; the caller side (frontend, process) reaches the engine only
 # through its interface and items, and the Task also through its builders (engine.loader in
 # this process, process.proxy in a child, process.link to an engine process shared by several API
-# processes, engine.synthetic for no model); the benchmark only through the Task; the package root
+# processes, engine.synthetic for no model); the package root
 # names the Task API and the shared engine process's host (process.host).
 RUNTIME_PARTS = {
     "api": set(),
@@ -175,8 +176,6 @@ RUNTIME_PARTS = {
     "process": {"api", "config", "engine.interface", "engine.outputs"},
     "task": {"api", "config", "engine.interface", "engine.loader", "engine.outputs", "engine.synthetic", "frontend",
              "process.link", "process.proxy", "process.ends"},
-    "bench_point": {"api", "task"},
-    "bench": {"bench_point", "config", "task"},
     "": {"api", "config", "process.host", "task"},   # the package root: the public names
 }
 

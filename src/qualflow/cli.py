@@ -30,11 +30,6 @@ def _serve(a):
     return main_serve(a)
 
 
-def _bench_task(a):
-    from qualflow.runtime.bench import main_bench_task
-    return main_bench_task(a)
-
-
 def _workflow_stage(module: str, func: str):
     """Lazy handler for the workflow stages (session, warmup, protocol, aiperf, join, report, status)."""
     def run(a):
@@ -122,6 +117,31 @@ def add_compare_stages(sub) -> None:
     s.set_defaults(func=_workflow_stage("qualflow.report.compare", "main_compare"))
 
 
+def add_bench_stages(sub) -> None:
+    """The benchmarks (qualflow.bench): `bench task` (one point through the Task API; `bench-task`,
+    its old name, still works), `bench engine` and `bench server` (the suite's entry points)."""
+    from qualflow.bench.config import EngineBenchConfig, ServerBenchConfig  # light: fields only
+    from qualflow.bench.task import add_bench_args
+    from qualflow.configs import add_arguments
+
+    s = sub.add_parser("bench", help="benchmarks: the Task, the engine against its rooflines, the "
+                                     "server against the Task and the harness ceiling")
+    bsub = s.add_subparsers(dest="bench_cmd", required=True)
+    for name, parent in (("task", bsub), ("bench-task", sub)):
+        t = parent.add_parser(name, help="benchmark one point through the Task API (prints figures)"
+                              if name == "task" else "the old name of `qualflow bench task`")
+        add_bench_args(t)
+        t.set_defaults(func=_workflow_stage("qualflow.bench.task", "main_bench_task"))
+    e = bsub.add_parser("engine", help="Task-level points, offline workload and rooflines, beside "
+                                       "the last committed run of the same GPU model")
+    add_arguments(e, EngineBenchConfig)
+    e.set_defaults(func=_workflow_stage("qualflow.bench.engine", "main_bench_engine"))
+    v = bsub.add_parser("server", help="the Task, `qualflow serve` + AIPerf and the harness "
+                                       "ceiling side by side per point")
+    add_arguments(v, ServerBenchConfig)
+    v.set_defaults(func=_workflow_stage("qualflow.bench.server", "main_bench_server"))
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="qualflow", description=__doc__)
     sub = p.add_subparsers(dest="stage", required=True)
@@ -147,10 +167,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_correctness_args(s)
     s.set_defaults(func=_correctness)
 
-    s = sub.add_parser("bench-task", help="benchmark the Task API (prints figures)")
-    from qualflow.runtime.bench import add_bench_args  # light: the Task is imported by _bench_task
-    add_bench_args(s)
-    s.set_defaults(func=_bench_task)
+    add_bench_stages(sub)
 
     s = sub.add_parser("serve", help="serve the bundle over the OpenAI Responses API (POST /v1/responses)")
     from qualflow.server import add_serve_args  # light: the server itself is imported by _serve

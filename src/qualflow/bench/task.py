@@ -1,4 +1,4 @@
-"""`qualflow bench-task`: throughput and latency through the Task API (a benchmark, not a test).
+"""`qualflow bench task` (`qualflow bench-task`, its old name): throughput and latency through the Task API (a benchmark, not a test).
 
 The flags are BenchConfig's fields, the engine's included (EngineConfig, except max-context: the
 engine is sized to the point, prompt + output). The engine gets at least `concurrency` batch slots.
@@ -12,8 +12,8 @@ import json
 import platform
 from dataclasses import dataclass, field
 
-from ..configs import add_arguments, from_args, setting
-from .config import EngineConfig
+from qualflow.configs import add_arguments, from_args, setting
+from qualflow.runtime.config import EngineConfig
 
 _ENGINE_SKIP = ("max_context",)
 
@@ -49,8 +49,9 @@ def main_bench_task(args: argparse.Namespace) -> int:
 def run_bench(cfg: BenchConfig) -> int:
     import asyncio
 
-    from .bench_point import run_point
-    from .task import load_task
+    from qualflow.runtime import load_task
+
+    from .point import run_point
     engine = cfg.engine_config()
     engine.apply_to_this_process()   # as `qualflow serve` does: the Task runs in this program
     task = load_task(cfg.bundle, engine)
@@ -70,14 +71,15 @@ def run_bench(cfg: BenchConfig) -> int:
 
 def _provenance(task) -> dict:
     import torch
-    name = torch.cuda.get_device_name() if task.device.type == "cuda" else platform.processor() or platform.machine()
+    name = (torch.cuda.get_device_name() if task.device.type == "cuda"
+            else platform.processor() or platform.machine())
     return {"device": str(task.device), "device_name": name, "torch": torch.__version__,
             "bundle_hash": task.manifest.get("bundle_hash"), **task.info, **task.load_timing}
 
 
 def _print_figures(r: dict, info: dict) -> None:
-    print(f"bench-task  {info['device']} {info['effective_precision']}  concurrency {r['concurrency']}  "
-          f"ISL {r['input_len']} OSL {r['output_len']}  requests {r['requests']}")
+    print(f"bench task  {info['device']} {info['effective_precision']}  "
+          f"concurrency {r['concurrency']}  ISL {r['input_len']} OSL {r['output_len']}  requests {r['requests']}")
     print(f"  output tokens/s   {r['output_tok_per_s']:10.1f}")
     print(f"  TTFT ms p50/p99   {r['ttft_ms_p50']:10.2f} / {r['ttft_ms_p99']:.2f}")
     print(f"  ITL  ms p50/p99   {r['itl_ms_p50']:10.3f} / {r['itl_ms_p99']:.3f}")

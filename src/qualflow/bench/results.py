@@ -1,4 +1,5 @@
-"""The one schema of a committed benchmark result (benchmarks/results/<GPU model>/<date>-<kind>.json).
+"""The one schema of a committed benchmark result
+(benchmarks/results/<GPU model>/<date>-<kind>.json).
 
     {"schema": "qualflow-bench/1",
      "kind": "engine" | "server" | "kernel" | "pilot",
@@ -32,7 +33,7 @@ def gpu_dir(gpu: str) -> str:
 
 def git_sha(root: Path | None = None) -> str | None:
     """The tree's commit (with `+` when it has uncommitted changes), or None outside a checkout."""
-    root = root or Path(__file__).resolve().parents[1]
+    root = root or Path(__file__).resolve().parent   # any folder of the checkout
     try:
         sha = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=root, capture_output=True,
                              text=True, check=True).stdout.strip()
@@ -48,7 +49,7 @@ def point(name: str, figures: dict, roofline: dict | None = None, share: float |
 
 
 def engine_points(raw: dict) -> list[dict]:
-    """gpu_speed.py's points and offline workloads: output tok/s, TTFT and ITL p50 beside the
+    """The engine benchmark's points and offline workloads: output tok/s, TTFT and ITL p50 beside the
     point's roofline."""
     out = []
     for name, p in raw.get("points", {}).items():
@@ -64,7 +65,7 @@ def engine_points(raw: dict) -> list[dict]:
 
 
 def server_points(raw: dict) -> list[dict]:
-    """server_speed.py's points: the server's, the Task's and the harness ceiling's output tok/s,
+    """The server benchmark's points: the server's, the Task's and the harness ceiling's output tok/s,
     ITL p50 and the client-minus-Task gap p50."""
     keys = ("server_output_tok_per_s", "task_output_tok_per_s", "ceiling_output_tok_per_s",
             "itl_ms_p50", "task_itl_ms_p50", "client_minus_task_ms_p50")

@@ -1,4 +1,4 @@
-"""The engine variants one gpu_speed.py run loads in turn, each on the same bundle, and the A/B pairs
+"""The engine variants one `qualflow bench engine` run loads in turn, each on the same bundle, and the A/B pairs
 its report compares. A variant is EngineConfig overrides, the key suffix of its points and the points
 it measures; the first variant of a plan is the baseline the others' greedy output is checked
 against (equality.py).

@@ -1,7 +1,7 @@
-"""What a gpu_speed.py run prints and stores as its summary: every point against its roofline and
+"""What an engine benchmark run prints and stores as its summary: every point against its roofline and
 the previous committed run, the A/B pairs of its plan, and the decode-step figures of each variant.
 `summary(result)` is the run-level table stored in the JSON (`result["summary"]`), one row per point,
-in the units of NOTES.md's tables."""
+in the units of docs/performance.md's tables."""
 from __future__ import annotations
 
 NAN = float("nan")

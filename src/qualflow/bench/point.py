@@ -8,9 +8,7 @@ import time
 
 import numpy as np
 
-from .api.events import FinalEvent
-from .api.request import GenerationRequest
-from .task import Task
+from qualflow.runtime import FinalEvent, GenerationRequest, Task
 
 
 async def _one(task: Task, req: GenerationRequest) -> dict:
