@@ -139,6 +139,8 @@ def add_bench_stages(sub) -> None:
     v = bsub.add_parser("server", help="the Task, `qualflow serve` + AIPerf and the harness "
                                        "ceiling side by side per point")
     add_arguments(v, ServerBenchConfig)
+    v.add_argument("--brief", metavar="RESULT", help="print one line per point of a written server "
+                                                     "result and exit (nothing is run)")
     v.set_defaults(func=_workflow_stage("qualflow.bench.server", "main_bench_server"))
 
 

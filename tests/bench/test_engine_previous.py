@@ -1,24 +1,13 @@
-"""benchmarks/gpu_speed.py: a device run is printed next to the last committed run of the same GPU model
+"""qualflow.bench.engine: a device run is printed next to the last committed run of the same GPU model
 (its folder of benchmarks/results/), never next to another model's run or the older tree's side of an A/B."""
 from __future__ import annotations
 
-import importlib.util
 import json
 
-import pytest
-
-from fixtures import REPO
+from qualflow.bench import engine
+from qualflow.bench import results as schema
 
 H100, H200 = "NVIDIA H100 80GB HBM3", "NVIDIA H200"
-
-
-@pytest.fixture()
-def gpu_speed(monkeypatch):
-    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))   # its sibling modules (roofline, run_report, ...)
-    spec = importlib.util.spec_from_file_location("gpu_speed", REPO / "benchmarks" / "gpu_speed.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def _run(schema, folder, name: str, gpu: str, date: str, kind: str = "engine", detail=None) -> None:
@@ -29,13 +18,13 @@ def _run(schema, folder, name: str, gpu: str, date: str, kind: str = "engine", d
     (d / f"{name}.json").write_text(json.dumps(schema.record(kind, "async", gpu, date, {}, detail)))
 
 
-def test_the_previous_run_is_the_newest_of_the_same_gpu_and_not_an_older_tree(gpu_speed, tmp_path):
-    s = gpu_speed.results_schema
+def test_the_previous_run_is_the_newest_of_the_same_gpu_and_not_an_older_tree(tmp_path):
+    s = schema
     _run(s, tmp_path, "2026-12-05-engine-async", H100, "2026-12-05T10:00")
     _run(s, tmp_path, "2026-12-06-engine-ab-new1", H100, "2026-12-06T05:00")
     _run(s, tmp_path, "2026-12-06-engine-ab-old1", H100, "2026-12-06T05:02")   # the older tree's side
     _run(s, tmp_path, "2026-12-06-engine-async", H200, "2026-12-06T06:00")     # another GPU model
     _run(s, tmp_path, "2026-12-06-server", H100, "2026-12-06T07:00", "server", {})
-    assert gpu_speed.previous_figures(tmp_path, H100)["date"] == "2026-12-06T05:00"
-    assert gpu_speed.previous_figures(tmp_path, H200)["date"] == "2026-12-06T06:00"
-    assert gpu_speed.previous_figures(tmp_path, "NVIDIA A100-SXM4-80GB") == {}
+    assert engine.previous_figures(tmp_path, H100)["date"] == "2026-12-06T05:00"
+    assert engine.previous_figures(tmp_path, H200)["date"] == "2026-12-06T06:00"
+    assert engine.previous_figures(tmp_path, "NVIDIA A100-SXM4-80GB") == {}

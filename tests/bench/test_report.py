@@ -1,24 +1,12 @@
-"""benchmarks/run_report.py: a device run is printed next to the last committed one, point by point, even
+"""qualflow.bench.report: a device run is printed next to the last committed one, point by point, even
 where the two runs named their engine variants differently (the same point, the same effective engine)."""
 from __future__ import annotations
 
-import importlib.util
-
-import pytest
-
-from fixtures import REPO
+from qualflow.bench import report as run_report
 
 ENGINE = {"device": "cuda", "effective_precision": "float16", "cuda_graphs": True, "compiled_ops": True,
           "async_scheduling": True, "mixed_batches": False, "varlen_attention": "flash-varlen",
           "fused_kernels": "triton", "prefill_graphs": [16, 32]}
-
-
-@pytest.fixture(scope="module")
-def run_report():
-    spec = importlib.util.spec_from_file_location("run_report", REPO / "benchmarks" / "run_report.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def point(tok_s: float, variant: str) -> dict:
@@ -27,7 +15,7 @@ def point(tok_s: float, variant: str) -> dict:
             "pct_of_decode_roofline": 0.0, "ttft_ms_p50": 28.0, "itl_ms_p50": 2.3, "met": False, "variant": variant}
 
 
-def test_a_point_is_matched_to_the_previous_variant_that_ran_the_same_engine(run_report, capsys):
+def test_a_point_is_matched_to_the_previous_variant_that_ran_the_same_engine(capsys):
     prev = {"date": "2026-12-02T00:25", "gpu": "NVIDIA H200",
             "variants": {"_base": {"task_info": {**ENGINE, "fused_kernels": "off", "prefill_graphs": None}},
                          "_v3": {"task_info": ENGINE},
@@ -48,13 +36,13 @@ def test_a_point_is_matched_to_the_previous_variant_that_ran_the_same_engine(run
     assert "| 13929 |" in offline, offline
 
 
-def test_a_point_the_previous_run_did_not_measure_has_no_previous_figure(run_report):
+def test_a_point_the_previous_run_did_not_measure_has_no_previous_figure():
     prev = {"variants": {"_v3": {"task_info": ENGINE}}, "points": {"c1_isl128_osl256_v3": point(734, "_v3")}}
     assert run_report._prev_point(prev, "c256_isl128_osl128_async", "_async", ENGINE) == ("", {})
     assert run_report._prev_point(prev, "c1_isl128_osl256", "", None)[0] == "c1_isl128_osl256_v3"
 
 
-def test_an_engine_in_its_own_process_is_matched_to_a_previous_one_in_its_own_process(run_report):
+def test_an_engine_in_its_own_process_is_matched_to_a_previous_one_in_its_own_process():
     prev = {"variants": {"_thread": {"task_info": {**ENGINE, "engine_pid": None}},
                          "_process": {"task_info": {**ENGINE, "engine_pid": 4242}}},
             "points": {"c256_isl128_osl128_thread": point(28_258, "_thread"),

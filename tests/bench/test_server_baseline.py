@@ -1,31 +1,26 @@
-"""benchmarks/server_speed.py: a run is compared only with a committed run that sent the same requests
+"""qualflow.bench.server_report: a run is compared only with a committed run that sent the same requests
 (ISL, OSL, serve flags, request sampling, API processes); a result that predates a setting counts as its
 old default."""
 from __future__ import annotations
 
-import importlib.util
 import json
 
 import pytest
 
-from fixtures import REPO
+from qualflow.bench import server_report
+from qualflow.bench.results import record
 
 GREEDY = {"isl": "128", "osl": "128", "serve_flags": "", "request_sampling": '{"temperature":0}'}
 
 
 @pytest.fixture
 def server_speed(tmp_path, monkeypatch):
-    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))   # results_schema beside it
-    spec = importlib.util.spec_from_file_location("server_speed", REPO / "benchmarks" / "server_speed.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    monkeypatch.setattr(mod, "RESULTS", tmp_path)
-    return mod
+    monkeypatch.setattr(server_report, "RESULTS", tmp_path)
+    return server_report
 
 
 def write(d, name: str, **settings) -> None:
     """A committed server result of the H200, in the results schema, in its folder."""
-    from results_schema import record
     (d / "NVIDIA-H200").mkdir(exist_ok=True)
     detail = {"isl": "128", "osl": "128", "serve_flags": "", **settings}
     (d / "NVIDIA-H200" / name).write_text(json.dumps(record("server", "qwen3-0.6b", "NVIDIA H200",

@@ -1,53 +1,26 @@
-"""The Python side of benchmarks/server_speed.sh (which runs the servers and AIPerf):
+"""What `qualflow bench server` reports from the runs it made: per point, the Task's, the server's
+and the harness ceiling's figures side by side, where a server request's time went (the split of
+the client-Task gap), and this run against a committed baseline of the same device and settings;
+the ceiling's figures per AIPerf workers:record_processors pair (--mode scaling); one line per
+point of a written result (`brief`).
 
-  task WORK BUNDLE DEVICE MAX_BATCH:MAX_CONTEXT ISL OSL C:N... the Task alone at each concurrency C, N requests -> WORK/task_level.json
-  report WORK OUT NAME BASELINE C...               Task, server and harness ceiling side by side per point,
-                                                   and this run against BASELINE (a committed result; "" for
-                                                   the newest committed one of this device):
-                                                   a server record (results_schema.py) -> OUT/NAME
-  scaling WORK OUT NAME GRID C...                  the ceiling's output tok/s per AIPerf workers:record_processors
-                                                   pair and point -> OUT/NAME
-  brief RESULT                                     one line per point of a written result (server_ab.sh)
-
-WORK holds server/ (timing.jsonl, aiperf_c<C>/) and ceiling/ (aiperf_c<C>/), or scaling/w<W>_rp<RP>/aiperf_c<C>/.
-The figures are AIPerf's own (profile_export_aiperf.json); the client-minus-Task gap pairs each profiling
-record with the server's timing record by request id."""
+WORK holds task_level.json, server/ (timing.jsonl, aiperf_c<C>/) and ceiling/ (aiperf_c<C>/), or
+scaling/w<W>_rp<RP>/aiperf_c<C>/. The figures are AIPerf's own (profile_export_aiperf.json); the
+client-minus-Task gap pairs each profiling record with the server's timing record by request id."""
 from __future__ import annotations
 
 import datetime as dt
 import json
 import re
-import sys
 from pathlib import Path
 
-import results_schema
+from . import results as results_schema
 
-RESULTS = Path(__file__).resolve().parent / "results"   # a folder per device (device_tag)
+RESULTS = Path("benchmarks/results")   # the committed results, a folder per device (device_tag)
 # what a result recorded before a setting existed ran with: request_sampling came in after runs whose
 # requests carried no sampling fields (the server's default, temperature 1); api_servers after runs of
 # one API process
 OLD_DEFAULTS = {"request_sampling": "{}", "api_servers": "1", "ceiling_api_servers": "1"}
-
-
-def run_task(work: str, bundle: str, device: str, max_batch: int, max_context: int, isl: int, osl: int,
-             points: list[tuple[int, int]]) -> None:
-    """`points`: (concurrency, requests) pairs, the same counts the AIPerf points run."""
-    import asyncio
-
-    from qualflow.runtime import EngineConfig, load_task
-    from qualflow.runtime.bench_point import run_point
-    task = load_task(bundle, EngineConfig(device=device, max_batch=max_batch, max_context=max_context))
-    res = {"load_timing": task.load_timing, "isl": isl, "osl": osl}
-    try:
-        asyncio.run(run_point(task, max_batch, isl, min(16, osl), max_batch))   # warm-up: every batch size once
-        for c, n in points:
-            r = asyncio.run(run_point(task, c, isl, osl, n))
-            res[f"c{c}"] = r
-            print(f"Task c{c}: {r['output_tok_per_s']:.0f} tok/s  TTFT p50 {r['ttft_ms_p50']:.1f} ms  "
-                  f"ITL p50 {r['itl_ms_p50']:.2f} ms", flush=True)
-    finally:
-        task.close()
-    Path(work, "task_level.json").write_text(json.dumps(res, indent=2))
 
 
 def _aiperf(d: Path) -> dict | None:
@@ -131,7 +104,7 @@ def device_tag(name: str) -> str:
     return results_schema.gpu_dir(name) or "cpu"
 
 
-def newest_baseline(tag: str, settings: dict) -> Path | None:
+def newest_baseline(tag: str, settings: dict, root: Path | None = None) -> Path | None:
     """The newest committed server result in the device's folder (RESULTS/<tag>/) at the same ISL /
     OSL, serve flags, request sampling and API processes (a result that predates a setting ran with
     OLD_DEFAULTS): by the date its name starts with, then by the time it records (`recorded_utc`),
@@ -140,8 +113,9 @@ def newest_baseline(tag: str, settings: dict) -> Path | None:
         return all(str(d.get(k, OLD_DEFAULTS.get(k, settings.get(k)))) == str(settings.get(k, OLD_DEFAULTS.get(k)))
                    for k in ("isl", "osl", "serve_flags", "request_sampling", "api_servers", "ceiling_api_servers"))
 
-    found = [(p, r["detail"]) for p, r in results_schema.runs(RESULTS, tag, "server")
-             if re.match(r"\d{4}-\d\d-\d\d-", p.name) and same(r["detail"])] if (RESULTS / tag).is_dir() else []
+    root = RESULTS if root is None else root
+    found = [(p, r["detail"]) for p, r in results_schema.runs(root, tag, "server")
+             if re.match(r"\d{4}-\d\d-\d\d-", p.name) and same(r["detail"])] if (root / tag).is_dir() else []
     return max(found, key=lambda f: (f[0].name[:10], f[1].get("recorded_utc") or "", f[0].stat().st_mtime))[0] \
         if found else None
 
@@ -203,7 +177,8 @@ def print_against(vs: dict, name: str) -> None:
         print(f"  {point}: " + "; ".join(cells))
 
 
-def report(work: str, out: str, name: str, baseline: str, points: list[int], settings: dict) -> dict:
+def report(work: str, out: str, name: str, baseline: str, points: list[int], settings: dict,
+           root: Path | None = None) -> dict:
     work_p = Path(work)
     task = json.loads((work_p / "task_level.json").read_text()) if (work_p / "task_level.json").exists() else {}
     timing = work_p / "server" / "timing.jsonl"
@@ -211,7 +186,7 @@ def report(work: str, out: str, name: str, baseline: str, points: list[int], set
     res = {"recorded_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), **settings,
            "task_load_timing": task.get("load_timing")}
     res.update({f"c{c}": point_figures(work_p, c, task, records) for c in points})
-    base_path = Path(baseline) if baseline else newest_baseline(device_tag(settings.get("device_name", "cpu")), settings)
+    base_path = Path(baseline) if baseline else newest_baseline(device_tag(settings.get("device_name", "cpu")), settings, root)
     print_side_by_side(res, points)
     if base_path is not None and base_path.exists():
         res["baseline"] = base_path.name
@@ -271,28 +246,3 @@ def brief(path: str) -> None:
               f"{_n(r['client_minus_task_ms_p50'], '{:.2f}')} ms (HTTP in {_n(b.get('http_in_ms_p50'), '{:.2f}')}, queue "
               f"{_n(b.get('queue_ms_p50'), '{:.2f}')}, HTTP out {_n(b.get('http_out_ms_p50'), '{:.2f}')}, client beyond "
               f"HTTP {_n(b.get('client_beyond_http_ms_p50'), '{:.2f}')})", flush=True)
-
-
-def main(argv: list[str]) -> int:
-    cmd, rest = argv[0], argv[1:]
-    settings = json.loads(rest.pop()) if cmd in ("report", "scaling") else {}
-    if cmd == "task":
-        work, bundle, device, mb, isl, osl, *pts = rest
-        mb, ctx = mb.split(":")
-        run_task(work, bundle, device, int(mb), int(ctx), int(isl), int(osl),
-                 [(int(c), int(n)) for c, n in (p.split(":") for p in pts)])
-    elif cmd == "report":
-        work, out, name, baseline, *pts = rest
-        report(work, out, name, baseline, [int(c) for c in pts], settings)
-    elif cmd == "brief":
-        brief(rest[0])
-    elif cmd == "scaling":
-        work, out, name, grid, *pts = rest
-        scaling(work, out, name, grid.split(), [int(c) for c in pts], settings)
-    else:
-        raise SystemExit(f"unknown command {cmd!r}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
