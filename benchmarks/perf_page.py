@@ -1,5 +1,5 @@
 """docs/performance.md, generated from the committed results (benchmarks/results/<GPU model>/*.json,
-results_schema.py) and the dated history beside this file (perf_history.md).
+qualflow.bench.results) and the dated history beside this file (perf_history.md).
 
     python benchmarks/perf_page.py            # rewrite docs/performance.md
     python benchmarks/perf_page.py --check    # exit 1 when the committed page is not what the results give
@@ -11,8 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import results_schema  # noqa: E402
+from qualflow.bench import results as results_schema
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -30,12 +29,12 @@ prompts, greedy outputs that never stop early (`ignore_eos`). Each table names i
 and software (the commit where the run recorded it; torch, CUDA and driver); compare figures only
 within one GPU model.
 
-- **Engine** (`python benchmarks/gpu_speed.py`): Task-level points, the Task running in the
+- **Engine** (`qualflow bench engine`): Task-level points, the Task running in the
   benchmark's process; each point's median output tok/s over at least 3 repeats and 5 s, beside its
   roofline: the weight and KV-cache reads of its steps at the measured copy bandwidth, and its
-  prefill's FLOPs at the measured matmul peak (`benchmarks/roofline.py`). `offline*` is nano-vllm's
+  prefill's FLOPs at the measured matmul peak (`qualflow.bench.roofline`). `offline*` is nano-vllm's
   offline workload (256 sequences, 100-1024 tokens in and out) through the Task.
-- **Server** (`bash benchmarks/server_speed.sh`): the same points through `qualflow serve` and
+- **Server** (`qualflow bench server`): the same points through `qualflow serve` and
   AIPerf (Responses API, streaming), beside the Task alone and the harness ceiling (the same server
   with a synthetic engine of 1 ms steps: what the HTTP path and AIPerf can carry). The gap is the
   client's time per request beyond the Task's, p50.

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # A/B of the server on one machine: this tree against an older one, alternated (new, old, new, old, ...),
-# each run one `benchmarks/server_speed.sh` on the same bundle and work folder.
+# each run one `benchmarks/server_speed.sh` (a thin caller of `qualflow bench server`) on the same
+# bundle and work folder.
 #   OLD_TAR   a `git archive` of the older tree (at least src/, benchmarks/, pyproject.toml), e.g.
 #             git archive --format=tar REV src benchmarks pyproject.toml > .whl/old.tar
 #   RUNS      "POINTS:tag;POINTS:tag;...": one pair per entry, in order (default "1 64 256:all;1:c1")
@@ -31,6 +32,6 @@ for entry in "${entries[@]}"; do
     echo "== $tag $side (POINTS=$points) $(date +%T)" | tee -a "$OUT/server-ab.log"
     PYTHONPATH="${SITE}$tree/src" POINTS="$points" NAME="server-ab-$tag-$side.json" \
       bash "$tree/benchmarks/server_speed.sh" "$WORK/run" "$OUT" >> "$OUT/server-ab.log" 2>&1
-    python3 benchmarks/server_speed.py brief "$OUT/server-ab-$tag-$side.json" || true
+    qualflow bench server --brief "$OUT/server-ab-$tag-$side.json" || true
   done
 done

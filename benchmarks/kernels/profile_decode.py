@@ -1,5 +1,5 @@
 """Where a decode step's GPU time goes: torch.profiler over the compiled (not graph-captured) forward
-at batch 1 and 64, top kernels by CUDA time. Uses the bundle gpu_speed.py built under --work.
+at batch 1 and 64, top kernels by CUDA time. Uses the bundle `qualflow bench engine` built under --work.
 
 `--prefill 8x1024,16x1024` also profiles fresh prefill steps as the engine runs them (ModelRunner.run:
 S prompts of T tokens in one step, K/V written to the cache, the last token's logits), each with its
@@ -8,7 +8,6 @@ default token budget (8 x 1024) and at twice it."""
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -21,8 +20,7 @@ from qualflow.families.qwen3.synthetic import write_embedded
 from qualflow.runtime import EngineConfig, load_task
 from qualflow.runtime.engine.scheduler import Batch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # benchmarks/: roofline
-from roofline import _timed  # noqa: E402
+from qualflow.bench.roofline import _timed
 
 
 def main() -> int:

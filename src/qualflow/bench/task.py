@@ -1,4 +1,5 @@
-"""`qualflow bench task` (`qualflow bench-task`, its old name): throughput and latency through the Task API (a benchmark, not a test).
+"""`qualflow bench task` (`qualflow bench-task`, its old name): throughput and latency through the
+Task API (a benchmark, not a test).
 
 The flags are BenchConfig's fields, the engine's included (EngineConfig, except max-context: the
 engine is sized to the point, prompt + output). The engine gets at least `concurrency` batch slots.

@@ -7,7 +7,7 @@ import without torch: the CLI builds its flags from EngineConfig on every call.
 Inside: `api/` (the public types), `config` (EngineConfig), `task` (the Task), `frontend/` (the
 caller's side of a request), `engine/` (the engine of one process), `kernels/` (attention and its
 Triton kernels), `process/` (the engine in a child process; `EngineHost`, the engine process several
-API processes share), `bench` (`qualflow bench-task`)."""
+API processes share). The benchmarks over it are qualflow.bench."""
 from __future__ import annotations
 
 import importlib

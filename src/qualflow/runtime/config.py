@@ -1,12 +1,12 @@
 """EngineConfig: how a Task runs its engine. The field defaults are the only defaults; the CLI flags
-of `qualflow serve`, `qualflow session` and `qualflow bench-task` are generated from the fields
+of `qualflow serve`, `qualflow session` and `qualflow bench task` are generated from the fields
 (qualflow.configs), and the workflow schema's `server:` defaults agree with them (a test checks).
 A field whose help says "0: ..." is resolved in one place: a method of the class below, or, for the
 KV pool size (it needs the device's free memory), the engine's loader.
 
 `cpu_threads` and `gil_switch_ms` are settings of a process (`apply_to_this_process`): the engine
 process applies them to itself; an in-process Task leaves them to the program that runs it (`qualflow
-serve`, `qualflow bench-task`).
+serve`, `qualflow bench task`).
 The dataclass is what the engine process receives (pickled) from its parent."""
 from __future__ import annotations
 
@@ -70,7 +70,7 @@ class EngineConfig:
         "auto", help="run the engine (model, KV cache, device) in its own process, so the HTTP side's work "
                      "overlaps the device step instead of sharing one GIL with it. auto: on for cuda (1.4-1.6x "
                      "server tok/s at c64 on an H200), off for cpu (every CPU Task user, correctness and "
-                     "bench-task included, keeps the engine in its process); a bare --engine-process means on, "
+                     "bench task included, keeps the engine in its process); a bare --engine-process means on, "
                      "--no-engine-process off",
         bare="on", negated="off")
     engine_kind: Literal["model", "synthetic"] = setting(
