@@ -6,8 +6,12 @@ import asyncio
 import pytest
 
 from qualflow.runtime import TokenEvent
-from qualflow.server.responses import ResponsesHandler as Core, check_supported
-from qualflow.server.protocol import ApiError, input_messages, new_id, parse_request
+from qualflow.server.handler import ResponsesHandler as Core
+from qualflow.server.protocol.errors import ApiError
+from qualflow.server.protocol.input_items import input_messages
+from qualflow.server.protocol.requests import parse_request
+from qualflow.server.protocol.responses import new_id
+from qualflow.server.supported import check_supported
 from qualflow.server.timing import TimingStore, new_record
 
 from fixtures.fake_task import FakeTask, final
@@ -186,7 +190,7 @@ def test_objects_validate_strictly_against_the_published_types(reason):
     Response (or its 500 error body), under the openai SDK's and the Open Responses types."""
     import json
 
-    from qualflow.server.protocol import sse_frame
+    from qualflow.server.http.sse import sse_frame
 
     from fixtures.published_schemas import assert_valid, error_body_problems, event_problems, response_problems
 

@@ -134,8 +134,9 @@ def test_a_family_without_the_capability_keeps_the_400():
     from types import SimpleNamespace
 
     from fixtures.fake_task import FakeTask
-    from qualflow.server.protocol import ApiError, parse_request
-    from qualflow.server.responses import ResponsesHandler
+    from qualflow.server.handler import ResponsesHandler
+    from qualflow.server.protocol.errors import ApiError
+    from qualflow.server.protocol.requests import parse_request
     task = FakeTask([])
     task.family = SimpleNamespace(name="fake", unsupported_features={"reasoning": "it never thinks"})
     h = ResponsesHandler(task, "fake")

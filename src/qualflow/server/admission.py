@@ -3,7 +3,7 @@ requests in the server (running + waiting), a body-size cap, JSON-only bodies. E
 ApiError in OpenAI's shape; a 429 and a 503-while-loading carry Retry-After."""
 from __future__ import annotations
 
-from .protocol import ApiError
+from .protocol.errors import ApiError
 
 DEFAULT_MAX_BODY_BYTES = 8 << 20
 

@@ -1,6 +1,6 @@
 """The HTTP app: `create_app` assembles the thin HTTP layer (`http/`) around the Responses handler.
 
-All Responses semantics live in `responses` (the handler) and limits in `admission`; the app only
+All Responses semantics live in `handler` (the handler) and limits in `admission`; the app only
 moves bytes and keeps the timing records."""
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from .http.middleware import RequestIdMiddleware
 from .http.responses_endpoint import DirectRoutes, ResponsesEndpoint
 from .http.routes import add_responses_route, add_status_routes
 from .http.state import ServerState
-from .peers import Peers
+from .processes.peers import Peers
 from .timing import TimingStore
 
 

@@ -8,9 +8,10 @@ from typing import AsyncIterator, Callable
 
 from qualflow.runtime import FinalEvent
 
-from .protocol import (ContentPartEvent, Event, OutputItemEvent, OutputMessage, OutputText, Response, ResponseEvent,
-                       TextDelta, TextDoneEvent)
-from .reasoning import ReasoningDelta, ReasoningItem, ReasoningText, ReasoningTextDone
+from .protocol.events import (ContentPartEvent, Event, OutputItemEvent, ResponseEvent, TextDelta,
+                              TextDoneEvent)
+from .protocol.reasoning import ReasoningDelta, ReasoningItem, ReasoningText, ReasoningTextDone
+from .protocol.responses import OutputMessage, OutputText, Response
 
 MESSAGE_INDEX = 1   # the message's output_index: after the reasoning item
 

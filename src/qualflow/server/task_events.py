@@ -10,7 +10,7 @@ from qualflow.runtime import FinalEvent, TaskTiming
 
 
 class RequestEvents:
-    """Async iterator over the Task's events of `p` (a responses.Prepared). While open, `p` is in
+    """Async iterator over the Task's events of `p` (a handler.Prepared). While open, `p` is in
     `inflight` (so that `abandon` can cancel it); `aclose()` (idempotent, also at the final) removes it
     and cancels a request the engine is still on, whether or not it was ever iterated."""
 

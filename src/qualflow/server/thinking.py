@@ -17,7 +17,8 @@ from typing import Any
 
 from qualflow.runtime import Thinking
 
-from .protocol import ApiError, CreateResponse, bad_request
+from .protocol.errors import ApiError, bad_request
+from .protocol.requests import CreateResponse
 
 ENCRYPTED = ("reasoning.encrypted_content", "encrypted_content")
 

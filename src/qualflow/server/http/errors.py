@@ -9,7 +9,7 @@ from starlette.background import BackgroundTask
 from starlette.exceptions import HTTPException
 from starlette.responses import Response
 
-from ..protocol import ApiError
+from ..protocol.errors import ApiError
 
 
 def error_response(e: ApiError, background: BackgroundTask | None = None) -> Response:

@@ -9,7 +9,7 @@ import uuid
 
 import orjson
 
-from ..protocol import ApiError
+from ..protocol.errors import ApiError
 
 log = logging.getLogger("qualflow.server")
 _SAFE_ID = re.compile(r"^[\x21-\x7e]{1,256}$")   # printable ASCII, no spaces: safe to echo in a header

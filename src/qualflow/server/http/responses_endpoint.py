@@ -14,8 +14,10 @@ from starlette.responses import Response
 from qualflow.phases import PHASE_HEADER
 
 from ..admission import ClientLeft, check_content_type, read_body
-from ..protocol import ApiError, new_id, parse_request
-from ..responses import Prepared, ResponsesHandler
+from ..handler import Prepared, ResponsesHandler
+from ..protocol.errors import ApiError
+from ..protocol.requests import parse_request
+from ..protocol.responses import new_id
 from ..timing import TimingRecord, new_record
 from .errors import error_response
 from .state import ServerState

@@ -7,7 +7,7 @@ from fastapi import FastAPI
 from starlette.responses import Response
 from starlette.routing import Route
 
-from ..protocol import ApiError
+from ..protocol.errors import ApiError
 from .errors import error_response
 from .responses_endpoint import ResponsesEndpoint
 from .state import ServerState

@@ -8,9 +8,9 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ..admission import Admission
-from ..peers import Peers
-from ..protocol import ApiError
-from ..responses import ResponsesHandler, engine_unavailable
+from ..handler import ResponsesHandler, engine_unavailable
+from ..processes.peers import Peers
+from ..protocol.errors import ApiError
 from ..timing import TimingRecord, TimingStore
 
 log = logging.getLogger("qualflow.server")

@@ -7,7 +7,8 @@ from typing import AsyncIterator, Callable
 
 from starlette.responses import Response
 
-from ..protocol import ResponseEvent, sse_frame
+from ..protocol.events import ResponseEvent
+from .sse import sse_frame
 
 
 def _is_last(batch: list) -> bool:

@@ -7,7 +7,7 @@ import socket
 import sys
 from typing import Any, Callable
 
-from .config import EngineConfig, ServerConfig
+from ..config import EngineConfig, ServerConfig
 
 
 def say(message: str) -> None:
@@ -35,7 +35,7 @@ def run_app(server: ServerConfig, sock: socket.socket, load: Callable[[], Any], 
     exit code (`serve`'s). `peers`: what it shares with the server's other API processes (api_servers)."""
     import uvicorn
 
-    from .app import create_app
+    from ..app import create_app
 
     failed: list[BaseException] = []
     uv: uvicorn.Server | None = None

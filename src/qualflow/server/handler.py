@@ -1,8 +1,10 @@
-"""The Responses handler: CreateResponse -> Response | stream of events, over the public Task API only.
+"""The Responses handler: CreateResponse -> Response | stream of events, over the public Task API
+only.
 
-No HTTP here. Every refusal is an `ApiError` raised before anything is queued (and so before a stream
-starts); engine outcomes map to Response status: stop -> completed, length -> incomplete
-(max_output_tokens), error -> failed, cancelled -> the client went away.
+No HTTP here. Every refusal is an `ApiError` raised before anything is queued (and so before a
+stream starts); engine outcomes map to Response status (protocol.responses.FINAL_STATUS): stop ->
+completed, length -> incomplete (max_output_tokens), error -> failed, cancelled (the client went
+away) -> failed.
 """
 from __future__ import annotations
 
@@ -14,71 +16,22 @@ from typing import Any, AsyncIterator
 from qualflow.runtime import (REASONING, STREAMING, TEXT_GENERATION, CapabilityMissing, FinalEvent,
                               GenerationRequest, InvalidRequest)
 
-from .protocol import (ApiError, ContentPartEvent, CreateResponse, ErrorEvent, Event, OutputItemEvent,
-                       OutputMessage, OutputText, Response, ResponseEvent, TextDelta, TextDoneEvent,
-                       bad_request, input_messages, new_id)
+from .message_stream import message_stream, terminal_events
+from .protocol.errors import ApiError, bad_request
+from .protocol.events import Event, TextDelta
+from .protocol.input_items import input_messages
+from .protocol.requests import CreateResponse
+from .protocol.responses import FINAL_STATUS, Response, new_id
 from .reasoning_stream import reasoning_stream
+from .supported import check_supported, request_features, unsupported
 from .task_events import RequestEvents
-from .thinking import asks_for_reasoning, check_include, thinking_for, wants_thinking
+from .thinking import thinking_for, wants_thinking
 from .timing import TimingRecord, new_record
 
 # Task/SamplingParams field names -> the request param a client set
 _PARAM_NAMES = {"max_new_tokens": "max_output_tokens", "prompt_token_ids": "input"}
-_STATUS = {"stop": "completed", "length": "incomplete", "error": "failed", "cancelled": "cancelled"}
-
-
-def _unsupported(param: str, what: str, code: str = "unsupported_parameter") -> ApiError:
-    return bad_request(f"Unsupported parameter: '{param}' {what}. This server is stateless, single-turn "
-                       "and text-only.", param, code)
-
-
-def check_supported(req: CreateResponse) -> None:
-    """The server-level reject table: fields whose requested behaviour this server cannot honour."""
-    if req.previous_response_id is not None:
-        raise bad_request(f"Previous response with id '{req.previous_response_id}' not found.",
-                          "previous_response_id", "previous_response_not_found")
-    for name in ("conversation", "prompt", "context_management", "moderation"):
-        if getattr(req, name) is not None:
-            raise _unsupported(name, "is not supported (it needs server-side state or features we do not have)")
-    if req.background:
-        raise _unsupported("background", "must be false: nothing can be polled later", "unsupported_value")
-    if req.tools:
-        raise _unsupported("tools", "must be empty: tool calling is not supported")
-    if req.tool_choice not in (None, "auto", "none"):
-        raise _unsupported("tool_choice", "must be 'auto' or 'none': there are no tools", "unsupported_value")
-    if req.text is not None and req.text.format is not None and req.text.format != {"type": "text"}:
-        raise _unsupported("text.format", "must be {'type': 'text'}: structured output is not supported",
-                           "unsupported_value")
-    check_include(req)
-    if req.include:
-        raise _unsupported("include", "must be empty: no includable output data exists", "unsupported_value")
-    if req.top_logprobs:
-        raise _unsupported("top_logprobs", "must be 0: logprobs are not supported", "unsupported_value")
-    if req.truncation == "auto":
-        raise _unsupported("truncation", "must be 'disabled': prompts over the context limit are refused",
-                           "unsupported_value")
-    md = req.metadata or {}
-    if len(md) > 16 or any(len(k) > 64 or len(v) > 512 for k, v in md.items()):
-        raise bad_request("Invalid 'metadata': at most 16 keys, keys up to 64 and values up to 512 characters.",
-                          "metadata", "invalid_value")
-
-
-def request_features(req: CreateResponse, messages: list[dict]) -> dict[str, str]:
-    """Features this request asks for, by the names families use in `unsupported_features`,
-    each mapped to the param that asks for it."""
-    f = {}
-    if asks_for_reasoning(req):
-        f["reasoning"] = "reasoning"
-    if req.instructions is not None:
-        f["instructions"] = "instructions"
-    if any(m["role"] in ("system", "developer") for m in messages):
-        f["system_messages"] = "input"
-    if any(m["role"] == "assistant" for m in messages):
-        f["multi_turn"] = "input"
-    for name in ("temperature", "top_p", "ignore_eos", "min_tokens"):
-        if getattr(req, name) is not None:
-            f[name] = name
-    return f
+# The timing record's status: the Response's, but a cancelled generation is kept apart from failures
+RECORD_STATUS = {**FINAL_STATUS, "cancelled": "cancelled"}
 
 
 @dataclass
@@ -136,17 +89,17 @@ class ResponsesHandler:
             try:
                 self.task.require(STREAMING)
             except CapabilityMissing as e:
-                raise _unsupported("stream", f"cannot be true: {e}", "unsupported_value") from None
+                raise unsupported("stream", f"cannot be true: {e}", "unsupported_value") from None
         messages = input_messages(req.input)
         family = self.task.family
         for feature, param in request_features(req, messages).items():
             if feature in family.unsupported_features:
                 why = family.unsupported_features[feature]
-                raise _unsupported(param, f"asks for '{feature}', which the {family.name} family does not "
+                raise unsupported(param, f"asks for '{feature}', which the {family.name} family does not "
                                           f"support{': ' + why if why else ''}")
         if wants_thinking(req) and REASONING not in self.task.capabilities:
             why = getattr(self.task, "reasoning_unavailable", None)
-            raise _unsupported("reasoning", f"asks for 'reasoning', which the {family.name} family does not "
+            raise unsupported("reasoning", f"asks for 'reasoning', which the {family.name} family does not "
                                             f"support{': ' + why if why else ''}")
         check_supported(req)
         thinking = thinking_for(req, self.task, self.reasoning_budgets)
@@ -166,7 +119,7 @@ class ResponsesHandler:
     # ------------------------------------------------------------ running
 
     def _record(self, p: Prepared, final: FinalEvent) -> None:
-        p.record.finish("cancelled" if p.abandoned else _STATUS[final.finish_reason], final.finish_reason,
+        p.record.finish("cancelled" if p.abandoned else RECORD_STATUS[final.finish_reason], final.finish_reason,
                         final.error, final.prompt_tokens, final.completion_tokens, final.timing.as_dict())
         if p.reasoning_id is not None:
             p.record.reasoning_tokens = final.reasoning_tokens
@@ -250,39 +203,8 @@ class ResponsesHandler:
                                                 terminal_events):
                 yield number(batch)
             return
-        async for batch in self._message_stream(p, snapshot, events):
+        async for batch in message_stream(p, snapshot, events):
             yield number(batch)
-
-    async def _message_stream(self, p: Prepared, snapshot: Response, events: RequestEvents) -> AsyncIterator[list]:
-        """Without thinking: the head, one delta per Task token event, the tail (not numbered yet)."""
-        item_id = p.message_id
-        ids = dict(item_id=item_id)
-        yield [ResponseEvent(type="response.created", response=snapshot),
-               ResponseEvent(type="response.in_progress", response=snapshot),
-               OutputItemEvent(type="response.output_item.added", item=OutputMessage.of(item_id, None)),
-               ContentPartEvent(type="response.content_part.added", part=OutputText(), **ids)]
-        parts, final, held = [], None, []
-        async for e in events:
-            if isinstance(e, FinalEvent):
-                final = e
-                break
-            if e.text:
-                parts.append(e.text)
-                held.append(TextDelta(0, item_id, e.text))
-            if held and not events.pending():   # what is ready leaves in one write; the final's step: in the tail
-                yield held
-                held = []
-        tail = held
-        if final.tail_text:   # text the decoder held back (an incomplete character) until the end
-            parts.append(final.tail_text)
-            tail.append(TextDelta(0, item_id, final.tail_text))
-        text = "".join(parts)
-        resp = snapshot.finished(final, item_id, text)
-        done = "completed" if resp.status == "completed" else "incomplete"
-        tail += [TextDoneEvent(text=text, **ids),
-                 ContentPartEvent(type="response.content_part.done", part=OutputText(text=text), **ids),
-                 OutputItemEvent(type="response.output_item.done", item=OutputMessage.of(item_id, text, done))]
-        yield tail + terminal_events(final, resp)
 
 
 class BatchStream:
@@ -302,15 +224,3 @@ class BatchStream:
     async def aclose(self) -> None:
         await self._batches.aclose()
         await self._close()
-
-
-def terminal_events(final: FinalEvent, resp: Response) -> list[Event]:
-    """The stream's last events: an `error` event for a failed response, then `response.<status>`."""
-    out: list[Event] = []
-    if resp.status == "failed":
-        if final.finish_reason == "cancelled" and not final.error:
-            resp.error["message"] = "request cancelled"
-        err = {"type": "server_error", "code": "server_error", "message": resp.error["message"], "param": None}
-        out.append(ErrorEvent(code="server_error", message=err["message"], error=err))
-    out.append(ResponseEvent(type=f"response.{resp.status}", response=resp))
-    return out

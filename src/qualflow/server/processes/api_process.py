@@ -15,9 +15,9 @@ from typing import Any
 
 from qualflow.lifetime import die_with_parent
 
-from .admission import SharedAdmission
+from ..admission import SharedAdmission
+from ..config import EngineConfig, ServerConfig
 from .peers import Peers
-from .config import EngineConfig, ServerConfig
 from .run_app import run_app, tune_process
 
 

@@ -1,24 +1,25 @@
 """Wire models of reasoning (the `reasoning` capability): the request's `reasoning` object, the
-`reasoning` output item with its `reasoning_text` content, and the `response.reasoning_text.*` events.
-No other server module is imported here (protocol.py uses these in its request and response models);
+`reasoning` output item with its `reasoning_text` content, and the `response.reasoning_text.*`
+events.
+No other module is imported here (`requests` and `responses` use these in their models);
 server.thinking maps the request onto the Task."""
 from __future__ import annotations
 
 from typing import Literal
 
-import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
 Effort = Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"]
 
 
 class ReasoningParam(BaseModel):
-    """The request's `reasoning`: every field the Responses API defines, so unknown keys are refused;
-    server.thinking decides which values are honoured."""
+    """The request's `reasoning`: every field the Responses API defines, so unknown keys are
+    refused; server.thinking decides which values are honoured."""
     model_config = ConfigDict(extra="forbid", strict=True)
     effort: Effort | None = None
     summary: Literal["auto", "concise", "detailed"] | None = None
-    generate_summary: Literal["auto", "concise", "detailed"] | None = None   # the deprecated name of summary
+    # the deprecated name of summary
+    generate_summary: Literal["auto", "concise", "detailed"] | None = None
     context: Literal["auto", "current_turn", "all_turns"] | None = None
     mode: str | None = None
 
@@ -38,23 +39,19 @@ class ReasoningItem(BaseModel):
 
     @classmethod
     def of(cls, item_id: str, text: str | None, status: str = "in_progress") -> "ReasoningItem":
-        return cls(id=item_id, status=status, content=[] if text is None else [ReasoningText(text=text)])
+        return cls(id=item_id, status=status,
+                   content=[] if text is None else [ReasoningText(text=text)])
 
 
 class ReasoningDelta:
-    """`response.reasoning_text.delta` on the hot path, rendered by a byte template (as TextDelta)."""
+    """`response.reasoning_text.delta` on the hot path, framed by a byte template (http.sse), as
+    TextDelta."""
     __slots__ = ("sequence_number", "item_id", "delta")
     type = "response.reasoning_text.delta"
     output_index = content_index = 0
 
     def __init__(self, sequence_number: int, item_id: str, delta: str):
         self.sequence_number, self.item_id, self.delta = sequence_number, item_id, delta
-
-    def frame(self) -> bytes:
-        return b"".join((b'event: response.reasoning_text.delta\ndata: {"type":"response.reasoning_text.delta",'
-                         b'"sequence_number":', str(self.sequence_number).encode(), b',"item_id":"',
-                         self.item_id.encode(), b'","output_index":0,"content_index":0,"delta":',
-                         orjson.dumps(self.delta), b'}\n\n'))
 
 
 class ReasoningTextDone(BaseModel):

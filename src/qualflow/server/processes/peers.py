@@ -8,7 +8,7 @@ import os
 import sys
 from typing import Any
 
-from .admission import SharedAdmission
+from ..admission import SharedAdmission
 
 
 class Peers:

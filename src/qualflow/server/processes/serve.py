@@ -10,7 +10,7 @@ import time
 
 from qualflow.configs import add_arguments, from_args
 
-from .config import EngineConfig, ServerConfig
+from ..config import EngineConfig, ServerConfig
 from .listen import PortBusy, bind
 from .run_app import load_engine_task, run_app, say, tune_process
 

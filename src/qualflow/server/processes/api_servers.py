@@ -17,8 +17,8 @@ import signal
 import socket
 from multiprocessing.connection import wait
 
+from ..config import EngineConfig, ServerConfig
 from .api_process import ApiProcess, main
-from .config import EngineConfig, ServerConfig
 from .run_app import load_engine_task, say
 
 STOP_TIMEOUT_S = 40.0   # an API process's graceful stop: uvicorn's 5 s, then its engine link's up to 30 s
@@ -30,7 +30,7 @@ def _start(server: ServerConfig, engine: EngineConfig, sock: socket.socket, star
     from qualflow.runtime import EngineHost
     ctx = multiprocessing.get_context("spawn")
     n, limit = server.api_server_count, engine.max_batch + server.max_queue
-    shared = (ctx.Semaphore(limit), ctx.Semaphore(0))   # admission, readiness (server.peers)
+    shared = (ctx.Semaphore(limit), ctx.Semaphore(0))   # admission, readiness (peers)
     host = EngineHost(load_engine_task, server.bundle, engine, n)
     procs = []
     for i in range(n):
