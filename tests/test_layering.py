@@ -27,6 +27,7 @@ FLOORS = {
     "artifacts": 2,
     "runtime": 3,
     "workload": 4.5,
+    "workflow_config": 4.6,   # the workflow's config checks (workload's) and a model's serving settings
     "correctness": 4, "server": 4, "aiperf": 4,
     "session": 5,
     "evidence": 6,
