@@ -27,6 +27,7 @@ FLOORS = {
     "artifacts": 2,
     "runtime": 3,
     "workload": 4.5,
+    "workflow_config": 4.6,   # the workflow's config checks (workload's) and a model's serving settings
     "correctness": 4, "server": 4, "aiperf": 4,
     "session": 5,
     "evidence": 6,
@@ -239,9 +240,10 @@ def test_server_reaches_the_model_only_through_the_task_api(path):
 # What the Snakefile and common.smk may import while the DAG is parsed: light modules only (the
 # workload checks and its points' JSON, the versions that key the rules' params, the compare dir,
 # the hook that passes signals on to the jobs, the verdict printed at the end, the bundle's stat
-# fingerprint)
+# fingerprint, the config checks and a model's serving settings)
 WORKFLOW_IMPORTS = {"qualflow.workload", "qualflow.session.provenance", "qualflow.report.compare_dir",
-                    "qualflow.lifetime", "qualflow.report.verdict", "qualflow.files"}
+                    "qualflow.lifetime", "qualflow.report.verdict", "qualflow.files",
+                    "qualflow.workflow_config"}
 HEAVY = ("torch", "pandas", "pyarrow", "numpy", "matplotlib", "transformers", "fastapi", "uvicorn", "aiperf",
          "openai", "httpx", "safetensors", "tokenizers")
 

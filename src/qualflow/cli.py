@@ -21,6 +21,19 @@ def _build(a):
 
 
 def _correctness(a):
+    """Family correctness of our bundle, or endpoint correctness where the model's serving settings
+    (--model-settings, written by the workflow) name an endpoint."""
+    if a.model_settings:
+        import json
+
+        from qualflow.workflow_config import read_serving_settings
+        endpoint = read_serving_settings(a.model_settings)["endpoint"]
+        if endpoint is not None:
+            from qualflow.session.endpoint import main_endpoint_correctness
+            a.endpoint, a.checkpoint = json.dumps(endpoint, sort_keys=True), None
+            return main_endpoint_correctness(a)
+    if not a.bundle:
+        raise ValueError("--bundle is required (or --model-settings naming an endpoint)")
     from qualflow.correctness.cli import main_correctness
     return main_correctness(a)
 
@@ -180,6 +193,11 @@ def build_parser() -> argparse.ArgumentParser:
     from qualflow.workload import add_points_args  # light: the points and their file only
     add_points_args(s)
     s.set_defaults(func=_workflow_stage("qualflow.workload", "main_points"))
+
+    s = sub.add_parser("model-settings", help="write a model's serving settings (endpoint or our bundle)")
+    from qualflow.workflow_config import add_model_settings_args  # light
+    add_model_settings_args(s)
+    s.set_defaults(func=_workflow_stage("qualflow.workflow_config", "main_model_settings"))
 
     add_workflow_stages(sub)
     add_compare_stages(sub)

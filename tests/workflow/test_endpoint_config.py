@@ -23,9 +23,14 @@ def test_endpoint_model_skips_build_and_pins_its_checkpoint(tmp_path, wf):
     assert re.search(r"^build_bundle\s+1$", out, re.M)              # ours only
     assert re.search(r"^pin_checkpoint\s+2$", out, re.M)            # ours and theirs; hosted names none
     assert re.search(r"^family_correctness\s+3$", out, re.M) and re.search(r"^aiperf_profile\s+3$", out, re.M)
-    assert "qualflow endpoint-correctness --endpoint" in out and "--pin results/pin/theirs.json" in out
+    # the stages decide endpoint vs bundle from the model's serving settings (tests/test_workflow_config.py)
+    assert "qualflow correctness --model-settings results/points/ep/theirs/serving.json --pin results/pin/theirs.json" \
+        in out
+    assert '"endpoint": {"model": "served-name", "url": "http://127.0.0.1:8001"}' in out
     assert "results/session/ep/theirs/endpoint" in out and "--no-request-extensions" in out
-    assert "qualflow session --bundle results/bundle/ep/ours/fp16 --out" in out
+    assert '"request_extensions": false' in out
+    assert "qualflow session --model-settings results/points/ep/ours/serving.json" \
+        " --bundle results/bundle/ep/ours/fp16 --out" in out
 
 
 def _bad(tmp_path, wf, model_yaml):

@@ -21,7 +21,7 @@ rule pin_checkpoint:
     """Resolve the checkpoint to an immutable identity (hub repo at a full commit sha, or a local dir
     with the sha256 of every file)."""
     input:
-        checkpoint_input,
+        lambda w: CHECKPOINT.format(model=w.model) if model_cfg(w)["checkpoint"] == "embedded" else [],
     output:
         PIN,
     log:
@@ -29,8 +29,8 @@ rule pin_checkpoint:
     benchmark:
         benchmark_of("pin_checkpoint", "{model}")
     params:
-        checkpoint=checkpoint_arg,
-        extra=pin_extra,
+        checkpoint=get_checkpoint,
+        extra=get_pin_flags,
     localrule: True
     shell:
         "qualflow pin --checkpoint {params.checkpoint} {params.extra} --out {output} > {log} 2>&1"

@@ -11,11 +11,18 @@
 #   snakemake --cores all compare --config 'compare={base: 0.1.0+gadbe6f2ae1, head: current}'
 #
 # Not part of `qualify`/`all`; only run when asked for.
+from qualflow.report.compare_dir import default_out_dir
+from qualflow.workflow_config import compare_needs_current
+
+COMPARE = config.get("compare") or {}
+COMPARE_SPEC = {s: SWKEY if COMPARE.get(s) == "current" else COMPARE.get(s) or "" for s in ("base", "head")}
+COMPARE_DIR = str(default_out_dir(COMPARE_SPEC["base"], COMPARE_SPEC["head"]) if all(COMPARE_SPEC.values())
+                  else "results/compare/unset__vs__unset")  # a placeholder until one is configured
 
 rule compare:
     """Compare two versions' evidence: table (parquet), page with CDFs and a delta chart."""
     input:
-        compare_inputs,
+        lambda w: all_evidence("runs") if compare_needs_current(COMPARE) else [],
     output:
         html=report(
             f"{COMPARE_DIR}/compare.html",
@@ -32,8 +39,8 @@ rule compare:
     log:
         f"logs/compare/{Path(COMPARE_DIR).name}.log",
     params:
-        base=_compare_spec("base"),
-        head=_compare_spec("head"),
+        base=COMPARE_SPEC["base"],
+        head=COMPARE_SPEC["head"],
         force="--force" if COMPARE.get("force") else "",
         floor=" ".join(
             f"--{k.replace('_', '-')} {COMPARE[k]}"

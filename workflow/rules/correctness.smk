@@ -8,7 +8,8 @@ rule family_correctness:
     cannot complete) is recorded in the output, not a failed job: the status says so and `qualify`
     fails."""
     input:
-        unpack(correctness_inputs),
+        unpack(get_served),
+        settings=MODEL_SETTINGS,
     output:
         CORRECTNESS,
     log:
@@ -16,12 +17,15 @@ rule family_correctness:
     benchmark:
         benchmark_of("family_correctness")
     params:
-        cmd=correctness_command,
+        artifacts=artifact_flags,
         device=DEVICE,
+        startup_timeout=config["server"]["startup_timeout_s"],
         software=SOFTWARE_MODEL,
-        bundle=bundle_state,
+        bundle=get_bundle_state,
     threads: job_threads("correctness")
     resources:
-        gpu=gpus,
+        gpu=get_gpus,
     shell:
-        "qualflow {params.cmd} > {log} 2>&1"
+        "qualflow correctness --model-settings {input.settings} {params.artifacts}"
+        " --device {params.device} --startup-timeout {params.startup_timeout} --out {output}"
+        " --record-failures > {log} 2>&1"

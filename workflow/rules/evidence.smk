@@ -5,7 +5,7 @@ rule join_evidence:
     """Join AIPerf's per-request records with the server's Task timing records by request id into
     the versioned evidence tables (requests, summary, correctness, protocol, runs)."""
     input:
-        unpack(join_inputs),
+        unpack(get_join_artifacts),
         session=f"{SESSION}/session.json",
         timing=f"{SESSION}/server_timing.jsonl",
         point_runs=f"{SESSION}/points",
@@ -25,10 +25,10 @@ rule join_evidence:
     params:
         sessiondir=lambda w, input: str(Path(input.session).parent),
         outdir=lambda w, output: str(Path(output.runs).parent),
-        artifacts=join_artifacts,
+        artifacts=artifact_flags,
         swkey=SWKEY,
         device=DEVICE,
-        thresholds=thresholds_arg,
+        thresholds=get_thresholds_flag,
         software=SOFTWARE_EVIDENCE,
     localrule: True
     shell:

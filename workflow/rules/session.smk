@@ -27,8 +27,11 @@
 rule aiperf_profile:
     """Serving session for one model/profile: serve -> warmup -> protocol_checks -> AIPerf points."""
     input:
-        unpack(session_inputs),
-        prompts=prompt_files,
+        unpack(get_served),
+        settings=MODEL_SETTINGS,
+        correctness=CORRECTNESS,
+        points=SESSION_POINTS,
+        prompts=get_prompt_files,
     output:
         session=f"{SESSION}/session.json",
         startup=f"{SESSION}/startup.json",
@@ -43,7 +46,7 @@ rule aiperf_profile:
         benchmark_of("aiperf_profile")
     params:
         outdir=lambda w, output: str(Path(output.session).parent),
-        model_name=served_name,
+        model_name=lambda w: model_cfg(w)["model_name"] or w.model,
         device=DEVICE,
         host=config["server"]["host"],
         port=config["server"]["port"],
@@ -62,14 +65,14 @@ rule aiperf_profile:
         aiperf_timeout=config["aiperf"]["timeout_s"],
         unpinned_client="--allow-unpinned-client" if config["allow_unpinned_client"] else "",
         archive=lambda w: SESSION_HISTORY.format(model=w.model, profile=w.profile),
-        target=session_target,
+        artifacts=artifact_flags,
         software=SOFTWARE_SESSION,
-        bundle=bundle_state,
+        bundle=get_bundle_state,
     threads: job_threads("session")
     resources:
-        gpu=gpus,
+        gpu=get_gpus,
     shell:
-        "exec qualflow session {params.target} --out {params.outdir} --points {input.points}"
+        "exec qualflow session --model-settings {input.settings} {params.artifacts} --out {params.outdir} --points {input.points}"
         " --model-name {params.model_name} --device {params.device} --host {params.host}"
         " --port {params.port} --max-batch {params.max_batch} --max-context {params.max_context}"
         " --cpu-threads {params.cpu_threads}"

@@ -1,5 +1,6 @@
 """`qualflow correctness --bundle B --out C.parquet`: family correctness of a bundle, one row per case
-and criterion; exits non-zero when a criterion fails."""
+and criterion; exits non-zero when a criterion fails. With --model-settings naming an endpoint,
+endpoint correctness instead (qualflow.cli dispatches)."""
 from __future__ import annotations
 
 import argparse
@@ -15,7 +16,13 @@ from .table import write_correctness
 
 
 def add_correctness_args(s: argparse.ArgumentParser) -> None:
-    s.add_argument("--bundle", required=True)
+    s.add_argument("--bundle", help="our bundle (required unless --model-settings names an endpoint)")
+    s.add_argument("--model-settings",
+                   help="the model's serving settings (qualflow model-settings): where they name an "
+                        "endpoint, endpoint correctness runs instead, on --pin")
+    s.add_argument("--pin", help="pin.json of the checkpoint an endpoint claims to serve")
+    s.add_argument("--startup-timeout", type=float, default=600.0,
+                   help="seconds a launched endpoint may take to become healthy")
     s.add_argument("--out", required=True)
     s.add_argument("--device", default="cpu")
     s.add_argument("--record-failures", action="store_true",

@@ -84,6 +84,16 @@ def print_verdict(status: str | Path, *, report: str | None = None, compare: str
           flush=True)
 
 
+def show_verdict(status: str | Path, report_dir: str | Path, compare_dir: str | Path,
+                 failed_since: float | None = None) -> None:
+    """How a workflow run ends (the Snakefile's onsuccess/onerror): the verdict of `status`, with the
+    report's path and the compare page's where one was written. `failed_since`: the run's start, after
+    a failure (only a table written since is this run's verdict)."""
+    compare = Path(compare_dir) / "compare.html"
+    print_verdict(status, report=f"{report_dir}/report.html",
+                  compare=str(compare) if compare.exists() else None, written_after=failed_since)
+
+
 def add_verdict_args(s) -> None:
     s.add_argument("--status", required=True, help="the status table (status.tsv)")
     s.add_argument("--require", required=True, choices=STATUS_LADDER)

@@ -16,7 +16,24 @@ def add_session_args(s: argparse.ArgumentParser) -> None:
 
 def main_session(a: argparse.Namespace) -> int:
     from .run import run_session
-    return run_session(from_args(SessionConfig, a))
+    return run_session(with_model_settings(from_args(SessionConfig, a)))
+
+
+def with_model_settings(cfg: SessionConfig) -> SessionConfig:
+    """The config with what its --model-settings decide: the endpoint (none: our server on the
+    bundle) and the request extensions. Given alone: not beside --endpoint/--no-request-extensions."""
+    if cfg.model_settings is None:
+        return cfg
+    if cfg.endpoint is not None or not cfg.request_extensions:
+        raise ValueError("--model-settings decides the endpoint and the request extensions: give "
+                         "--endpoint / --no-request-extensions without it")
+    import json
+    from dataclasses import replace
+
+    from qualflow.workflow_config import read_serving_settings
+    s = read_serving_settings(cfg.model_settings)
+    endpoint = None if s["endpoint"] is None else json.dumps(s["endpoint"], sort_keys=True)
+    return replace(cfg, endpoint=endpoint, request_extensions=s["request_extensions"])
 
 
 def add_endpoint_correctness_args(s: argparse.ArgumentParser) -> None:

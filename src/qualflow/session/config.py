@@ -18,6 +18,9 @@ class SessionConfig:
     points: str = setting(help="points.json (its points, and their SLOs for the join), or a JSON list of points "
                                "(inline or in a file)")
     bundle: str | None = setting(None, help="our server on this bundle (or --endpoint)")
+    model_settings: str | None = setting(
+        None, help="the model's serving settings (qualflow model-settings): they decide --endpoint and "
+                   "--request-extensions (our server on --bundle where they name no endpoint)")
     endpoint: str | None = setting(
         None, help="JSON {url, model, api_key_env?, tokenizer?, launch?, reasoning?, reasoning_budget?}: "
                    "qualify that endpoint")
