@@ -64,3 +64,21 @@ def test_names_and_ratios():
     assert n.name == "tserve/endpoint (endpoint)"
     assert n.identity_text() == "checkpoint embedded, revision content-sha256:ab, software k, served as tiny"
     assert ratio_text(2550.0, 136.0, True) == "0.0533×" and ratio_text(10.0, 225.3, False) == "+2,153 %"
+
+
+def test_between_stacks_a_change_is_a_difference_between_versions_a_regression(tmp_path):
+    base = write_run(tmp_path, "v1", "m.fp16.A", seed=1, median=100.0)
+    head = write_run(tmp_path, "v1", "ext.fp16.B", seed=2, median=2000.0, model="ext")
+    res = run_compare(str(base), str(head), root=tmp_path, out=tmp_path / "stacks", opts=FAST)
+    html = (tmp_path / "stacks" / "compare.html").read_text()
+    assert res["kind"] == "cross-stack" and "data-kind='cross-stack'" in html
+    assert "title='difference (head worse) beyond a default floor of 50 %'>0.05×</td>" in html
+    assert "reads &#x27;difference (head worse) beyond a default floor of 50 %&#x27; (or" in html
+    assert "regression" not in html.lower() and "improvement" not in html.lower()
+    assert all("regression" not in s for s in res["significant"]) and res["significant"]
+    # the same head figures from another version of the same stack: a regression
+    other = write_run(tmp_path, "v2", "m.fp16.C", seed=2, median=2000.0)
+    res = run_compare(str(base), str(other), root=tmp_path, out=tmp_path / "versions", opts=FAST)
+    html = (tmp_path / "versions" / "compare.html").read_text()
+    assert res["kind"] == "cross-version" and "difference (head" not in html
+    assert "title='regression beyond a default floor of 50 %'>0.05×</td>" in html

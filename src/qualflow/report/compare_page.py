@@ -185,8 +185,8 @@ def _caveats(cmp: Comparison) -> list[str]:
     return parts
 
 
-def _method(o: CompareOptions) -> str:
-    return "<p><b>Method.</b> " + html.escape(method_text(o)) + "</p>"
+def _method(cmp: Comparison) -> str:
+    return "<p><b>Method.</b> " + html.escape(method_text(cmp.options, cmp.words)) + "</p>"
 
 
 def _points_view(pts: pd.DataFrame) -> pd.DataFrame:
@@ -239,7 +239,7 @@ def _after(cmp: Comparison) -> list[str]:
     differences and the full tables."""
     prov = cmp.provenance
     diff = prov[prov["differs"]] if len(prov) else prov
-    return [_details("Method", _method(cmp.options)),
+    return [_details("Method", _method(cmp)),
             _details("Run-to-run noise and what was not checked", _caveats(cmp) or ["<p>Nothing to add.</p>"]),
             _details("Headline figures, base &rarr; head (relative delta)", _headline_table(cmp.metrics)),
             _details(f"Provenance differences ({len(diff)})", _table(diff)),

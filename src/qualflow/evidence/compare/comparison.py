@@ -19,8 +19,9 @@ from qualflow.evidence.compare.provenance import COLUMNS as PROVENANCE_COLUMNS
 from qualflow.evidence.compare.provenance import provenance_row, side_by_side
 from qualflow.evidence.compare.samples import samples_of
 from qualflow.evidence.compare.sides import PointKey, Side
-from qualflow.evidence.compare.stacks import CROSS_VERSION, Kind, comparison_kind, point_key
-from qualflow.evidence.compare.stats import METRICS, STATS, is_tested, judge_family, resamples_for
+from qualflow.evidence.compare.stacks import CROSS_STACK, CROSS_VERSION, Kind, comparison_kind, point_key
+from qualflow.evidence.compare.stats import (METRICS, STATS, is_tested, judge_family, resamples_for,
+                                             words_for)
 
 ONLY_IN_COLUMNS = ["model", "profile", "point_id", "only_in", "run_id"]
 
@@ -49,6 +50,12 @@ class Comparison:
     names: tuple[SideName, ...] = ()                     # (base, head) as the page names them (`names`)
     statuses: dict = field(default_factory=dict)         # (model, profile, point) -> {side: summary figures}
 
+    @property
+    def words(self) -> tuple[str, str]:
+        """The verdicts' words for the head worse / better: regression / improvement between
+        versions, a difference between stacks."""
+        return words_for(self.kind == CROSS_STACK)
+
 
 def compare_evidence(base_refs: list[store.RunRef], head_refs: list[store.RunRef], *, base: str, head: str,
                      opts: CompareOptions | None = None, root=None) -> Comparison:
@@ -68,7 +75,8 @@ def compare_evidence(base_refs: list[store.RunRef], head_refs: list[store.RunRef
         raise CompareRefused("refusing to compare: the runs are not comparable:\n  " + "\n  ".join(problems)
                              + "\n(pass --force to compare anyway; the page will say so at the top)")
     provenance, protocol = _provenance_and_protocol(pairs, b, h)
-    return Comparison(base=base, head=head, metrics=_metric_table(pairs, opts),
+    metrics = _metric_table(pairs, opts, words_for(kind.cross_stack))
+    return Comparison(base=base, head=head, metrics=metrics,
                       points=pd.DataFrame([point_row(p) for p in pairs]), provenance=provenance,
                       only_in=pd.DataFrame(only, columns=ONLY_IN_COLUMNS), problems=problems,
                       samples={p.key: {"base": p.base.samples, "head": p.head.samples} for p in pairs},
@@ -92,16 +100,18 @@ def _comparability(pairs: list[PointPair], kind: Kind) -> tuple[list[str], list[
     return problems, notes
 
 
-def _metric_table(pairs: list[PointPair], opts: CompareOptions) -> pd.DataFrame:
-    """Every metric row of every pair, judged as one family, then the aggregates; points kept together
-    in the pairs' order (each point's metrics, then its aggregate)."""
+def _metric_table(pairs: list[PointPair], opts: CompareOptions,
+                  words: tuple[str, str]) -> pd.DataFrame:
+    """Every metric row of every pair, judged as one family, then the aggregates, in `words` (a
+    regression between versions, a difference between stacks); points kept together in the pairs'
+    order (each point's metrics, then its aggregate)."""
     # one family of tests over every point: the resample count is scaled to its most stringent level
     m = sum(is_tested(len(p.base.samples[mt]), len(p.head.samples[mt]), q)
             for p in pairs for mt, *_ in METRICS for _, q in STATS)
     resamples = resamples_for((1 - opts.confidence) / max(m, 1), opts.resamples)
     rows = [r for p in pairs for r in pair_metric_rows(p, opts, resamples)]
-    aggregates = [a for a in (aggregate_row(p, opts) for p in pairs) if a]
-    table = pd.DataFrame(judge_family(rows, opts) + aggregates)
+    aggregates = [a for a in (aggregate_row(p, opts, words) for p in pairs) if a]
+    table = pd.DataFrame(judge_family(rows, opts, words) + aggregates)
     if not len(table):
         return table
     order = {p.key: i for i, p in enumerate(pairs)}

@@ -10,7 +10,8 @@ from qualflow.evidence.compare.config import CompareOptions
 from qualflow.evidence.compare.noise import Pools, comparability_problems, merged_spread, server_settings
 from qualflow.evidence.compare.sides import PointKey, PointSide
 from qualflow.evidence.compare.stacks import Kind
-from qualflow.evidence.compare.stats import METRICS, beyond_default_floor, default_floor_applies, metric_rows
+from qualflow.evidence.compare.stats import (METRICS, VERSION_WORDS, beyond_default_floor, default_floor_applies,
+                                             metric_rows)
 
 
 @dataclass(frozen=True)
@@ -84,7 +85,8 @@ def pair_metric_rows(p: PointPair, opts: CompareOptions, resamples: int) -> list
     return rows
 
 
-def aggregate_row(p: PointPair, opts: CompareOptions) -> dict | None:
+def aggregate_row(p: PointPair, opts: CompareOptions,
+                  words: tuple[str, str] = VERSION_WORDS) -> dict | None:
     """AIPerf's aggregate output tokens/s, base and head: one value per run, so shown without a test;
     where run-to-run noise is neither measured nor configured, a delta beyond the default floor is
     judged all the same (`stats.beyond_default_floor`)."""
@@ -102,5 +104,5 @@ def aggregate_row(p: PointPair, opts: CompareOptions) -> dict | None:
             "ci_level": float("nan"), "resamples": 0, "noise_floor": float("nan"), "noise_floor_empirical_rel": 0.0,
             "noise_measured": False, "floor_configured": False, "tests_in_family": 0, "tested": False,
             "significant": beyond,
-            "verdict": beyond_default_floor(ht < bt, opts) if beyond else "not tested (one value per run)",
+            "verdict": beyond_default_floor(ht < bt, opts, words) if beyond else "not tested (one value per run)",
             "base_run": b.label, "head_run": h.label}

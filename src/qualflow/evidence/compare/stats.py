@@ -17,6 +17,8 @@
   "inconclusive: run-to-run noise not measured", with its delta, unless its whole CI lies beyond the
   default floor (`default_floor_rel` of the base value, far above any plausible run-to-run spread):
   then it is "regression (improvement) beyond a default floor of N %".
+* Words: between two versions a change is a *regression* or an *improvement*; between two stacks
+  (a cross-stack comparison) it is a *difference*, the head worse or better (`STACK_WORDS`).
 """
 from __future__ import annotations
 
@@ -41,17 +43,28 @@ TAIL_RESAMPLES = 50     # bootstrap values beyond each CI endpoint at the most s
 MAX_RESAMPLES = 200_000
 INCONCLUSIVE = "inconclusive: run-to-run noise not measured"
 REGRESSION, IMPROVEMENT = "regression", "improvement"
+# (head worse, head better): a cross-version comparison's words, and a cross-stack one's
+VERSION_WORDS = (REGRESSION, IMPROVEMENT)
+STACK_WORDS = ("difference (head worse)", "difference (head better)")
 
 
-def beyond_default_floor(worse: bool, opts: CompareOptions) -> str:
+def words_for(cross_stack: bool) -> tuple[str, str]:
+    """The verdict words of a comparison: a difference between stacks is no regression."""
+    return STACK_WORDS if cross_stack else VERSION_WORDS
+
+
+def beyond_default_floor(worse: bool, opts: CompareOptions,
+                         words: tuple[str, str] = VERSION_WORDS) -> str:
     """The verdict of a delta beyond the default floor, naming the floor."""
-    return f"{REGRESSION if worse else IMPROVEMENT} beyond a default floor of {opts.default_floor_pct}"
+    return f"{words[0] if worse else words[1]} beyond a default floor of {opts.default_floor_pct}"
 
 
 def direction(verdict: str) -> str | None:
-    """`regression` or `improvement` for a verdict that says a change (with any floor), else None."""
+    """`regression` (head worse) or `improvement` (head better) for a verdict that says a change
+    (with any floor), in either comparison's words (`words_for`), else None."""
     v = str(verdict)
-    return next((d for d in (REGRESSION, IMPROVEMENT) if v == d or v.startswith(d + " beyond")), None)
+    return next((d for d, s in zip(VERSION_WORDS, STACK_WORDS)
+                 for x in (d, s) if v == x or v.startswith(x + " beyond")), None)
 
 
 def default_floor_applies(rel_delta: float, opts: CompareOptions) -> bool:
@@ -194,8 +207,10 @@ def metric_rows(base, head, *, unit: str, lower_is_better: bool, opts: CompareOp
     return rows
 
 
-def judge_family(rows: list[dict], opts: CompareOptions) -> list[dict]:
-    """Multiplicity over every tested row (Benjamini-Hochberg, FCR-adjusted CIs), then the verdicts."""
+def judge_family(rows: list[dict], opts: CompareOptions,
+                 words: tuple[str, str] = VERSION_WORDS) -> list[dict]:
+    """Multiplicity over every tested row (Benjamini-Hochberg, FCR-adjusted CIs), then the verdicts
+    in `words` (`words_for`)."""
     from scipy.stats import false_discovery_control
     alpha = 1 - opts.confidence
     tested = [r for r in rows if r["tested"]]
@@ -216,24 +231,26 @@ def judge_family(rows: list[dict], opts: CompareOptions) -> list[dict]:
                       "verdict": "not tested"})
             continue
         lo, hi = t.ci(level_alpha)
-        sig, verdict = _verdict(r, lo, hi, floor, opts)
+        sig, verdict = _verdict(r, (lo, hi), floor, opts, words)
         r.update({"p_value": t.p, "ci_low": lo, "ci_high": hi, "ci_level": 1 - level_alpha,
                   "resamples": t.resamples, "significant": sig, "verdict": verdict})
     return rows
 
 
-def _verdict(r: dict, lo: float, hi: float, floor: float, opts: CompareOptions) -> tuple[bool, str]:
+def _verdict(r: dict, ci: tuple[float, float], floor: float, opts: CompareOptions,
+             words: tuple[str, str]) -> tuple[bool, str]:
     """(significant, verdict) of one tested row: beyond its noise floor; without a meaningful floor,
     beyond the default floor, else inconclusive when its CI excludes 0; else within noise."""
+    lo, hi = ci
     excl0 = bool(np.isfinite([lo, hi]).all() and (lo > 0 or hi < 0))
     worse = (r["delta"] > 0) == r["lower_is_better"]
     if r["noise_measured"] or opts.floor_configured:
         sig = judge(r["delta"], lo, hi, floor)
-        return sig, ((REGRESSION if worse else IMPROVEMENT) if sig else "within noise")
+        return sig, ((words[0] if worse else words[1]) if sig else "within noise")
     # the whole CI beyond the default floor: a point estimate just past it could be noise plus chance
     near = min(abs(lo), abs(hi)) if excl0 else float("nan")
     if excl0 and r["base"] and default_floor_applies(near / abs(r["base"]), opts):
-        return True, beyond_default_floor(worse, opts)
+        return True, beyond_default_floor(worse, opts, words)
     return False, INCONCLUSIVE if excl0 else "within noise"
 
 
