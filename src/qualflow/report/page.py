@@ -11,9 +11,10 @@ from qualflow.evidence.compare.protocol import protocol_by_stack
 from qualflow.evidence.freshness import stale_reasons
 from qualflow.evidence.schema import STATUS_LADDER, TABLE_NAMES
 from qualflow.evidence.status import stale_status
-from qualflow.report import first_screen, protocol_matrix, reasoning_table
+from qualflow.report import first_screen, identity, protocol_matrix, reasoning_table
 from qualflow.report.evidence_tables import evidence_sections, ladder_html
 from qualflow.report.markup import img_tag, table_html
+from qualflow.report.verdict import IDENTITY_FILE
 
 
 def load_evidence(dirs: list[str | Path]) -> dict[str, pd.DataFrame]:
@@ -151,7 +152,7 @@ def write_report(evidence_dirs: list[str | Path], out: str | Path) -> dict:
         "table.t{border-collapse:collapse;font-size:12px}table.t td,table.t th{border:1px solid #ccc;padding:2px 6px}"
         "img{max-width:100%;border:1px solid #eee}.s-aiperf-qualified{color:green}"
         f"{first_screen.CSS}details>summary{{cursor:pointer;font-weight:bold}}{protocol_matrix.CSS}</style></head><body>",
-        "<h1>qualflow qualification report</h1>",
+        "<h1>qualflow qualification report</h1>", identity.identity_html(runs),
         f"<p>Status ladder: {' &rarr; '.join(STATUS_LADDER)}. Evidence: "
         + ", ".join(html.escape(str(d)) for d in evidence_dirs) + "</p>",
         "<h2>Verdicts</h2>", first_screen.verdicts_html(ev), first_screen.max_load_html(ev),
@@ -181,6 +182,7 @@ def write_report(evidence_dirs: list[str | Path], out: str | Path) -> dict:
     ]
     parts.append("</body></html>")
     (out / "report.html").write_text("\n".join(parts))
+    (out / IDENTITY_FILE).write_text(identity.identity_line(runs) + "\n")
     return {"status": st[["run_id", "point_id", "status"]].to_dict("records"),
             "figures": [f for f, _ in first_figs + figs]}
 

@@ -16,6 +16,8 @@ from qualflow.evidence.schema import STATUS_LADDER
 COLUMNS = (("point", "point"), ("rung", "status"), ("output tok/s", "output_tps"),
            ("TTFT p50 ms", "ttft_p50_ms"), ("ITL p50 ms", "itl_p50_ms"), ("why not further", "status_reasons"))
 REASON_CHARS = 100
+# beside report.html: the runs' identity in one line (report.identity), which the verdict begins with
+IDENTITY_FILE = "identity.txt"
 
 
 def read_status(path: str | Path) -> list[dict[str, str]]:
@@ -70,17 +72,18 @@ def check(status: str | Path, require: str) -> tuple[bool, str]:
 
 
 def print_verdict(status: str | Path, *, report: str | None = None, compare: str | None = None,
-                  written_after: float | None = None) -> None:
-    """Print the verdict lines of `status` (nothing where there is no table); with `written_after`
-    (a time.time(), after a failure), a table older than that is not this run's, and is named as
-    such instead of being shown as its verdict."""
+                  written_after: float | None = None, identity: str | None = None) -> None:
+    """Print the verdict lines of `status` (nothing where there is no table), after the `identity`
+    line where given; with `written_after` (a time.time(), after a failure), a table older than that
+    is not this run's, and is named as such instead of being shown as its verdict."""
     path = Path(status)
     if written_after is not None and (not path.exists() or path.stat().st_mtime < written_after):
         print(f"qualflow: this run wrote no status table ({path}); see the failed jobs above", flush=True)
         return
     if not path.exists():
         return
-    print("\n".join(["qualflow status:", *verdict_lines(read_status(path), report=report, compare=compare)]),
+    first = [f"qualflow run: {identity}"] if identity else []
+    print("\n".join([*first, "qualflow status:", *verdict_lines(read_status(path), report=report, compare=compare)]),
           flush=True)
 
 
@@ -89,9 +92,10 @@ def show_verdict(status: str | Path, report_dir: str | Path, compare_dir: str | 
     """How a workflow run ends (the Snakefile's onsuccess/onerror): the verdict of `status`, with the
     report's path and the compare page's where one was written. `failed_since`: the run's start, after
     a failure (only a table written since is this run's verdict)."""
-    compare = Path(compare_dir) / "compare.html"
-    print_verdict(status, report=f"{report_dir}/report.html",
-                  compare=str(compare) if compare.exists() else None, written_after=failed_since)
+    compare, ident = Path(compare_dir) / "compare.html", Path(report_dir) / IDENTITY_FILE
+    fresh = ident.exists() and (failed_since is None or ident.stat().st_mtime >= failed_since)
+    print_verdict(status, report=f"{report_dir}/report.html", compare=str(compare) if compare.exists() else None,
+                  written_after=failed_since, identity=ident.read_text().strip() if fresh else None)
 
 
 def add_verdict_args(s) -> None:
