@@ -71,7 +71,8 @@ def delta_plot(cmp: Comparison, out: Path) -> Path:
     ax.set_ylim(-.6, n - .4)
     ax.set_xlabel("relative delta head vs base (%)  -  dot: delta, line: bootstrap CI, grey band: noise floor")
     worse, better = cmp.words
-    ax.set_title(f"Delta per metric (red: significant {worse}, green: significant {better}, grey: within noise)",
+    ax.set_title(f"Delta per metric (red: significant {worse}, green: significant {better}, "
+                 "grey: within noise)",
                  fontsize=9)
     ax.grid(axis="x", alpha=.3)
     fig.tight_layout()

@@ -2,6 +2,7 @@
 stack, the checkpoint (hub repo@revision, or local path@content hash), the bundle hash, the software
 key, the hardware (CPU and GPU names) and the sessions' dates. The report opens with it, above the
 ladder and the verdicts; `identity_line` is the same in one line of text for the terminal."""
+
 from __future__ import annotations
 
 import html
@@ -11,8 +12,14 @@ from collections import Counter
 import pandas as pd
 
 # (row key, header) in the order the page shows them
-FIELDS = (("model", "model/profile"), ("checkpoint", "checkpoint"), ("bundle", "bundle hash"),
-          ("software", "software key"), ("hardware", "hardware"), ("date", "date (session start, UTC)"))
+FIELDS = (
+    ("model", "model/profile"),
+    ("checkpoint", "checkpoint"),
+    ("bundle", "bundle hash"),
+    ("software", "software key"),
+    ("hardware", "hardware"),
+    ("date", "date (session start, UTC)"),
+)
 
 
 def _json(text) -> dict:
@@ -28,13 +35,15 @@ def _text(v) -> str:
 
 
 def hardware_text(hardware, gpu=None) -> str:
-    """"CPU <name>; GPU 2× <name>" from the runs' hardware JSON (the leased GPU's name where the
+    """ "CPU <name>; GPU 2× <name>" from the runs' hardware JSON (the leased GPU's name where the
     hardware names none)."""
     hw = _json(hardware)
     gpus = [g for g in hw.get("gpus") or [] if g] or [x for x in (_json(gpu).get("name"),) if x]
     parts = [f"CPU {hw['cpu']}"] if hw.get("cpu") else []
     if gpus:
-        parts.append("GPU " + ", ".join(f"{n}× {g}" if n > 1 else g for g, n in Counter(gpus).items()))
+        parts.append(
+            "GPU " + ", ".join(f"{n}× {g}" if n > 1 else g for g, n in Counter(gpus).items())
+        )
     return "; ".join(parts) or "unknown"
 
 
@@ -56,14 +65,24 @@ def identity_rows(runs: pd.DataFrame) -> list[dict]:
     session's start, through the last's where they differ."""
     rows: dict[tuple, dict] = {}
     for r in runs.to_dict("records") if len(runs) else []:
-        row = {"model": _model(r), "checkpoint": _checkpoint(r), "bundle": _text(r.get("bundle_hash")) or "none",
-               "software": _text(r.get("software_key")), "hardware": hardware_text(r.get("hardware"), r.get("gpu"))}
+        row = {
+            "model": _model(r),
+            "checkpoint": _checkpoint(r),
+            "bundle": _text(r.get("bundle_hash")) or "none",
+            "software": _text(r.get("software_key")),
+            "hardware": hardware_text(r.get("hardware"), r.get("gpu")),
+        }
         dates = rows.setdefault(tuple(row.values()), {**row, "_dates": set()})["_dates"]
         dates.add(_text(r.get("started_utc")))
     out = []
     for row in rows.values():
         dates = sorted(d for d in row.pop("_dates") if d)
-        out.append({**row, "date": " to ".join(dict.fromkeys((dates[0], dates[-1]))) if dates else "unknown"})
+        out.append(
+            {
+                **row,
+                "date": " to ".join(dict.fromkeys((dates[0], dates[-1]))) if dates else "unknown",
+            }
+        )
     return out
 
 
@@ -73,10 +92,14 @@ def identity_html(runs: pd.DataFrame) -> str:
     if not rows:
         return "<p id='identity'><i>no runs in the evidence</i></p>"
     head = "".join(f"<th>{h}</th>" for _, h in FIELDS)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(r[k])}</td>" for k, _ in FIELDS) + "</tr>" for r in rows)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(r[k])}</td>" for k, _ in FIELDS) + "</tr>" for r in rows
+    )
     return f"<table class='t' id='identity'><tr>{head}</tr>{body}</table>"
 
 
 def identity_line(runs: pd.DataFrame) -> str:
     """The identities in one line each, joined by " | " (for the terminal)."""
-    return " | ".join(", ".join(f"{h.split(' (')[0]} {r[k]}" for k, h in FIELDS) for r in identity_rows(runs))
+    return " | ".join(
+        ", ".join(f"{h.split(' (')[0]} {r[k]}" for k, h in FIELDS) for r in identity_rows(runs)
+    )

@@ -16,7 +16,7 @@ from qualflow.evidence.schema import STATUS_LADDER
 COLUMNS = (("point", "point"), ("rung", "status"), ("output tok/s", "output_tps"),
            ("TTFT p50 ms", "ttft_p50_ms"), ("ITL p50 ms", "itl_p50_ms"), ("why not further", "status_reasons"))
 REASON_CHARS = 100
-# beside report.html: the runs' identity in one line (report.identity), which the verdict begins with
+# beside report.html: the runs' identity in one line (report.identity); the verdict begins with it
 IDENTITY_FILE = "identity.txt"
 
 
@@ -83,8 +83,8 @@ def print_verdict(status: str | Path, *, report: str | None = None, compare: str
     if not path.exists():
         return
     first = [f"qualflow run: {identity}"] if identity else []
-    print("\n".join([*first, "qualflow status:", *verdict_lines(read_status(path), report=report, compare=compare)]),
-          flush=True)
+    lines = verdict_lines(read_status(path), report=report, compare=compare)
+    print("\n".join([*first, "qualflow status:", *lines]), flush=True)
 
 
 def show_verdict(status: str | Path, report_dir: str | Path, compare_dir: str | Path,
@@ -94,8 +94,9 @@ def show_verdict(status: str | Path, report_dir: str | Path, compare_dir: str | 
     a failure (only a table written since is this run's verdict)."""
     compare, ident = Path(compare_dir) / "compare.html", Path(report_dir) / IDENTITY_FILE
     fresh = ident.exists() and (failed_since is None or ident.stat().st_mtime >= failed_since)
-    print_verdict(status, report=f"{report_dir}/report.html", compare=str(compare) if compare.exists() else None,
-                  written_after=failed_since, identity=ident.read_text().strip() if fresh else None)
+    print_verdict(status, report=f"{report_dir}/report.html",
+                  compare=str(compare) if compare.exists() else None, written_after=failed_since,
+                  identity=ident.read_text().strip() if fresh else None)
 
 
 def add_verdict_args(s) -> None:

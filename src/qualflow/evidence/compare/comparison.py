@@ -19,7 +19,8 @@ from qualflow.evidence.compare.provenance import COLUMNS as PROVENANCE_COLUMNS
 from qualflow.evidence.compare.provenance import provenance_row, side_by_side
 from qualflow.evidence.compare.samples import samples_of
 from qualflow.evidence.compare.sides import PointKey, Side
-from qualflow.evidence.compare.stacks import CROSS_STACK, CROSS_VERSION, Kind, comparison_kind, point_key
+from qualflow.evidence.compare.stacks import (CROSS_STACK, CROSS_VERSION, Kind, comparison_kind,
+                                              point_key)
 from qualflow.evidence.compare.stats import (METRICS, STATS, is_tested, judge_family, resamples_for,
                                              words_for)
 

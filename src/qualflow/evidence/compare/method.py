@@ -21,7 +21,8 @@ METHOD_TEXT = (
     "Otherwise a CI that excludes 0 reads '" + INCONCLUSIVE + "', unless its whole CI lies beyond the default "
     "floor of {default_floor} of the base value (far beyond the spread of identical runs on a loaded host, "
     "--default-floor-rel): it then reads '{worse} beyond a default floor of {default_floor}' (or "
-    "'{better} ...'), as does an aggregate throughput delta (one value a side) beyond it. The Mann-Whitney U p-value (two-sided, "
+    "'{better} ...'), as does an aggregate throughput delta (one value a side) beyond it. The "
+    "Mann-Whitney U p-value (two-sided, "
     "whole distributions) is a second opinion only. Per-request output tokens/s is the server's output "
     "token count over the client request latency. Aggregate AIPerf output tokens/s is one number per run, "
     "shown without a test.")

@@ -10,8 +10,8 @@ from qualflow.evidence.compare.config import CompareOptions
 from qualflow.evidence.compare.noise import Pools, comparability_problems, merged_spread, server_settings
 from qualflow.evidence.compare.sides import PointKey, PointSide
 from qualflow.evidence.compare.stacks import Kind
-from qualflow.evidence.compare.stats import (METRICS, VERSION_WORDS, beyond_default_floor, default_floor_applies,
-                                             metric_rows)
+from qualflow.evidence.compare.stats import (METRICS, VERSION_WORDS, beyond_default_floor,
+                                             default_floor_applies, metric_rows)
 
 
 @dataclass(frozen=True)
@@ -104,5 +104,6 @@ def aggregate_row(p: PointPair, opts: CompareOptions,
             "ci_level": float("nan"), "resamples": 0, "noise_floor": float("nan"), "noise_floor_empirical_rel": 0.0,
             "noise_measured": False, "floor_configured": False, "tests_in_family": 0, "tested": False,
             "significant": beyond,
-            "verdict": beyond_default_floor(ht < bt, opts, words) if beyond else "not tested (one value per run)",
+            "verdict": (beyond_default_floor(ht < bt, opts, words) if beyond
+                        else "not tested (one value per run)"),
             "base_run": b.label, "head_run": h.label}
