@@ -23,6 +23,7 @@ from .model_runner import ModelRunner
 from .outputs import Final
 from .prefill_graphs import PrefillGraphs
 from .scheduler import Scheduler
+from .spec import EngineSpec
 from .thinking import ThinkTokens
 
 log = logging.getLogger("qualflow.engine")
@@ -53,7 +54,8 @@ class LoadedEngine:
 
 def load_engine(bundle, family, cfg: EngineConfig, context_limit: int, started_ns: int) -> LoadedEngine:
     """`family`: the bundle's family (registry entry); `started_ns`: when the Task began loading."""
-    device = torch.device(cfg.device)
+    spec = EngineSpec.resolve(cfg, context_limit, think_tokens(family))
+    device = spec.device
     dtype = compute_dtype(getattr(torch, bundle.manifest["precision"]), device)
     fast = device.type == "cuda" and not cfg.eager  # fused ops + CUDA graphs; eager for debugging
     weights = {k: v.to(device, dtype) for k, v in bundle.weights().items()}
@@ -72,11 +74,7 @@ def load_engine(bundle, family, cfg: EngineConfig, context_limit: int, started_n
     if fast and paged_decode.available():
         graphs, launch = decode_graphs(model, kv, ops, cfg, device, launch)
     prefill, prefill_note = prefill_graphs(model, kv, cfg, device)
-    engine = Engine(ModelRunner(model, kv.attention, device, graphs, prefill),
-                    Scheduler(kv.blocks, cfg.max_batch, cfg.token_budget(), mixed=cfg.mixed,
-                              prefill_wait_factor=cfg.prefill_wait_factor), context_limit, device,
-                    step_delay_s=cfg.step_delay_s, async_scheduling=cfg.overlaps(device.type),
-                    think_tokens=think_tokens(family))
+    engine = Engine(spec, ModelRunner(spec, model, kv.attention, graphs, prefill), Scheduler(cfg, kv.blocks))
     if fast:
         warm_prefill(engine)
     t2 = time.time_ns()
