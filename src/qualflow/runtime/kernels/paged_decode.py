@@ -35,8 +35,8 @@ def runs_on(t: torch.Tensor) -> bool:
 
 def splits_for(batch: int, kv_heads: int, sms: int = 132) -> int:
     """Context partitions so that a step has about two programs per multiprocessor, at most 8: the
-    merging program reads every split's partial, and at one sequence of 384 tokens (6 blocks) 8 splits
-    took 6.0 us a layer against 6.4 for 16 (benchmarks/paged_decode_tune.py, H200, 2026-12-03)."""
+    merging program reads every split's partial, and at one short sequence 8 splits measured faster
+    than 16 (benchmarks/paged_decode_tune.py)."""
     s = 1
     while batch * kv_heads * s < 2 * sms and s < 8:
         s *= 2
@@ -148,10 +148,10 @@ class Launch:
 
 
 def launch_for(splits: int) -> Launch:
-    """The settings measured against a grid on the H200 (benchmarks/paged_decode_tune.py, 2026-12-03, the
-    one-kernel form): within 1 us of the grid's best at every decode shape of the 0.6B engine, and at the
-    copy bandwidth for 64 sequences of 1,152 tokens. With several splits the merging program does more
-    work, and eight warps do it faster (6.0 against 7.1 us at one sequence)."""
+    """The settings chosen against a grid (benchmarks/paged_decode_tune.py, the one-kernel form): close
+    to the grid's best at every decode shape of the 0.6B engine, and at the copy bandwidth for a large
+    batch of long sequences. With several splits the merging program does more work, and eight warps
+    do it faster."""
     return Launch(num_warps=8) if splits > 1 else Launch()
 
 

@@ -9,8 +9,8 @@ object per send over two one-way multiprocessing pipes.
 Frozen dataclasses with slots; each pickles as its class and its field values in order (`_Message`),
 as small as the tuple it replaces. `send` and `recv` are the one way they cross a pipe: the standard
 pickle over `send_bytes` / `recv_bytes`, not the Connection's own `send`, whose ForkingPickler copies its
-whole reducer table (torch registers about 80 reducers in it) at every dump: 47 us for a one-token Step
-against 3 us. No message holds what only ForkingPickler can carry (tensors in shared memory, handles)."""
+whole reducer table (torch registers about 80 reducers in it) at every dump, many times the cost of
+pickling a one-token Step. No message holds what only ForkingPickler can carry (tensors in shared memory, handles)."""
 from __future__ import annotations
 
 import pickle
