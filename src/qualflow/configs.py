@@ -31,8 +31,8 @@ def setting(default: Any = dataclasses.MISSING, *, help: str, flag: str | None =
     setting otherwise (recorded where set, unlike a hidden one). For a choice
     field that was once a switch, `bare` is the value of the flag given without one and `negated` the
     value of `--no-<flag>` (so the switch's old spellings keep working)."""
-    meta = {"help": help, "flag": flag, _SUPPRESS_KEY: hidden, _SETTLED_KEY: settled, "metavar": metavar,
-            "bare": bare, "negated": negated}
+    meta = {"help": help, "flag": flag, _SUPPRESS_KEY: hidden, _SETTLED_KEY: settled,
+            "metavar": metavar, "bare": bare, "negated": negated}
     if default is dataclasses.MISSING:
         return dataclasses.field(metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
@@ -64,7 +64,8 @@ def _argument(f: dataclasses.Field, tp: Any) -> tuple[str, dict]:
     """The argparse flag and keyword arguments of one field."""
     tp, _ = _unwrap_optional(tp)
     quiet = f.metadata.get(_SUPPRESS_KEY) or f.metadata.get(_SETTLED_KEY)
-    kw: dict[str, Any] = {"dest": f.name, "help": argparse.SUPPRESS if quiet else f.metadata.get("help")}
+    kw: dict[str, Any] = {"dest": f.name,
+                          "help": argparse.SUPPRESS if quiet else f.metadata.get("help")}
     if f.metadata.get("metavar") is not None:
         kw["metavar"] = f.metadata["metavar"]
     if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:

@@ -19,8 +19,8 @@ is still running are safe to reuse: later steps run after it on the same device 
 Without it, step 4 follows step 3 at once: the same code, one step at a time.
 
 A request with thinking on (GenerationRequest.thinking) carries a ThinkState (engine.thinking); the
-loop hands each step's sampled tokens to `ThinkSteps` (engine.think_steps) at launch and at read-back,
-and it looks at those requests only.
+loop hands each step's sampled tokens to `ThinkSteps` (engine.think_steps) at launch and at
+read-back, and it looks at those requests only.
 
 Delivery goes through each request's `sink` (engine.outputs): Tokens as they are sampled, then exactly
 one Final. `on_step`, when set, is called on the engine thread after each loop iteration (all of that
@@ -81,7 +81,7 @@ class Engine:
         self.spec, self.runner, self.scheduler = spec, runner, scheduler
         self.device, self.max_len = spec.device, spec.max_len
         self.think = ThinkSteps(spec.think_tokens, scheduler.held)
-        self.async_scheduling = spec.async_scheduling  # launch step n+1 before reading step n's tokens
+        self.async_scheduling = spec.async_scheduling  # launch step n+1 before step n's read-back
         self.step_delay_s = spec.cfg.step_delay_s      # test-only slowdown, 0 in production
         self.lock = threading.Lock()              # held while the model runs
         self.inbox: queue.SimpleQueue = queue.SimpleQueue()

@@ -74,7 +74,8 @@ def load_engine(bundle, family, cfg: EngineConfig, context_limit: int, started_n
     if fast and paged_decode.available():
         graphs, launch = decode_graphs(model, kv, ops, cfg, device, launch)
     prefill, prefill_note = prefill_graphs(model, kv, cfg, device)
-    engine = Engine(spec, ModelRunner(spec, model, kv.attention, graphs, prefill), Scheduler(cfg, kv.blocks))
+    runner = ModelRunner(spec, model, kv.attention, graphs, prefill)
+    engine = Engine(spec, runner, Scheduler(cfg, kv.blocks))
     if fast:
         warm_prefill(engine)
     t2 = time.time_ns()
@@ -110,7 +111,8 @@ def decode_graphs(model, kv: KvCache, ops: fused.FusedOps | None, cfg: EngineCon
     """The decode CUDA graphs, their Triton kernels captured with programmatic dependent launch when
     `launch` is "on" (if capture fails so, captured again without it, and the second value says why).
     Only the decode graphs: it shortens a small decode step, while a long prefill step measured
-    slower with it, so the kernels launch without it everywhere else (prefill graphs, eager steps)."""
+    slower with it, so the kernels launch without it everywhere else (prefill graphs, eager
+    steps)."""
     def capture(on: bool) -> DecodeGraphs:
         kv.attention.pdl = on
         if ops is not None:

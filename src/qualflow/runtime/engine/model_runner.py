@@ -31,7 +31,8 @@ def pending_fills(batch: Batch) -> tuple[list[int], list[int]]:
 
 
 class ModelRunner:
-    def __init__(self, spec: EngineSpec, model, attention: PagedAttention, graphs=None, prefill=None):
+    def __init__(self, spec: EngineSpec, model, attention: PagedAttention, graphs=None,
+                 prefill=None):
         """`graphs`: DecodeGraphs, or None."""
         self.model, self.attn, self.device, self.graphs = model, attention, spec.device, graphs
         self.prefill = prefill  # PrefillGraphs, or None

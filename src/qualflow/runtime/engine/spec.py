@@ -1,7 +1,7 @@
-"""EngineSpec: what the engine's parts (Engine, Scheduler, ModelRunner) read of their settings, resolved
-once by the loader from the EngineConfig and the bundle, and passed whole to each part: the config
-itself, the device, the context limit and the family's think-block tokens. What the config leaves to
-the device ("auto", 0) is decided here, not at each use."""
+"""EngineSpec: what the engine and its model runner read of their settings, resolved once by the
+loader from the EngineConfig and the bundle, and passed whole to each part: the config itself, the
+device, the context limit and the family's think-block tokens. What the config leaves to the device
+("auto", 0) is decided here, not at each use."""
 from __future__ import annotations
 
 from dataclasses import dataclass

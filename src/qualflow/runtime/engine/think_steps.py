@@ -1,10 +1,10 @@
-"""Thinking mode in the engine loop, behind one object (engine.thinking holds the per-request rules).
-
-`ThinkSteps` keeps the sequences whose think block is not settled. At launch (`launch`) it puts their
-forced closing tokens into the step's sampled tokens on the device and holds back a sequence whose
-next sample must wait for the token just launched (the scheduler's `held`); at read-back (`read`) it
-notes the block's close and the first answer token and releases held sequences. Only sequences with
-thinking on are looked at, so the others cost nothing more per token."""
+"""Thinking mode in the engine loop, behind one object (engine.thinking holds the per-request
+rules).  `ThinkSteps` keeps the sequences whose think block is not settled. At launch (`launch`) it
+puts their forced closing tokens into the step's sampled tokens on the device and holds back a
+sequence whose next sample must wait for the token just launched (the scheduler's `held`); at
+read-back (`read`) it notes the block's close and the first answer token and releases held
+sequences. Only sequences with thinking on are looked at, so the others cost nothing more per
+token."""
 from __future__ import annotations
 
 import torch
@@ -37,8 +37,9 @@ class ThinkSteps:
             self.held.discard(seq)
 
     def launch(self, sampling: list[Sequence], toks: torch.Tensor) -> tuple[int, ...]:
-        """Put the forced closing tokens into this step's tokens (on the device) and hold the sequences
-        that must wait; the rows of the sampling sequences whose think block is not settled."""
+        """Put the forced closing tokens into this step's tokens (on the device) and hold the
+        sequences that must wait; the rows of the sampling sequences whose think block is not
+        settled."""
         if not self.open:
             return ()
         rows, forced_rows, forced = [], [], []

@@ -148,10 +148,10 @@ class Launch:
 
 
 def launch_for(splits: int) -> Launch:
-    """The settings chosen against a grid (benchmarks/paged_decode_tune.py, the one-kernel form): close
-    to the grid's best at every decode shape of the 0.6B engine, and at the copy bandwidth for a large
-    batch of long sequences. With several splits the merging program does more work, and eight warps
-    do it faster."""
+    """The settings chosen against a grid (benchmarks/paged_decode_tune.py, the one-kernel form):
+    close to the grid's best at every decode shape of the 0.6B engine, and at the copy bandwidth for
+    a large batch of long sequences. With several splits the merging program does more work, and
+    eight warps do it faster."""
     return Launch(num_warps=8) if splits > 1 else Launch()
 
 

@@ -48,9 +48,9 @@ class Launch:
 
 
 def launch_for(n: int, k: int) -> Launch:
-    """Launch settings for an [N, K] weight, from the tune's grid (close to the grid's best for every
-    projection of the 0.6B at 1-16 rows): K in chunks of 256 from 2,048 on,
-    of 128 below; columns in blocks of 16, of 64 for a vocabulary-sized N."""
+    """Launch settings for an [N, K] weight, from the tune's grid (close to the grid's best for
+    every projection of the 0.6B at 1-16 rows): K in chunks of 256 from 2,048 on, of 128 below;
+    columns in blocks of 16, of 64 for a vocabulary-sized N."""
     return Launch(block_n=64 if n >= 65536 else 16, block_k=256 if k >= 2048 else 128)
 
 

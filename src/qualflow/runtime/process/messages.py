@@ -6,10 +6,10 @@ pair each): one pickled object per send over two one-way multiprocessing pipes.
                  request's new tokens and the requests that ended), Scored, Failed, Closed
 Frozen dataclasses with slots; each pickles as its class and its field values in order (`_Message`),
 as small as the tuple it replaces. `send` and `recv` are the one way they cross a pipe: the standard
-pickle over `send_bytes` / `recv_bytes`, not the Connection's own `send`, whose ForkingPickler copies
-its whole reducer table (torch registers about 80 reducers in it) at every dump, many times the cost of
-pickling a one-token Step. No message holds what only ForkingPickler can carry (tensors in shared
-memory, handles).
+pickle over `send_bytes` / `recv_bytes`, not the Connection's own `send`, whose ForkingPickler
+copies its whole reducer table (torch registers about 80 reducers in it) at every dump, many times
+the cost of pickling a one-token Step. No message holds what only ForkingPickler can carry (tensors
+in shared memory, handles).
 
 The pipe ends of one link between an API process and an engine process it shares with the other
 API processes (`qualflow serve --api-server-count N`), as core_hub.EngineHost hands them out: the
