@@ -17,7 +17,6 @@ failed).
 
 from __future__ import annotations
 
-
 import dataclasses
 import multiprocessing
 import os
@@ -30,14 +29,14 @@ from ...lifetime import die_with_parent
 from ..api.events import TaskTiming
 from ..config import EngineConfig
 from ..engine.outputs import EngineItem, Sink, Tokens
-from .core_client import EngineLink, STOP_TIMEOUT_S
+from .core_client import STOP_TIMEOUT_S, EngineLink
 from .messages import (
     Cancel,
     Closed,
     Failed,
     Finished,
-    LoadFailed,
     Loaded,
+    LoadFailed,
     Score,
     Scored,
     Step,

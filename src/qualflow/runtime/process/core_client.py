@@ -15,7 +15,6 @@ once and `health()` says why.
 
 from __future__ import annotations
 
-
 import asyncio
 import itertools
 import threading
@@ -33,8 +32,8 @@ from .messages import (
     Closed,
     Failed,
     Finished,
-    LoadFailed,
     Loaded,
+    LoadFailed,
     Score,
     Scored,
     Step,

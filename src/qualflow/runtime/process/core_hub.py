@@ -25,7 +25,6 @@ thread is broadcast as Failed to every link before the process exits.
 
 from __future__ import annotations
 
-
 import dataclasses
 import multiprocessing
 import os
@@ -44,8 +43,8 @@ from .messages import (
     EngineEnds,
     Finished,
     LinkEnds,
-    LoadFailed,
     Loaded,
+    LoadFailed,
     Score,
     Step,
     Stop,

@@ -19,13 +19,13 @@ while a process is being spawned)."""
 
 from __future__ import annotations
 
-
 import pickle
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..api.events import FinishReason
 from ..api.request import GenerationRequest
+
 
 def send(conn, msg: "_Message") -> None:
     """One message over `conn` (raises what `send_bytes` raises: OSError, ValueError once closed)."""
