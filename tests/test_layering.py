@@ -165,9 +165,9 @@ def test_runtime_reaches_families_only_through_the_registry(path):
 # EngineConfig are the shared vocabulary and import nothing else; kernels are tensor code only; the
 # engine never reaches up to its callers; the caller side (frontend, process) reaches the engine only
 # through its interface and items, and the Task also through its builders (engine.loader in
-# this process, process.proxy in a child, process.link to an engine process shared by several API
+# this process, process.core in a child, process.core_client to an engine process shared by several API
 # processes, engine.synthetic for no model); the package root
-# names the Task API and the shared engine process's host (process.host).
+# names the Task API and the shared engine process's host (process.core_hub).
 RUNTIME_PARTS = {
     "api": set(),
     "config": set(),
@@ -176,8 +176,8 @@ RUNTIME_PARTS = {
     "frontend": {"api", "engine.interface", "engine.outputs"},
     "process": {"api", "config", "engine.interface", "engine.outputs"},
     "task": {"api", "config", "engine.interface", "engine.loader", "engine.outputs", "engine.synthetic", "frontend",
-             "process.link", "process.proxy", "process.ends"},
-    "": {"api", "config", "process.host", "task"},   # the package root: the public names
+             "process.core_client", "process.core", "process.messages"},
+    "": {"api", "config", "process.core_hub", "task"},   # the package root: the public names
 }
 
 

@@ -19,16 +19,20 @@ from typing import Any, Literal, TypeVar
 C = TypeVar("C")
 
 _SUPPRESS_KEY = "qualflow_suppress"
+_SETTLED_KEY = "qualflow_settled"
 
 
 def setting(default: Any = dataclasses.MISSING, *, help: str, flag: str | None = None,
-            hidden: bool = False, metavar: Any = None, bare: Any = None, negated: Any = None) -> Any:
+            hidden: bool = False, settled: bool = False, metavar: Any = None, bare: Any = None,
+            negated: Any = None) -> Any:
     """A config field with its help text. `flag`: the flag name when it is not `--<field-name>`;
-    `hidden`: accepted on the command line but left out of --help (test-only knobs). For a choice
+    `hidden`: accepted on the command line but left out of --help (test-only knobs); `settled`: an
+    A/B switch whose question is settled (its default won), left out of --help too but an ordinary
+    setting otherwise (recorded where set, unlike a hidden one). For a choice
     field that was once a switch, `bare` is the value of the flag given without one and `negated` the
     value of `--no-<flag>` (so the switch's old spellings keep working)."""
-    meta = {"help": help, "flag": flag, _SUPPRESS_KEY: hidden, "metavar": metavar, "bare": bare,
-            "negated": negated}
+    meta = {"help": help, "flag": flag, _SUPPRESS_KEY: hidden, _SETTLED_KEY: settled,
+            "metavar": metavar, "bare": bare, "negated": negated}
     if default is dataclasses.MISSING:
         return dataclasses.field(metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
@@ -59,8 +63,9 @@ def is_config(tp: Any) -> bool:
 def _argument(f: dataclasses.Field, tp: Any) -> tuple[str, dict]:
     """The argparse flag and keyword arguments of one field."""
     tp, _ = _unwrap_optional(tp)
+    quiet = f.metadata.get(_SUPPRESS_KEY) or f.metadata.get(_SETTLED_KEY)
     kw: dict[str, Any] = {"dest": f.name,
-                          "help": argparse.SUPPRESS if f.metadata.get(_SUPPRESS_KEY) else f.metadata.get("help")}
+                          "help": argparse.SUPPRESS if quiet else f.metadata.get("help")}
     if f.metadata.get("metavar") is not None:
         kw["metavar"] = f.metadata["metavar"]
     if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:

@@ -1,4 +1,4 @@
-"""One engine process shared by two API-side links (runtime EngineHost, process.hub; what `qualflow
+"""One engine process shared by two API-side links (runtime EngineHost, process.core_hub; what `qualflow
 serve --api-server-count 2` runs), at the Task level on CPU with the embedded model: each link gets
 its own requests' tokens and finals only (the same greedy output on either link, the counts exact),
 a link that detaches ends its own open requests as cancelled while the other link's go on, and a
@@ -101,15 +101,15 @@ def test_a_killed_engine_fails_every_link(hub):
 
 
 def test_the_engine_thread_reads_every_link_and_closes_after_the_last():
-    """process.hub.Hub.feed: the engine thread (here the synthetic engine's, in this process) reads the
+    """process.core_hub.Hub.feed: the engine thread (here the synthetic engine's, in this process) reads the
     links itself; each gets its own request's tokens; Stop from one detaches it (answered Closed) while
     the engine goes on, and the last one's Stop ends the engine thread."""
     import multiprocessing
     import threading
 
     from qualflow.runtime.engine.synthetic import SyntheticEngine
-    from qualflow.runtime.process.ends import EngineEnds
-    from qualflow.runtime.process.hub import Hub, Link
+    from qualflow.runtime.process.messages import EngineEnds
+    from qualflow.runtime.process.core_hub import Hub, Link
     from qualflow.runtime.process.messages import Closed, Step, Stop, Submit, recv, send
 
     ctx = multiprocessing.get_context("spawn")

@@ -125,7 +125,8 @@ def test_scheduler_packs_prompts_and_chunks_long_ones():
     gets a step between two chunks."""
     from qualflow.runtime.engine.block_manager import BlockManager
     from qualflow.runtime.engine.scheduler import Scheduler
-    sched = Scheduler(BlockManager(200, 4), max_batch=8, max_num_batched_tokens=16, prefill_wait_factor=0.0)
+    cfg = EngineConfig(max_batch=8, max_num_batched_tokens=16, prefill_wait_factor=0.0)
+    sched = Scheduler(cfg, BlockManager(200, 4))
     a, b, c = _seqs([5, 6, 40])
     for s in (a, b, c):
         sched.add(s)
@@ -145,8 +146,8 @@ def test_scheduler_packs_prompts_and_chunks_long_ones():
 def _scheduler(budget: int, factor: float, max_batch: int = 8):
     from qualflow.runtime.engine.block_manager import BlockManager
     from qualflow.runtime.engine.scheduler import Scheduler
-    return Scheduler(BlockManager(200, 4), max_batch=max_batch, max_num_batched_tokens=budget,
-                     prefill_wait_factor=factor)
+    cfg = EngineConfig(max_batch=max_batch, max_num_batched_tokens=budget, prefill_wait_factor=factor)
+    return Scheduler(cfg, BlockManager(200, 4))
 
 
 def _run_steps(sched, n, arrivals=None):

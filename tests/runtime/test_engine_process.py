@@ -96,7 +96,7 @@ def test_one_message_per_step():
 
     from qualflow.runtime.api.events import TaskTiming
     from qualflow.runtime.engine.outputs import Final, Tokens
-    from qualflow.runtime.process.child import Outbox
+    from qualflow.runtime.process.core import Outbox
     from qualflow.runtime.process.messages import Finished, Step, recv
 
     rx, tx = multiprocessing.get_context("spawn").Pipe(duplex=False)
@@ -161,13 +161,13 @@ def test_thinking_through_the_engine_process(tasks):
 
 
 def test_the_engine_thread_reads_its_pipe_itself(bundle_dir):
-    """process.child.PipeFeed: with nothing else reading the pipe, a Submit sent over it is run by the
+    """process.core.PipeFeed: with nothing else reading the pipe, a Submit sent over it is run by the
     engine thread (its sink called there), a Cancel ends a request, and Stop shuts the loop down with
     every block free."""
     import multiprocessing
 
     from qualflow.runtime.api.request import GenerationRequest as Req
-    from qualflow.runtime.process.child import Outbox, PipeFeed
+    from qualflow.runtime.process.core import Outbox, PipeFeed
     from qualflow.runtime.process.messages import Cancel, Step, Stop, Submit, recv, send
 
     task = load_task(bundle_dir, EngineConfig(max_batch=4, max_context=256))

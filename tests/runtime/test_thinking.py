@@ -103,7 +103,7 @@ def test_budget_forces_the_close_in_both_scheduling_modes(tasks):
         assert SPEC.end_id not in unbounded.token_ids and unbounded.reasoning_tokens == 6
         assert off.reasoning_text is None and off.timing.answer_first_token_ns is None
         assert off.token_ids == task.generate_sync(requests(task)[3]).token_ids   # untouched by its neighbours
-        assert not task.engine.thinking and not task.engine.scheduler.held
+        assert not task.engine.think.open and not task.engine.scheduler.held
     assert results["on"] == results["off"]
 
 
@@ -115,8 +115,8 @@ def test_a_close_by_the_model_just_before_the_budget_is_not_forced_again(tasks):
         params = task.default_params(max_new_tokens=8, temperature=0, ignore_eos=True)
         model = task.generate_sync(GenerationRequest("model", prompt, params)).token_ids
         k = next(i for i in range(2, 8) if model[i] not in model[:i])
-        engine, saved = task.engine, task.engine.think_tokens
-        engine.think_tokens = ThinkTokens(model[k], (model[k] + 1, model[k], model[k] + 2))   # its own token ends the block
+        engine, saved = task.engine, task.engine.think.tokens
+        engine.think.tokens = ThinkTokens(model[k], (model[k] + 1, model[k], model[k] + 2))   # its own token ends the block
         try:
             final = task.generate_sync(GenerationRequest("own", prompt, params, Thinking(k + 3)))
         finally:

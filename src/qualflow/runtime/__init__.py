@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from .api.events import FinalEvent, TaskTiming, TokenEvent
     from .api.request import GenerationRequest, SamplingParams, Thinking
     from .config import EngineConfig
-    from .process.host import EngineHost
+    from .process.core_hub import EngineHost
     from .task import Task, load_task
 
 _WHERE = {  # public name -> the module that defines it
@@ -28,7 +28,7 @@ _WHERE = {  # public name -> the module that defines it
     "PromptTooLong": "api.errors", "TaskError": "api.errors",
     "FinalEvent": "api.events", "TaskTiming": "api.events", "TokenEvent": "api.events",
     "GenerationRequest": "api.request", "SamplingParams": "api.request", "Thinking": "api.request",
-    "EngineConfig": "config", "EngineHost": "process.host",
+    "EngineConfig": "config", "EngineHost": "process.core_hub",
     "Task": "task", "load_task": "task",
 }
 

@@ -1,6 +1,8 @@
 """EngineConfig: how a Task runs its engine. The field defaults are the only defaults; the CLI flags
 of `qualflow serve`, `qualflow session` and `qualflow bench task` are generated from the fields
 (qualflow.configs), and the workflow schema's `server:` defaults agree with them (a test checks).
+The A/B switches whose question is settled (`settled=True`: their default won) are left out of
+--help; they stay settable, for the next A/B.
 A field whose help says "0: ..." is resolved in one place: a method of the class below, or, for the
 KV pool size (it needs the device's free memory), the engine's loader.
 
@@ -22,69 +24,94 @@ class EngineConfig:
     device: str = setting("cpu", help="torch device: cpu, cuda or cuda:N")
     max_batch: int = setting(8, help="requests decoded together (the running batch)")
     max_context: int = setting(
-        4096, help="tokens per request (prompt + output), at most the bundle's context limit (0: the bundle's "
-                   "limit); a request that cannot fit is rejected up front, so the full 40k of Qwen3 is opt-in")
+        4096,
+        help="tokens per request (prompt + output), at most the bundle's context limit (0: the "
+             "bundle's limit); a request that cannot fit is rejected up front, so the full 40k of "
+             "Qwen3 is opt-in")
     kv_cache_gb: float = setting(
-        0.0, help="KV block pool size in GB (0: half the free GPU memory on cuda; on cpu room for every batch "
-                  "slot at max-context)")
+        0.0,
+        help="KV block pool size in GB (0: half the free GPU memory on cuda; on cpu room for every"
+             " batch slot at max-context)")
     block_size: int = setting(0, help="tokens per KV block (0: 64 on cuda, 16 on cpu)")
     max_num_batched_tokens: int = setting(
-        0, help="prefill token budget of one engine step (0: max(8192, max-batch))")
-    mixed: bool = setting(False, help="let one engine step hold prefill and decode together")
+        0,
+        help="prefill token budget of one engine step (0: max(8192, max-batch))")
+    mixed: bool = setting(
+        False, settled=True,
+        help="let one engine step hold prefill and decode together (A/B: alternating steps won, "
+             "since a mixed step runs its decodes without a captured graph)")
     prefill_wait_factor: float = setting(
-        1.0, help="alternating steps: while requests decode, new prompts wait for their prefill step until the "
-                  "decode steps they waited, summed over the prompts it can admit, reach this factor times the "
-                  "decoding requests (a prefill step holds each of those back about one step), so prompts that "
-                  "arrive one by one share a prefill step; never when nothing decodes or the admissible prompts "
-                  "fill the token budget. 0: a prefill step whenever a prompt waits and the last step decoded")
+        1.0,
+        help="alternating steps: while requests decode, new prompts wait for their prefill step "
+             "until the decode steps they waited, summed over the prompts it can admit, reach this"
+             " factor times the decoding requests (a prefill step holds each of those back about "
+             "one step), so prompts that arrive one by one share a prefill step; never when "
+             "nothing decodes or the admissible prompts fill the token budget. 0: a prefill step "
+             "whenever a prompt waits and the last step decoded")
     async_scheduling: Literal["auto", "on", "off"] = setting(
-        "auto", help="overlap the host with the device: schedule and build step n+1 while step n runs, read "
-                     "sampled tokens back one step late (a stop is seen one step later; the extra token of a "
-                     "stopped request is discarded); greedy output is identical. auto: on for cuda (1.1-1.6x "
-                     "tok/s on an H200), off for cpu (no gain on the embedded default)")
+        "auto", settled=True,
+        help="overlap the host with the device: schedule and build step n+1 while step n runs, "
+             "read sampled tokens back one step late (a stop is seen one step later; the extra "
+             "token of a stopped request is discarded); greedy output is identical. auto: on for "
+             "cuda (the host work hides behind the device step), off for cpu (nothing to hide "
+             "behind)")
     eager: bool = setting(False, help="no compiled ops, no CUDA graphs (debugging)")
     fused_kernels: bool = setting(
-        True, help="run each layer through the fused elementwise kernels (residual add + RMSNorm, q/k-norm + RoPE "
-                   "+ KV-cache store, SiLU-mul: Triton on cuda after a self-check at load, their torch reference "
-                   "on cpu) instead of the compiled layer halves; fewer kernels per decode step; greedy output is "
-                   "the same (--no-fused-kernels: the compiled halves, for A/B)")
+        True, settled=True,
+        help="run each layer through the fused elementwise kernels (residual add + RMSNorm, "
+             "q/k-norm + RoPE + KV-cache store, SiLU-mul: Triton on cuda after a self-check at "
+             "load, their torch reference on cpu) instead of the compiled layer halves; fewer "
+             "kernels per decode step; greedy output is the same (--no-fused-kernels: the compiled"
+             " halves, for A/B)")
     skinny_gemm_rows: int = setting(
-        16, help="steps of at most this many rows (decode at small batch) run each projection as one Triton "
-                 "kernel that streams the weight once, instead of torch's GEMM; cuda with the fused kernels, "
-                 "after a self-check at load; at most 64. 0: torch's GEMM for every step (A/B)")
+        16, settled=True,
+        help="steps of at most this many rows (decode at small batch) run each projection as one "
+             "Triton kernel that streams the weight once, instead of torch's GEMM; cuda with the "
+             "fused kernels, after a self-check at load; at most 64. 0: torch's GEMM for every "
+             "step (A/B)")
     programmatic_launch: bool = setting(
-        True, help="capture the decode step's Triton kernels with programmatic dependent launch where the GPU "
-                   "and Triton support it (Hopper and later): each kernel may start while the one before it "
-                   "finishes and waits for it before touching its data, so a small decode step pays less per "
-                   "kernel (1.20 -> 1.01 ms at batch 1 on an H200); prefill launches without it (slower with it); "
-                   "checked at load (--no-programmatic-launch: every kernel waits for the one before, for A/B)")
+        True, settled=True,
+        help="capture the decode step's Triton kernels with programmatic dependent launch where "
+             "the GPU and Triton support it (Hopper and later): each kernel may start while the "
+             "one before it finishes and waits for it before touching its data, so a small decode "
+             "step pays less per kernel; prefill launches without it (slower with it); checked at "
+             "load (--no-programmatic-launch: every kernel waits for the one before, for A/B)")
     prefill_graphs: Literal["auto", "on", "off"] = setting(
-        "auto", help="run a fresh prefill step (every sequence from position 0, at most --prefill-graph-tokens "
-                     "tokens and --prefill-graph-seqs sequences) padded to a token bucket, as a CUDA graph captured "
-                     "at load (pads write to the scratch KV block); short prompts skip the per-kernel host cost. "
-                     "auto: on for cuda with flash varlen attention, off for cpu; on for cpu runs the padded step "
-                     "eagerly (tests)")
-    prefill_graph_tokens: int = setting(2048, help="largest prefill token bucket captured (--prefill-graphs)")
-    prefill_graph_seqs: int = setting(16, help="most sequences in one captured prefill step (--prefill-graphs)")
+        "auto", settled=True,
+        help="run a fresh prefill step (every sequence from position 0, at most "
+             "--prefill-graph-tokens tokens and --prefill-graph-seqs sequences) padded to a token "
+             "bucket, as a CUDA graph captured at load (pads write to the scratch KV block); short"
+             " prompts skip the per-kernel host cost. auto: on for cuda with flash varlen "
+             "attention, off for cpu; on for cpu runs the padded step eagerly (tests)")
+    prefill_graph_tokens: int = setting(
+        2048,
+        help="largest prefill token bucket captured (--prefill-graphs)")
+    prefill_graph_seqs: int = setting(
+        16,
+        help="most sequences in one captured prefill step (--prefill-graphs)")
     engine_process: Literal["auto", "on", "off"] = setting(
-        "auto", help="run the engine (model, KV cache, device) in its own process, so the HTTP side's work "
-                     "overlaps the device step instead of sharing one GIL with it. auto: on for cuda (1.4-1.6x "
-                     "server tok/s at c64 on an H200), off for cpu (every CPU Task user, correctness and "
-                     "bench task included, keeps the engine in its process); a bare --engine-process means on, "
-                     "--no-engine-process off",
+        "auto",
+        help="run the engine (model, KV cache, device) in its own process, so the HTTP side's work"
+             " overlaps the device step instead of sharing one GIL with it. auto: on for cuda, off"
+             " for cpu (every CPU Task user, correctness and bench task included, keeps the engine"
+             " in its process); a bare --engine-process means on, --no-engine-process off",
         bare="on", negated="off")
     engine_kind: Literal["model", "synthetic"] = setting(
         "model", flag="--engine",
-        help="model: the bundle's model; synthetic: no model, one token per running request every --step-ms "
-             "(the real tokenizer, HTTP path, timing records and accounting), to measure the serving "
-             "path's own ceiling; it runs on a thread of the serving process")
-    step_ms: float = setting(1.0, help="the synthetic engine's step clock in ms (--engine synthetic only)")
+        help="model: the bundle's model; synthetic: no model, one token per running request every "
+             "--step-ms (the real tokenizer, HTTP path, timing records and accounting), to measure"
+             " the serving path's own ceiling; it runs on a thread of the serving process")
+    step_ms: float = setting(
+        1.0,
+        help="the synthetic engine's step clock in ms (--engine synthetic only)")
     cpu_threads: int = setting(
-        0, help="torch intra-op threads (0: torch's choice); 1 when AIPerf shares a small CPU")
+        0,
+        help="torch intra-op threads (0: torch's choice); 1 when AIPerf shares a small CPU")
     gil_switch_ms: float = setting(
-        1.0, help="Python's thread switch interval in ms, so the engine thread gets the GIL back sooner "
-                  "after its GPU wait (0: leave Python's 5 ms)")
-    step_delay_s: float = setting(0.0, help="sleep per engine step (tests only)", hidden=True)
+        1.0,
+        help="Python's thread switch interval in ms, so the engine thread gets the GIL back sooner"
+             " after its GPU wait (0: leave Python's 5 ms)")
+    step_delay_s: float = setting(0.0, hidden=True, help="sleep per engine step (tests only)")
 
     def context_limit(self, bundle_limit: int) -> int:
         """Tokens per request: max_context, at most the bundle's limit (0: the bundle's limit)."""

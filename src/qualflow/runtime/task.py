@@ -28,11 +28,11 @@ from .engine.synthetic import SyntheticEngine
 from .frontend.delivery import Collector, Mailbox, TaskStream
 from .frontend.pieces import piece_encoder
 from .frontend.tokenizing import GilFreeEncoder
-from .process.link import AttachedEngine, EngineLink
-from .process.proxy import EngineProxy
+from .process.core_client import AttachedEngine, EngineLink
+from .process.core import EngineProxy
 
 if TYPE_CHECKING:
-    from .process.ends import LinkEnds
+    from .process.messages import LinkEnds
 
 
 class Task:
@@ -66,7 +66,7 @@ class Task:
 
     @classmethod
     def attached(cls, bundle_dir, cfg: EngineConfig, link: LinkEnds) -> "Task":
-        """The Task of one of several API processes sharing one engine process (process.host): the
+        """The Task of one of several API processes sharing one engine process (process.core_hub): the
         bundle's caller side here (the engine process verifies the bundle as it loads), its engine over
         `link`, once the engine process has loaded (it raises as that load did)."""
         from ..artifacts.bundle import load_bundle

@@ -56,7 +56,7 @@ class SessionConfig:
     ceiling_step_ms: float = setting(
         1.0, help="step clock in ms of the harness-ceiling server (the synthetic engine), which runs the points "
                   "marked harness_ceiling again after the stack's; 1 ms is faster than any engine step measured "
-                  "here (an H200's c1 Task step is 2.0 ms), so the ceiling is the serving path's, not the clock's")
+                  "here (a model's c1 Task step on a GPU is longer), so the ceiling is the serving path's, not the clock's")
     api_server_count: int = setting(
         1, help="our server's API (HTTP) processes in front of its one engine process (qualflow serve "
                 "--api-server-count); recorded in the settings when above 1")

@@ -18,10 +18,9 @@ scheduled again, so only stops cost the extra step. The freed blocks of a sequen
 is still running are safe to reuse: later steps run after it on the same device stream.
 Without it, step 4 follows step 3 at once: the same code, one step at a time.
 
-A request with thinking on (GenerationRequest.thinking) carries a ThinkState (engine.thinking): at
-launch its forced closing token, if any, replaces the sampled one on the device; at read-back the
-block's close and the first answer token are noted. Only those requests are looked at, so the others
-cost nothing more per token.
+A request with thinking on (GenerationRequest.thinking) carries a ThinkState (engine.thinking); the
+loop hands each step's sampled tokens to `ThinkSteps` (engine.think_steps) at launch and at
+read-back, and it looks at those requests only.
 
 Delivery goes through each request's `sink` (engine.outputs): Tokens as they are sampled, then exactly
 one Final. `on_step`, when set, is called on the engine thread after each loop iteration (all of that
@@ -50,9 +49,9 @@ from .outputs import Final, Sink, Tokens
 from .sampling import sample, suppress
 from .scheduler import Batch, Scheduler
 from .sequence import PLACEHOLDER, Sequence
-from .thinking import ThinkState, ThinkTokens
+from .spec import EngineSpec
+from .think_steps import ThinkSteps
 from .threads import thread_death
-from .transfer import to_device
 
 log = logging.getLogger("qualflow.engine")
 _STOP = object()
@@ -78,13 +77,12 @@ class _Cancel:
 
 
 class Engine:
-    def __init__(self, runner: ModelRunner, scheduler: Scheduler, max_len: int, device: torch.device,
-                 step_delay_s: float = 0.0, async_scheduling: bool = False, think_tokens: ThinkTokens | None = None):
-        self.runner, self.scheduler, self.device, self.max_len = runner, scheduler, device, max_len
-        self.think_tokens = think_tokens          # the family's think block (None: no thinking mode)
-        self.thinking: set[Sequence] = set()      # sequences whose think block is not settled
-        self.async_scheduling = async_scheduling  # launch step n+1 before reading step n's tokens
-        self.step_delay_s = step_delay_s          # test-only slowdown, 0 in production
+    def __init__(self, spec: EngineSpec, runner: ModelRunner, scheduler: Scheduler):
+        self.spec, self.runner, self.scheduler = spec, runner, scheduler
+        self.device, self.max_len = spec.device, spec.max_len
+        self.think = ThinkSteps(spec.think_tokens, scheduler.held)
+        self.async_scheduling = spec.async_scheduling  # launch step n+1 before step n's read-back
+        self.step_delay_s = spec.cfg.step_delay_s      # test-only slowdown, 0 in production
         self.lock = threading.Lock()              # held while the model runs
         self.inbox: queue.SimpleQueue = queue.SimpleQueue()
         self.steps = 0
@@ -108,9 +106,7 @@ class Engine:
         if req.params.seed is not None:
             seq.generator = torch.Generator(device=self.device).manual_seed(req.params.seed)
         if req.thinking is not None:
-            if self.think_tokens is None:
-                raise ValueError("this engine's family has no thinking mode")
-            seq.think = ThinkState.of(self.think_tokens, req.thinking.budget)
+            seq.think = self.think.state(req.thinking.budget)
         self.inbox.put(seq)
         return seq
 
@@ -145,24 +141,28 @@ class Engine:
 
     # ---- the loop ---------------------------------------------------------------------------
     def _loop(self) -> None:
-        sched = self.scheduler
         flight: _InFlight | None = None  # the launched step whose tokens are not read back yet
-        while True:
-            if not self._take_inbox(block=flight is None and not sched.has_work()):
-                return self._shutdown()
-            batch = sched.schedule()
-            launched = self._launch(batch, flight) if batch is not None else None
-            if flight is not None:  # overlapped: step n's tokens are read while step n+1 runs
-                self._resolve(flight)
-            elif batch is None and sched.waiting:  # nothing runs or will finish: the head never fits
-                self._finish(sched.waiting[0], "error", "the request does not fit the KV cache pool")
-            if launched is not None and not self.async_scheduling:
-                self._resolve(launched)
-                launched = None
-            flight = launched
-            sched.reap()
+        while self._take_inbox(block=flight is None and not self.scheduler.has_work()):
+            flight = self._step(flight)
             if self.on_step is not None:
                 self.on_step()
+        self._shutdown()
+
+    def _step(self, flight: _InFlight | None) -> _InFlight | None:
+        """One step: schedule, launch, read back the step before (overlapped) or this one; the
+        launched step still to read back."""
+        sched = self.scheduler
+        batch = sched.schedule()
+        launched = self._launch(batch, flight) if batch is not None else None
+        if flight is not None:  # overlapped: step n's tokens are read while step n+1 runs
+            self._resolve(flight)
+        elif batch is None and sched.waiting:  # nothing runs or will finish: the head never fits
+            self._finish(sched.waiting[0], "error", "the request does not fit the KV cache pool")
+        if launched is not None and not self.async_scheduling:
+            self._resolve(launched)
+            launched = None
+        sched.reap()
+        return launched
 
     def _take_inbox(self, block: bool) -> bool:
         """Apply what was submitted and cancelled since the last step (waiting for the first entry
@@ -184,8 +184,7 @@ class Engine:
                         self._finish(seq, "cancelled")
                 else:
                     sched.add(item)
-                    if item.think is not None:
-                        self.thinking.add(item)
+                    self.think.add(item)
         except queue.Empty:
             return True
 
@@ -208,7 +207,7 @@ class Engine:
                 if not sampling:
                     return None
                 toks = self._sample(sampling, logits)
-                thinking = self._force(sampling, toks) if self.thinking else ()
+                thinking = self.think.launch(sampling, toks)
                 host, ready = toks, None
                 if toks.device.type == "cuda":
                     host = torch.empty(toks.shape, dtype=toks.dtype, pin_memory=True)
@@ -218,8 +217,7 @@ class Engine:
             for row, s in enumerate(sampling):
                 s.token_ids.append(PLACEHOLDER)
                 s.pending = (self.steps, row)
-            if thinking:
-                self._hold(sampling, thinking)
+            self.think.hold(sampling, thinking)
             return _InFlight(self.steps, sampling, toks, host, ready, thinking)
         except Exception as e:  # fail only these requests; the engine keeps serving
             log.exception("model step failed")
@@ -241,42 +239,6 @@ class Engine:
             return logits.argmax(dim=-1)
         return sample(logits, params, [s.generator for s in batch])
 
-    def _force(self, sampling: list[Sequence], toks: torch.Tensor) -> tuple[int, ...]:
-        """Put the forced closing tokens of thinking sequences into this step's tokens (on the device);
-        the rows of the sampling sequences whose think block is not settled."""
-        rows, forced_rows, forced = [], [], []
-        for row, s in enumerate(sampling):
-            if s in self.thinking:
-                rows.append(row)
-                token = s.think.forced(s.sampled)
-                if token is not None:
-                    forced_rows.append(row)
-                    forced.append(token)
-        if forced:
-            toks[to_device(forced_rows, toks.device)] = to_device(forced, toks.device, toks.dtype)
-        return tuple(rows)
-
-    def _hold(self, sampling: list[Sequence], rows: tuple[int, ...]) -> None:
-        """Thinking sequences whose next sample must wait for the token just launched (engine.thinking)."""
-        for row in rows:
-            s = sampling[row]
-            if s.think.must_wait(s.sampled):
-                self.scheduler.held.add(s)
-
-    def _read_thinking(self, flight: _InFlight, toks: list[int], now: int) -> None:
-        """Note the think-block close and the first answer token of the step's thinking sequences."""
-        held = self.scheduler.held
-        for row in flight.thinking:
-            s = flight.seqs[row]
-            if s.done:
-                continue
-            if held and s in held and s.think.waits_for(len(s.out)):
-                held.discard(s)
-            if s.think.read(len(s.out), toks[row]):
-                s.timing.answer_first_token_ns = now
-            if s.think.settled:
-                self.thinking.discard(s)
-
     def _resolve(self, flight: _InFlight) -> None:
         """Read a launched step's tokens back (waiting for that step only), deliver them and apply
         the stop checks. A sequence that ended meanwhile (it stopped at the step before, or was
@@ -291,8 +253,7 @@ class Engine:
                 self._finish(s, "error", f"step failed: {type(e).__name__}: {e}")
             return
         now = time.time_ns()
-        if flight.thinking:
-            self._read_thinking(flight, toks, now)
+        self.think.read(flight.seqs, flight.thinking, toks, now)
         for row, (s, t) in enumerate(zip(flight.seqs, toks)):
             if s.pending == (flight.step, row):
                 s.pending = None
@@ -315,8 +276,6 @@ class Engine:
         seq.timing.finished_ns = time.time_ns()
         del seq.token_ids[len(seq.req.prompt_token_ids) + len(seq.out):]  # a token still in flight is not its
         seq.pending = None
-        if seq.think is not None:
-            self.thinking.discard(seq)
-            self.scheduler.held.discard(seq)
+        self.think.drop(seq)
         self.scheduler.blocks.release(seq)  # before the final event: its blocks are free when the caller hears
         seq.sink(Final(reason, error))

@@ -1,5 +1,5 @@
 """What a Task needs of an engine, wherever it runs: `EngineClient` is implemented by the in-process
-`engine.Engine` and by `process.proxy.EngineProxy`; `submit` hands back a `SequenceView`, what the
+`engine.Engine` and by `process.core.EngineProxy`; `submit` hands back a `SequenceView`, what the
 caller side reads of a request while it runs (engine.sequence.Sequence, or a `SubmittedRequest` where
 the engine keeps its own state elsewhere: the proxy, the synthetic engine)."""
 from __future__ import annotations

@@ -23,6 +23,7 @@ from .model_runner import ModelRunner
 from .outputs import Final
 from .prefill_graphs import PrefillGraphs
 from .scheduler import Scheduler
+from .spec import EngineSpec
 from .thinking import ThinkTokens
 
 log = logging.getLogger("qualflow.engine")
@@ -53,7 +54,8 @@ class LoadedEngine:
 
 def load_engine(bundle, family, cfg: EngineConfig, context_limit: int, started_ns: int) -> LoadedEngine:
     """`family`: the bundle's family (registry entry); `started_ns`: when the Task began loading."""
-    device = torch.device(cfg.device)
+    spec = EngineSpec.resolve(cfg, context_limit, think_tokens(family))
+    device = spec.device
     dtype = compute_dtype(getattr(torch, bundle.manifest["precision"]), device)
     fast = device.type == "cuda" and not cfg.eager  # fused ops + CUDA graphs; eager for debugging
     weights = {k: v.to(device, dtype) for k, v in bundle.weights().items()}
@@ -72,11 +74,8 @@ def load_engine(bundle, family, cfg: EngineConfig, context_limit: int, started_n
     if fast and paged_decode.available():
         graphs, launch = decode_graphs(model, kv, ops, cfg, device, launch)
     prefill, prefill_note = prefill_graphs(model, kv, cfg, device)
-    engine = Engine(ModelRunner(model, kv.attention, device, graphs, prefill),
-                    Scheduler(kv.blocks, cfg.max_batch, cfg.token_budget(), mixed=cfg.mixed,
-                              prefill_wait_factor=cfg.prefill_wait_factor), context_limit, device,
-                    step_delay_s=cfg.step_delay_s, async_scheduling=cfg.overlaps(device.type),
-                    think_tokens=think_tokens(family))
+    runner = ModelRunner(spec, model, kv.attention, graphs, prefill)
+    engine = Engine(spec, runner, Scheduler(cfg, kv.blocks))
     if fast:
         warm_prefill(engine)
     t2 = time.time_ns()
@@ -111,9 +110,9 @@ def decode_graphs(model, kv: KvCache, ops: fused.FusedOps | None, cfg: EngineCon
                   launch: str) -> tuple[DecodeGraphs, str]:
     """The decode CUDA graphs, their Triton kernels captured with programmatic dependent launch when
     `launch` is "on" (if capture fails so, captured again without it, and the second value says why).
-    Only the decode graphs: at one sequence it took the step from 1.20 to 1.01 ms, while a 1,024-token
-    prefill with it took 6.1 against 5.6 ms (H200, 2026-12-03), so the kernels launch without it
-    everywhere else (prefill graphs, eager steps)."""
+    Only the decode graphs: it shortens a small decode step, while a long prefill step measured
+    slower with it, so the kernels launch without it everywhere else (prefill graphs, eager
+    steps)."""
     def capture(on: bool) -> DecodeGraphs:
         kv.attention.pdl = on
         if ops is not None:

@@ -13,6 +13,7 @@ import torch
 
 from ..kernels.attention import PagedAttention, StepMeta
 from .scheduler import Batch
+from .spec import EngineSpec
 from .transfer import to_device
 
 
@@ -30,8 +31,10 @@ def pending_fills(batch: Batch) -> tuple[list[int], list[int]]:
 
 
 class ModelRunner:
-    def __init__(self, model, attention: PagedAttention, device: torch.device, graphs=None, prefill=None):
-        self.model, self.attn, self.device, self.graphs = model, attention, device, graphs
+    def __init__(self, spec: EngineSpec, model, attention: PagedAttention, graphs=None,
+                 prefill=None):
+        """`graphs`: DecodeGraphs, or None."""
+        self.model, self.attn, self.device, self.graphs = model, attention, spec.device, graphs
         self.prefill = prefill  # PrefillGraphs, or None
         self.block_size = attention.block_size
 

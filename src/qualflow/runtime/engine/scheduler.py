@@ -5,17 +5,17 @@ Every step is one packed forward over (sequence, chunk) pairs:
   - prefill: prompts (or the rest of a chunked prompt, or a preempted sequence's recompute) take
     what is left of the budget, running partial prefills first, then waiting sequences oldest first.
     A prompt longer than the budget is chunked, so it holds decodes up for at most one step.
-`mixed=True` puts both kinds into one step. `mixed=False` alternates, so the decodes of a pure decode
-step replay a captured graph: a prefill step is followed by at least one decode step, and while
-requests decode, a prefill step that admits new prompts waits until the prompts it can admit have
-waited, together, `prefill_wait_factor` decode steps per decoding request. A small prefill step
-holds every decode back for about one step whatever its size, while a waiting prompt loses one step
-per step it waits: the rule admits once what waiting cost reaches what a prefill step costs (the
-rent-or-buy balance at 1.0). Prompts that arrive one by one (a server's clients, batch slots that
-free up one at a time) then share a prefill step, and a burst that finds few decodes goes at once.
-A prompt does not wait when nothing decodes, when the prompts that can be admitted fill the token
-budget, or to continue a chunked prompt (it alternates with decodes). `prefill_wait_factor=0`
-runs a prefill step whenever a prompt waits and the last step decoded.
+With `mixed` (EngineConfig) both kinds go into one step; without it (the default) steps alternate,
+so the decodes of a pure decode step replay a captured graph: a prefill step is followed by at least
+one decode step, and while requests decode, a prefill step that admits new prompts waits until the
+prompts it can admit have waited, together, `prefill_wait_factor` decode steps per decoding request.
+A small prefill step holds every decode back for about one step whatever its size, while a waiting
+prompt loses one step per step it waits: the rule admits once what waiting cost reaches what a
+prefill step costs (the rent-or-buy balance at 1.0). Prompts that arrive one by one (a server's
+clients, batch slots that free up one at a time) then share a prefill step, and a burst that finds
+few decodes goes at once. A prompt does not wait when nothing decodes, when the prompts that can be
+admitted fill the token budget, or to continue a chunked prompt (it alternates with decodes).
+`prefill_wait_factor=0` runs a prefill step whenever a prompt waits and the last step decoded.
 
 A sequence whose last token is sampled but not read back yet (overlapped scheduling) is not
 scheduled again: that step's token would be discarded. Neither is one in `held` (the engine puts a
@@ -33,6 +33,7 @@ import time
 from collections import deque
 from dataclasses import dataclass
 
+from ..config import EngineConfig
 from .block_manager import BlockManager
 from .sequence import Sequence
 
@@ -54,12 +55,14 @@ class Batch:
 
 
 class Scheduler:
-    def __init__(self, blocks: BlockManager, max_batch: int, max_num_batched_tokens: int, mixed: bool = False, *,
-                 prefill_wait_factor: float):
-        if not prefill_wait_factor >= 0:
-            raise ValueError(f"prefill_wait_factor must be 0 or more, not {prefill_wait_factor}")
-        self.blocks, self.max_batch, self.budget, self.mixed = blocks, max_batch, max_num_batched_tokens, mixed
-        self.prefill_wait_factor = prefill_wait_factor
+    def __init__(self, cfg: EngineConfig, blocks: BlockManager):
+        """Reads max_batch, the token budget, mixed and prefill_wait_factor of `cfg`."""
+        if not cfg.prefill_wait_factor >= 0:
+            raise ValueError(
+                f"prefill_wait_factor must be 0 or more, not {cfg.prefill_wait_factor}")
+        self.blocks, self.max_batch, self.budget = blocks, cfg.max_batch, cfg.token_budget()
+        self.mixed = cfg.mixed
+        self.prefill_wait_factor = cfg.prefill_wait_factor
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
         self.watermark = max(1, blocks.capacity // 100)  # admission leaves this much for running decodes

@@ -1,9 +1,9 @@
 """Prompt tokenization that keeps the event loop's share small: `tokenizers` releases the GIL in
 `encode_batch` only, so a 1 MB prompt tokenized with `encode` would stall the server's event loop and
-the engine thread for the whole encode (measured ~0.6 s per MB on a 2-core box). A batch of one costs
+the engine thread for the whole encode. A batch of one costs
 more than `encode` for a chat-sized prompt (the thread pool's hand-off), so text below
 `GIL_FREE_CHARS` is encoded directly: by the tokenizer's PieceEncoder where it has one and the text
-is ASCII (the same ids, ~5x less time on a warm cache), else by `encode`."""
+is ASCII (the same ids, in less time on a warm cache), else by `encode`."""
 from __future__ import annotations
 
 from .pieces import PieceEncoder

@@ -145,8 +145,8 @@ class QkTile:
 def qk_tile_for(tokens: int) -> QkTile:
     """The tile for a step of `tokens` rows: below 128 rows (decode steps of fewer sequences) one token a
     program on one warp; from 128 on (prefill steps, large decode steps) tiles of 16 tokens on four warps
-    (one program per token and head was 196,608 programs at 8,192 tokens, about 5x the op's bandwidth
-    floor on the H200)."""
+    (one program per token and head is hundreds of thousands of programs at a full prefill budget,
+    far from the op's bandwidth floor)."""
     return QkTile() if tokens < 128 else QkTile(16, 4)
 
 

@@ -1,8 +1,8 @@
 """The projections of a decode step at small batch (a few rows against a large weight): y = x @ w.T as
 one Triton kernel that streams the weight once, the rows padded to one tensor-core tile (16, 32 or 64
-rows). A step's projections at 1-16 rows are launch-latency bound (about 5 us per kernel on an H200
+rows). A step's projections at 1-16 rows are launch-latency bound (about the same time per kernel
 whatever the weight), so the gain is in the shape of the kernel, not the bandwidth: cuBLAS splits
-some of these shapes in two (13 against 5.6 us for the 0.6B's o projection at one row), and a
+some of these shapes in two (the 0.6B's o projection at one row), and a
 vocabulary-sized projection streams at the copy bandwidth (benchmarks/kernels/skinny_gemm_tune.py). Taking
 the residual add and RMSNorm into the GEMM's prologue was measured too and was no faster than the
 fused add_rms_norm kernel before it, so it is not here.
@@ -12,7 +12,7 @@ halves and writes silu(gate) * up, so the step has no separate silu_mul kernel a
 intermediate.
 
 Each program owns BLOCK_N output columns and walks K in BLOCK_K chunks; `launch_for` holds the
-settings measured on the H200. Launched with programmatic dependent launch (kernels.pdl), a program
+settings chosen by the tune. Launched with programmatic dependent launch (kernels.pdl), a program
 loads its first weight chunk before it waits for the kernel before it. The torch reference is
 `reference` (the CPU path, and what the kernel is checked against): the product accumulated in fp32
 and rounded once to the output dtype."""
@@ -48,9 +48,9 @@ class Launch:
 
 
 def launch_for(n: int, k: int) -> Launch:
-    """Launch settings for an [N, K] weight, from the tune's grid on the H200 (2026-12-03, within 0.5 us
-    of the grid's best for every projection of the 0.6B at 1-16 rows): K in chunks of 256 from 2,048 on,
-    of 128 below; columns in blocks of 16, of 64 for a vocabulary-sized N."""
+    """Launch settings for an [N, K] weight, from the tune's grid (close to the grid's best for
+    every projection of the 0.6B at 1-16 rows): K in chunks of 256 from 2,048 on, of 128 below;
+    columns in blocks of 16, of 64 for a vocabulary-sized N."""
     return Launch(block_n=64 if n >= 65536 else 16, block_k=256 if k >= 2048 else 128)
 
 

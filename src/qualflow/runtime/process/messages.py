@@ -1,16 +1,22 @@
-"""The messages between an API process (process.proxy, process.link) and the engine process
-(process.child; process.hub where several API processes share it, one pipe pair each), one pickled
-object per send over two one-way multiprocessing pipes.
-
-  parent -> child: Submit | Cancel | Score | Stop
-  child -> parent: Loaded | LoadFailed (the first message), then Step (one per engine step: every
-                   request's new tokens and the requests that ended), Scored, Failed, Closed
-
+"""What crosses the process boundary between an API process (process.core, process.core_client) and
+the engine process (process.core; process.core_hub where several API processes share it, one pipe
+pair each): one pickled object per send over two one-way multiprocessing pipes.
+  API -> engine: Submit | Cancel | Score | Stop
+  engine -> API: Loaded | LoadFailed (the first message), then Step (one per engine step: every
+                 request's new tokens and the requests that ended), Scored, Failed, Closed
 Frozen dataclasses with slots; each pickles as its class and its field values in order (`_Message`),
 as small as the tuple it replaces. `send` and `recv` are the one way they cross a pipe: the standard
-pickle over `send_bytes` / `recv_bytes`, not the Connection's own `send`, whose ForkingPickler copies its
-whole reducer table (torch registers about 80 reducers in it) at every dump: 47 us for a one-token Step
-against 3 us. No message holds what only ForkingPickler can carry (tensors in shared memory, handles)."""
+pickle over `send_bytes` / `recv_bytes`, not the Connection's own `send`, whose ForkingPickler
+copies its whole reducer table (torch registers about 80 reducers in it) at every dump, many times
+the cost of pickling a one-token Step. No message holds what only ForkingPickler can carry (tensors
+in shared memory, handles).
+
+The pipe ends of one link between an API process and an engine process it shares with the other
+API processes (`qualflow serve --api-server-count N`), as core_hub.EngineHost hands them out: the
+API side's (`LinkEnds`, to core_client.AttachedEngine) and the engine side's (`EngineEnds`, to
+core_hub.main). Passed to the spawned processes as their arguments (a Connection pickles only
+while a process is being spawned)."""
+
 from __future__ import annotations
 
 import pickle
@@ -113,3 +119,15 @@ class Failed(_Message):
 class Closed(_Message):
     """The engine closed after Stop; the child exits."""
 
+
+@dataclass(frozen=True)
+class LinkEnds:
+    to_engine: Any       # multiprocessing Connection: Submit | Cancel | Score | Stop
+    from_engine: Any     # multiprocessing Connection: Loaded | LoadFailed, Step, Scored, Failed, Closed
+    engine_pid: int
+
+
+@dataclass(frozen=True)
+class EngineEnds:
+    from_api: Any
+    to_api: Any

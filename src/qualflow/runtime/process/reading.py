@@ -1,4 +1,4 @@
-"""Who reads an engine link's incoming pipe (process.link): its receiver thread, or the asyncio loop the
+"""Who reads an engine link's incoming pipe (process.core_client): its receiver thread, or the asyncio loop the
 caller serves from. Once a loop asks (`read_on`, at a stream's opening), the receiver thread hands the
 pipe over and the loop reads it itself (`add_reader`): an engine step's tokens reach the loop with one
 wake-up, not a thread's and then the loop's. The thread takes the pipe back to close the link, for a

@@ -1,24 +1,33 @@
-"""The engine process shared by several API processes (`qualflow serve --api-server-count N`): the
-entry point `main` that host.EngineHost starts with multiprocessing spawn. It loads the Task's engine
-(the model, or the synthetic engine) as process.child does, but serves one link (a pipe pair,
-process.ends) per API process. As in process.child, the engine thread reads the links itself
-(`Hub.feed`, the engine's feed: one poll of every link at a step boundary, a blocking one while idle).
+"""The engine process shared by several API processes (`qualflow serve --api-server-count N`), and
+`EngineHost`, the serve process's side that starts it. EngineHost makes one link (two one-way
+pipes) per API process, starts the engine process with the engine's ends (its entry point
+`main`), and hands API process i `links[i]` (its LinkEnds, for core_client.AttachedEngine). Once
+the API processes are started, `release_links` closes this process's copies, so that each side's
+death reads as EOF on the other's link.
 
-A request is keyed by its link and the key its API process gave it; each engine step sends each link
-one Step holding only its own requests' tokens and finals, and nothing to a link that has none. The
-engine keys requests by request id for cancelling: those are the server's response ids (200 random
-bits each, unique across API processes).
+`main` loads the Task's engine (the model, or the synthetic engine) as process.core does, but
+serves one link (a pipe pair, messages.EngineEnds) per API process. As in process.core, the
+engine thread reads the links itself (`Hub.feed`, the engine's feed: one poll of every link at a
+step boundary, a blocking one while idle).
 
-Stop from a link detaches that API process: its open requests end as cancelled at once (their finals
-sent, the engine told to cancel them), it is answered Closed, and the engine goes on for the others.
-An API process that is gone (EOF on its link) is detached the same way, unanswered. Once every link
-is detached, the engine closes and the process exits. As process.child, it dies with its parent (the
-`qualflow serve` process) and leaves SIGINT/SIGTERM to it; a dead engine thread is broadcast as
-Failed to every link before the process exits.
+A request is keyed by its link and the key its API process gave it; each engine step sends each
+link one Step holding only its own requests' tokens and finals, and nothing to a link that has
+none. The engine keys requests by request id for cancelling: those are the server's response ids
+(200 random bits each, unique across API processes).
+
+Stop from a link detaches that API process: its open requests end as cancelled at once (their
+finals sent, the engine told to cancel them), it is answered Closed, and the engine goes on for
+the others. An API process that is gone (EOF on its link) is detached the same way, unanswered.
+Once every link is detached, the engine closes and the process exits. As process.core's, it dies
+with its parent (the `qualflow serve` process) and leaves SIGINT/SIGTERM to it; a dead engine
+thread is broadcast as Failed to every link before the process exits.
 """
+
 from __future__ import annotations
 
 import dataclasses
+import multiprocessing
+import os
 import select
 import threading
 import time
@@ -27,9 +36,22 @@ from typing import Callable
 from ..api.events import TaskTiming
 from ..config import EngineConfig
 from ..engine.outputs import EngineItem, Sink, Tokens
-from .child import answer_score, become_engine_process, watch_health
-from .ends import EngineEnds
-from .messages import Cancel, Closed, Finished, Loaded, LoadFailed, Score, Step, Stop, Submit, recv, send
+from .core import answer_score, become_engine_process, watch_health
+from .messages import (
+    Cancel,
+    Closed,
+    EngineEnds,
+    Finished,
+    LinkEnds,
+    Loaded,
+    LoadFailed,
+    Score,
+    Step,
+    Stop,
+    Submit,
+    recv,
+    send,
+)
 
 DETACHED = "the API process stopped"
 
@@ -170,3 +192,47 @@ def main(ends: list[EngineEnds], load: Callable, bundle_dir: str, cfg: EngineCon
     if not stopping.is_set():
         threading.Event().wait()   # the engine thread died: watch_health sends Failed and exits
     engine.close()   # what is still open ends as cancelled (nothing, once every link detached)
+
+
+STOP_TIMEOUT_S = 45.0   # the engine closes once every API process detached (each waits up to 30 s)
+
+
+class EngineHost:
+    def __init__(self, load: Callable, bundle_dir: str, cfg: EngineConfig, api_processes: int):
+        """`load(bundle_dir, cfg)`: a module-level function (pickled by name) that builds the Task
+        whose engine the engine process runs."""
+        ctx = multiprocessing.get_context("spawn")
+        engine_ends, api_ends = [], []
+        for _ in range(api_processes):
+            from_api, to_engine = ctx.Pipe(duplex=False)
+            from_engine, to_api = ctx.Pipe(duplex=False)
+            engine_ends.append(EngineEnds(from_api, to_api))
+            api_ends.append((to_engine, from_engine))
+        self.proc = ctx.Process(target=main, name="qualflow-engine", daemon=True,
+                                args=(engine_ends, load, str(bundle_dir), cfg, os.getpid()))
+        self.proc.start()
+        self.pid = self.proc.pid
+        for e in engine_ends:
+            e.from_api.close()
+            e.to_api.close()
+        self.links = [LinkEnds(to_engine, from_engine, self.pid) for to_engine, from_engine in api_ends]
+
+    def release_links(self) -> None:
+        """The API processes hold their ends now: close ours."""
+        for link in self.links:
+            link.to_engine.close()
+            link.from_engine.close()
+
+    def exit_reason(self) -> str:
+        code = self.proc.exitcode
+        how = "is running" if code is None else \
+            (f"was killed by signal {-code}" if code < 0 else f"exited with code {code}")
+        return f"the engine process (pid {self.pid}) {how}"
+
+    def stop(self, timeout_s: float = STOP_TIMEOUT_S) -> None:
+        """Wait for the engine process to exit (it does once every API process detached); kill it
+        after `timeout_s`."""
+        self.proc.join(timeout=timeout_s)
+        if self.proc.is_alive():
+            self.proc.kill()
+            self.proc.join(timeout=5)

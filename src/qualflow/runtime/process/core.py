@@ -1,19 +1,24 @@
-"""The engine in a child process: the entry point `main` that `EngineProxy` starts with multiprocessing
-spawn. The child loads the Task's engine (weights, KV cache, graphs) and owns the device; the parent
-keeps validation, prompt rendering and detokenization, so its event loop's work overlaps the GPU step
-instead of sharing one GIL with it. The messages are in process.messages.
+"""The engine process (the core) of one API process: `EngineProxy`, the API side that starts it with
+multiprocessing spawn and owns it (the engine interface over the link is process.core_client's
+EngineLink), and `main`, its entry point. If the engine process dies, every open request gets an
+`error` final at once and `health()` says why.
 
-The engine thread reads the parent's pipe itself (`PipeFeed`, attached as the engine's feed): a request
-reaches the scheduler with no other thread's wake-up in between, and an idle engine waits on the pipe.
-The main thread only waits for the engine thread to end.
-
-The child lives exactly as long as its parent: it is killed when the parent dies (PR_SET_PDEATHSIG,
-SIGKILL) and ignores SIGINT and SIGTERM, which reach it too when its process group is signalled, so a
-server stopped gracefully closes its engine itself (open requests end as cancelled, not failed).
+The engine process loads the Task's engine (weights, KV cache, graphs) and owns the device; the
+API process keeps validation, prompt rendering and detokenization, so its event loop's work
+overlaps the GPU step instead of sharing one GIL with it. The messages are in process.messages.
+The engine thread reads the API process's pipe itself (`PipeFeed`, attached as the engine's
+feed): a request reaches the scheduler with no other thread's wake-up in between, and an idle
+engine waits on the pipe. The main thread only waits for the engine thread to end. The engine
+process lives exactly as long as its parent: it is killed when the parent dies (PR_SET_PDEATHSIG,
+SIGKILL) and ignores SIGINT and SIGTERM, which reach it too when its process group is signalled,
+so a server stopped gracefully closes its engine itself (open requests end as cancelled, not
+failed).
 """
+
 from __future__ import annotations
 
 import dataclasses
+import multiprocessing
 import os
 import select
 import signal
@@ -24,7 +29,22 @@ from ...lifetime import die_with_parent
 from ..api.events import TaskTiming
 from ..config import EngineConfig
 from ..engine.outputs import EngineItem, Sink, Tokens
-from .messages import Cancel, Closed, Failed, Finished, Loaded, LoadFailed, Score, Scored, Step, Stop, Submit, recv, send
+from .core_client import STOP_TIMEOUT_S, EngineLink
+from .messages import (
+    Cancel,
+    Closed,
+    Failed,
+    Finished,
+    Loaded,
+    LoadFailed,
+    Score,
+    Scored,
+    Step,
+    Stop,
+    Submit,
+    recv,
+    send,
+)
 
 HEALTH_INTERVAL_S = 0.25
 
@@ -151,3 +171,83 @@ def _serve(conn_in, engine, out: Outbox, stopping: threading.Event) -> None:
         out.send(Closed())
         return
     threading.Event().wait()   # watch_health sends Failed and exits
+
+
+class EngineProxy(EngineLink):
+    def __init__(self, load: Callable, bundle_dir: str, cfg: EngineConfig):
+        """`load(bundle_dir, cfg)`: a module-level function (pickled by name) that builds the Task in
+        the child."""
+        super().__init__()
+        self._started, self._start_error = threading.Event(), None
+        # The child's death signal follows the thread that started it, so the thread that starts it is
+        # the one that reads from it for the proxy's whole life (not, say, a short-lived loading thread).
+        self.thread = threading.Thread(target=self._run, args=(load, str(bundle_dir), cfg),
+                                       name="qualflow-engine-proxy", daemon=True)
+        self.thread.start()
+        self._started.wait()
+        if self._start_error is not None:
+            self.thread.join(timeout=10)
+            raise RuntimeError(self._start_error)
+
+    def _run(self, load: Callable, bundle_dir: str, cfg: EngineConfig) -> None:
+        try:
+            self._start(load, bundle_dir, cfg)
+        except BaseException as e:  # noqa: BLE001 - raised by __init__
+            self._start_error = str(e) if isinstance(e, RuntimeError) else f"{type(e).__name__}: {e}"
+            return
+        finally:
+            self._started.set()
+        self._receive()
+
+    def _start(self, load: Callable, bundle_dir: str, cfg: EngineConfig) -> None:
+        ctx = multiprocessing.get_context("spawn")
+        child_in, self._to_engine = ctx.Pipe(duplex=False)
+        self._from_engine, child_out = ctx.Pipe(duplex=False)
+        self.proc = ctx.Process(target=main, name="qualflow-engine",
+                                args=(child_in, child_out, load, bundle_dir, cfg, os.getpid()), daemon=True)
+        self.proc.start()
+        child_in.close()
+        child_out.close()   # ours closed: the child's death reads as EOF
+        self.pid = self.proc.pid
+        first = self._recv_or_fail("while loading")
+        if not isinstance(first, Loaded):   # LoadFailed, or the engine died at once (Failed)
+            self.proc.join(timeout=5)
+            raise RuntimeError(f"the engine process failed to load: {first.why}")
+        self.load_timing, self.info = first.load_timing, first.info
+        self._begin_reading()
+
+    def close(self) -> None:
+        self._closing = True
+        self._stop_reading()
+        if self.proc.is_alive() and self._send(Stop()):
+            self.thread.join(timeout=STOP_TIMEOUT_S)
+        self.proc.join(timeout=5)
+        if self.proc.is_alive():
+            self.proc.kill()
+            self.proc.join(timeout=5)
+        self.thread.join(timeout=5)
+        self._to_engine.close()
+
+    # ---- what the link asks of its engine process ----------------------------------------------
+    def _alive(self) -> bool:
+        return self.proc.is_alive()
+
+    def _after_closed(self) -> None:   # let it exit before this thread ends (its death signal follows us)
+        self.proc.join(timeout=STOP_TIMEOUT_S)
+
+    def _settle(self) -> None:
+        self.proc.join(timeout=2)
+
+    def _recv_or_fail(self, when: str) -> Loaded | LoadFailed | Failed:
+        try:
+            return recv(self._from_engine)
+        except (EOFError, OSError):
+            self.proc.join(timeout=5)
+            raise RuntimeError(f"{self._exit_reason()} {when}") from None
+
+    def _exit_reason(self) -> str:
+        code = self.proc.exitcode
+        if code is None:
+            return "the engine process stopped answering"
+        how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
+        return f"the engine process (pid {self.pid}) {how}"

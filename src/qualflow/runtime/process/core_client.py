@@ -1,18 +1,18 @@
 """The API side of one link to an engine in another process: the engine interface
-(engine.interface.EngineClient) over two one-way pipes (process.messages). `EngineLink` is what both
-API-side kinds share: `proxy.EngineProxy`, which starts and owns its engine process (one API process),
-and `AttachedEngine` here, one of several API processes' links to an engine process started by
-`host.EngineHost` (`qualflow serve --api-server-count N`).
-
-A receiver thread reads the engine's messages (one Step per engine step) until the asyncio loop that
-streams the requests asks for them (`read_on`; process.reading): that loop then reads the pipe itself,
-one wake-up a step instead of the thread's and then the loop's. Either hands each request's items to
-its sink as the in-process engine would: Tokens, then one Final, with the request's
-`SubmittedRequest` (output ids, timing) updated first. The engine-side stamps (first scheduled,
-first token, finished, first answer token) travel with the final; `submitted_ns` is stamped here, at
-the Task call. When the link breaks (the engine process died), every open request gets an `error`
-final at once and `health()` says why.
+(engine.interface.EngineClient) over two one-way pipes (process.messages). `EngineLink` is what
+both API-side kinds share: `core.EngineProxy`, which starts and owns its engine process (one API
+process), and `AttachedEngine` here, one of several API processes' links to an engine process
+started by `core_hub.EngineHost` (`qualflow serve --api-server-count N`). A receiver thread reads
+the engine's messages (one Step per engine step) until the asyncio loop that streams the requests
+asks for them (`read_on`; process.reading): that loop then reads the pipe itself, one wake-up a
+step instead of the thread's and then the loop's. Either hands each request's items to its sink
+as the in-process engine would: Tokens, then one Final, with the request's `SubmittedRequest`
+(output ids, timing) updated first. The engine-side stamps (first scheduled, first token,
+finished, first answer token) travel with the final; `submitted_ns` is stamped here, at the Task
+call. When the link breaks (the engine process died), every open request gets an `error` final at
+once and `health()` says why.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -22,19 +22,33 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-import numpy as np
-import torch
-
 from ..api.errors import EngineFailed
 from ..api.events import TaskTiming
 from ..api.request import GenerationRequest
 from ..engine.interface import SubmittedRequest
 from ..engine.outputs import Final, Sink, Tokens
-from .messages import Cancel, Closed, Failed, Finished, Loaded, LoadFailed, Score, Scored, Step, Stop, Submit, recv, send
+from .messages import (
+    Cancel,
+    Closed,
+    Failed,
+    Finished,
+    Loaded,
+    LoadFailed,
+    Score,
+    Scored,
+    Step,
+    Stop,
+    Submit,
+    recv,
+    send,
+)
 from .reading import PipeReading
 
-if TYPE_CHECKING:
-    from .host import LinkEnds
+if TYPE_CHECKING:   # numpy and torch are imported by a score, so that core_hub's parent stays light
+    import numpy as np
+    import torch
+
+    from .messages import LinkEnds
 
 STOP_TIMEOUT_S = 30.0
 
@@ -109,6 +123,7 @@ class EngineLink:
         call.done.wait()
         if call.error is not None:
             raise EngineFailed(call.error) if self._failure else RuntimeError(call.error)
+        import torch
         return torch.from_numpy(call.logits)
 
     def health(self) -> str | None:
@@ -204,7 +219,7 @@ class EngineLink:
 
 class AttachedEngine(EngineLink):
     """One API process's link to an engine process it shares with the other API processes of the
-    server (process.host starts it, process.hub runs it). Built once the engine answered: raises
+    server (core_hub.EngineHost starts it, core_hub.main runs it). Built once the engine answered: raises
     RuntimeError if it failed to load (ValueError for an input error: a missing or tampered bundle).
     `close` detaches this API process: its open requests end as cancelled; the engine goes on for the
     others, and ends once every API process has detached."""
