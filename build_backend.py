@@ -1,6 +1,7 @@
 """The build backend: setuptools, plus a stamp of the git state (commit, dirty, diff hash) written
 into the package of a wheel or sdist, so a non-editable install knows the commit it was built from.
 Editable installs get no stamp: they read git at run time."""
+
 from __future__ import annotations
 
 import sys
@@ -25,7 +26,8 @@ def _stamped(build):
             return build(*args, **kwargs)
         finally:
             if stamp is not None:
-                stamp.unlink()   # the source tree stays clean; the stamp lives in what was built
+                stamp.unlink()  # the source tree stays clean; the stamp lives in what was built
+
     return hook
 
 

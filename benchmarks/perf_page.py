@@ -1,10 +1,11 @@
 """docs/performance.md, generated from the committed results (benchmarks/results/<GPU model>/*.json,
 qualflow.bench.results) and the dated history beside this file (perf_history.md).
 
-    python benchmarks/perf_page.py            # rewrite docs/performance.md
-    python benchmarks/perf_page.py --check    # exit 1 when the committed page is not what the results give
+    python benchmarks/perf_page.py            # rewrite docs/performance.md python
+    benchmarks/perf_page.py --check    # exit 1 when the committed page is not what the results give
 
 A new result file is committed with the page regenerated (a test compares the two)."""
+
 from __future__ import annotations
 
 import argparse
@@ -67,51 +68,78 @@ def _heading(r: dict, what: str) -> list[str]:
 
 
 def engine_table(r: dict) -> list[str]:
-    rows = ["| point | output tok/s | roofline tok/s | share of roofline | TTFT p50 ms | ITL p50 ms |",
-            "|---|---:|---:|---:|---:|---:|"]
+    rows = [
+        "| point | output tok/s | roofline tok/s | share of roofline | TTFT p50 ms | ITL p50 ms |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
     for p in r["points"]:
         f = p["figures"]
-        rows.append(f"| {p['name']} | {_n(f.get('output_tok_per_s'))} | "
-                    f"{_n(p['roofline'].get('output_tok_per_s'))} | {_pc(p['share_of_roofline'])} | "
-                    f"{_n(f.get('ttft_ms_p50'), '{:.2f}')} | {_n(f.get('itl_ms_p50'), '{:.3f}')} |")
+        rows.append(
+            f"| {p['name']} | {_n(f.get('output_tok_per_s'))} | "
+            f"{_n(p['roofline'].get('output_tok_per_s'))} | {_pc(p['share_of_roofline'])} | "
+            f"{_n(f.get('ttft_ms_p50'), '{:.2f}')} | {_n(f.get('itl_ms_p50'), '{:.3f}')} |"
+        )
     return _heading(r, "Engine") + rows + [""]
 
 
 def server_table(r: dict) -> list[str]:
-    rows = ["| point | server tok/s | Task tok/s | server share of Task | ceiling tok/s | "
-            "ITL p50 ms server / Task | gap p50 ms |", "|---|---:|---:|---:|---:|---:|---:|"]
+    rows = [
+        "| point | server tok/s | Task tok/s | server share of Task | ceiling tok/s | "
+        "ITL p50 ms server / Task | gap p50 ms |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
     for p in r["points"]:
         f = p["figures"]
         task = f.get("task_output_tok_per_s")
-        share = f["server_output_tok_per_s"] / task if task and f.get("server_output_tok_per_s") else None
-        rows.append(f"| {p['name']} | {_n(f.get('server_output_tok_per_s'))} | {_n(task)} | {_pc(share)} | "
-                    f"{_n(f.get('ceiling_output_tok_per_s'))} | {_n(f.get('itl_ms_p50'), '{:.2f}')} / "
-                    f"{_n(f.get('task_itl_ms_p50'), '{:.2f}')} | "
-                    f"{_n(f.get('client_minus_task_ms_p50'), '{:.2f}')} |")
+        share = (
+            f["server_output_tok_per_s"] / task
+            if task and f.get("server_output_tok_per_s")
+            else None
+        )
+        rows.append(
+            f"| {p['name']} | {_n(f.get('server_output_tok_per_s'))} | {_n(task)} | {_pc(share)} | "
+            f"{_n(f.get('ceiling_output_tok_per_s'))} | {_n(f.get('itl_ms_p50'), '{:.2f}')} / "
+            f"{_n(f.get('task_itl_ms_p50'), '{:.2f}')} | "
+            f"{_n(f.get('client_minus_task_ms_p50'), '{:.2f}')} |"
+        )
     return _heading(r, "Server") + rows + [""]
 
 
 def pilot_table(r: dict) -> list[str]:
-    rows = ["| point | status | output tok/s | TTFT p50 ms | ITL p50 ms |", "|---|---|---:|---:|---:|"]
+    rows = [
+        "| point | status | output tok/s | TTFT p50 ms | ITL p50 ms |",
+        "|---|---|---:|---:|---:|",
+    ]
     for p in r["points"]:
         f = p["figures"]
-        rows.append(f"| {p['name']} | {f['status']} | {_n(f.get('output_tok_per_s'))} | "
-                    f"{_n(f.get('ttft_ms_p50'), '{:.2f}')} | {_n(f.get('itl_ms_p50'), '{:.2f}')} |")
+        rows.append(
+            f"| {p['name']} | {f['status']} | {_n(f.get('output_tok_per_s'))} | "
+            f"{_n(f.get('ttft_ms_p50'), '{:.2f}')} | {_n(f.get('itl_ms_p50'), '{:.2f}')} |"
+        )
     return _heading(r, "Pilot") + rows + [""]
 
 
 def kernel_table(r: dict) -> list[str]:
-    rows = ["| shape | best us | copy-bound us | share of copy bandwidth | launch |",
-            "|---|---:|---:|---:|---|"]
+    rows = [
+        "| shape | best us | copy-bound us | share of copy bandwidth | launch |",
+        "|---|---:|---:|---:|---|",
+    ]
     for p in r["points"]:
         f = p["figures"]
         launch = ", ".join(f"{k} {v}" for k, v in f.get("launch", {}).items())
-        rows.append(f"| {p['name']} | {_n(f['us'], '{:.2f}')} | {_n(p['roofline'].get('us'), '{:.2f}')} | "
-                    f"{_pc(p['share_of_roofline'])} | {launch} |")
+        rows.append(
+            f"| {p['name']} | {_n(f['us'], '{:.2f}')} | {_n(p['roofline'].get('us'), '{:.2f}')} | "
+            f"{_pc(p['share_of_roofline'])} | {launch} |"
+        )
     return _heading(r, "Kernel") + rows + [""]
 
 
-TABLES = {"engine": engine_table, "server": server_table, "pilot": pilot_table, "kernel": kernel_table}
+TABLES = {
+    "engine": engine_table,
+    "server": server_table,
+    "pilot": pilot_table,
+    "kernel": kernel_table,
+}
 
 
 def render(results: Path | None = None, history: Path | None = None) -> str:
@@ -122,8 +150,11 @@ def render(results: Path | None = None, history: Path | None = None) -> str:
     for gpu in sorted({r["gpu"] for _, r in found}):
         out += [f"## {gpu}", ""]
         for kind in ("engine", "server", "pilot", "kernel"):
-            for _, r in sorted((pr for pr in found if pr[1]["gpu"] == gpu and pr[1]["kind"] == kind),
-                               key=lambda pr: (pr[1]["date"], pr[1]["name"]), reverse=True):
+            for _, r in sorted(
+                (pr for pr in found if pr[1]["gpu"] == gpu and pr[1]["kind"] == kind),
+                key=lambda pr: (pr[1]["date"], pr[1]["name"]),
+                reverse=True,
+            ):
                 out += TABLES[kind](r)
     out += [(history or HISTORY).read_text().rstrip(), ""]
     return "\n".join(out)
@@ -131,14 +162,18 @@ def render(results: Path | None = None, history: Path | None = None) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--check", action="store_true", help="compare with the committed page, write nothing")
+    ap.add_argument(
+        "--check", action="store_true", help="compare with the committed page, write nothing"
+    )
     ap.add_argument("--out", type=Path, default=PAGE, help="the page to write or check")
     a = ap.parse_args(argv)
     page = render()
     if a.check:
         if not a.out.exists() or a.out.read_text() != page:
-            print(f"{a.out} is not what benchmarks/results/ gives: run python benchmarks/perf_page.py",
-                  file=sys.stderr)
+            print(
+                f"{a.out} is not what benchmarks/results/ gives: run python benchmarks/perf_page.py",
+                file=sys.stderr,
+            )
             return 1
         return 0
     a.out.parent.mkdir(parents=True, exist_ok=True)

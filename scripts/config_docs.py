@@ -8,6 +8,7 @@ A key under a map of names reads `<model>`, `<workload>` or `<load>` for the nam
 chooses.
 A `$ref` is expanded where it is first met; later uses point back to that key.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -50,14 +51,24 @@ def keys(schema: dict) -> list[dict]:
                 target = ref.rsplit("/", 1)[-1]
                 resolved = defs[target]
                 if target in seen:
-                    resolved = {**resolved, "properties": {}, "additionalProperties": False,
-                                "description": f"as `{seen[target]}`"}
+                    resolved = {
+                        **resolved,
+                        "properties": {},
+                        "additionalProperties": False,
+                        "description": f"as `{seen[target]}`",
+                    }
                 else:
                     seen[target] = path
                 child = {**resolved, **{k: v for k, v in child.items() if k != "$ref"}}
-            rows.append({"path": path, "type": _type(child), "required": name in required,
-                         "default": json.dumps(child["default"]) if "default" in child else "",
-                         "description": child.get("description", "")})
+            rows.append(
+                {
+                    "path": path,
+                    "type": _type(child),
+                    "required": name in required,
+                    "default": json.dumps(child["default"]) if "default" in child else "",
+                    "description": child.get("description", ""),
+                }
+            )
             walk(child, path + ".")
             extra = child.get("additionalProperties")
             if isinstance(extra, dict):
@@ -65,9 +76,15 @@ def keys(schema: dict) -> list[dict]:
                 if "$ref" in extra:
                     walk({"properties": {placeholder: extra}}, path + ".")
                 else:
-                    rows.append({"path": f"{path}.{placeholder}", "type": _type(extra),
-                                 "required": False, "default": "",
-                                 "description": f"one entry of `{name}`, under a name you choose"})
+                    rows.append(
+                        {
+                            "path": f"{path}.{placeholder}",
+                            "type": _type(extra),
+                            "required": False,
+                            "default": "",
+                            "description": f"one entry of `{name}`, under a name you choose",
+                        }
+                    )
                     walk(extra, f"{path}.{placeholder}.")
 
     walk(schema, "")
@@ -110,12 +127,17 @@ def main(argv: list[str] | None = None) -> int:
         page = args.check.read_text()
         missing = missing_keys(page, schema)
         if missing:
-            print(f"config_docs: {args.check} does not document: {', '.join(missing)}",
-                  file=sys.stderr)
+            print(
+                f"config_docs: {args.check} does not document: {', '.join(missing)}",
+                file=sys.stderr,
+            )
             return 1
         if render(page, schema) != page:
-            print(f"config_docs: {args.check}'s key table is stale: run "
-                  f"python scripts/config_docs.py --write {args.check}", file=sys.stderr)
+            print(
+                f"config_docs: {args.check}'s key table is stale: run "
+                f"python scripts/config_docs.py --write {args.check}",
+                file=sys.stderr,
+            )
             return 1
     else:
         print(table(schema))

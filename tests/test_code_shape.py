@@ -1,5 +1,6 @@
 """Functions read in one screen: none in src/qualflow over 80 lines or 10 parameters (self/cls not
 counted), Triton kernels aside (their signature is the kernel's argument list)."""
+
 from __future__ import annotations
 
 import ast
@@ -28,7 +29,9 @@ def _offenders() -> list[str]:
                 continue
             lines = fn.end_lineno - fn.lineno + 1
             if lines > MAX_LINES or _params(fn) > MAX_PARAMS:
-                out.append(f"{path.relative_to(PKG)}:{fn.lineno} {fn.name}: {lines} lines, {_params(fn)} params")
+                out.append(
+                    f"{path.relative_to(PKG)}:{fn.lineno} {fn.name}: {lines} lines, {_params(fn)} params"
+                )
     return out
 
 

@@ -1,5 +1,6 @@
 """The software key: clean commit, a dirty tree's own key per change, and the build-time stamp of a
 non-editable install."""
+
 from __future__ import annotations
 
 import json
@@ -43,7 +44,7 @@ def test_a_dirty_tree_gets_its_own_key_per_change(repo):
     two = key_suffix(source_state(repo / "pkg"))
     assert one.startswith(clean + ".dirty.") and two.startswith(clean + ".dirty.") and one != two
     (repo / "pkg" / "a.py").write_text("x = 1\n")
-    (repo / "pkg" / "new.py").write_text("y = 1\n")          # untracked code counts too
+    (repo / "pkg" / "new.py").write_text("y = 1\n")  # untracked code counts too
     assert key_suffix(source_state(repo / "pkg")).startswith(clean + ".dirty.")
 
 
@@ -62,11 +63,31 @@ def test_a_build_stamp_names_the_commit_outside_git(repo, tmp_path):
 def test_the_wheel_carries_the_stamp(tmp_path):
     """A real build through the project's backend: the wheel holds the commit it was built from."""
     src = tmp_path / "src"
-    subprocess.run(["git", "clone", "-q", str(ROOT), str(src)], check=True, capture_output=True, timeout=120)
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
-                    str(tmp_path / "dist"), str(src)], check=True, capture_output=True, timeout=600)
+    subprocess.run(
+        ["git", "clone", "-q", str(ROOT), str(src)], check=True, capture_output=True, timeout=120
+    )
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp_path / "dist"),
+            str(src),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
     wheel = next((tmp_path / "dist").glob("qualflow-*.whl"))
     with zipfile.ZipFile(wheel) as z:
         stamp = json.loads(z.read(f"qualflow/{STAMP}"))
-    assert stamp["git_sha"] == source_state(src / "src" / "qualflow")["git_sha"] and stamp["git_dirty"] is False
-    assert not (src / "src" / "qualflow" / STAMP).exists()     # the source tree stays clean
+    assert (
+        stamp["git_sha"] == source_state(src / "src" / "qualflow")["git_sha"]
+        and stamp["git_dirty"] is False
+    )
+    assert not (src / "src" / "qualflow" / STAMP).exists()  # the source tree stays clean

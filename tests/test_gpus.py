@@ -1,5 +1,6 @@
 """Exclusive GPU leases, tested without GPUs: fake device ids, concurrent holders, no overlap, the
 lock released when its holder crashes or is interrupted."""
+
 from __future__ import annotations
 
 import json
@@ -7,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -36,7 +36,7 @@ def test_cuda_n_pins_one_gpu(tmp_path):
         assert lease.gpu == GPUS[1]
         with pytest.raises(GpuLeaseError):
             acquire("cuda:1", gpus=GPUS, lock_dir=tmp_path, timeout_s=0.2, poll_s=0.05)
-        assert acquire("cuda", gpus=GPUS, lock_dir=tmp_path).gpu == GPUS[0]   # the other one is free
+        assert acquire("cuda", gpus=GPUS, lock_dir=tmp_path).gpu == GPUS[0]  # the other one is free
     with pytest.raises(GpuLeaseError, match="no GPU 7 here"):
         acquire("cuda:7", gpus=GPUS, lock_dir=tmp_path)
     with pytest.raises(GpuLeaseError, match="no GPU is visible"):
@@ -54,7 +54,9 @@ time.sleep(60)
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["crash", "ctrl-c"])
 def test_the_lock_is_released_when_its_holder_dies(tmp_path, sig):
-    p = subprocess.Popen([sys.executable, "-c", HOLD, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(tmp_path)], stdout=subprocess.PIPE, text=True
+    )
     assert p.stdout.readline().strip() == "held"
     assert [h["job"] for h in holders(tmp_path)] == ["child"]
     with pytest.raises(GpuLeaseError):
@@ -67,8 +69,12 @@ def test_the_lock_is_released_when_its_holder_dies(tmp_path, sig):
 
 
 def test_cores_split_evenly_and_devices_parse():
-    assert core_share(0, 2, list(range(8))) == [0, 1, 2, 3] and core_share(1, 2, list(range(8))) == [4, 5, 6, 7]
+    assert core_share(0, 2, list(range(8))) == [0, 1, 2, 3] and core_share(
+        1, 2, list(range(8))
+    ) == [4, 5, 6, 7]
     assert core_share(0, 4, [0, 1]) == [0]
     assert parse_gpus("0:GPU-aaa:NVIDIA H200,1:GPU-bbb:NVIDIA H200") == [
-        Gpu(0, "GPU-aaa", "NVIDIA H200"), Gpu(1, "GPU-bbb", "NVIDIA H200")]
+        Gpu(0, "GPU-aaa", "NVIDIA H200"),
+        Gpu(1, "GPU-bbb", "NVIDIA H200"),
+    ]
     assert visible_gpus({"QUALFLOW_GPUS": "3:GPU-c:X"}) == [Gpu(3, "GPU-c", "X")]

@@ -1,6 +1,7 @@
 """qualflow.workflow_config: the config checks the workflow runs at parse time (each error names its
 key), and a model's serving settings, from which the correctness and session stages choose between
 our bundle and an external endpoint."""
+
 from __future__ import annotations
 
 import argparse
@@ -13,8 +14,12 @@ from fixtures import REPO
 from qualflow.cli import main
 from qualflow.session.cli import with_model_settings
 from qualflow.session.config import SessionConfig
-from qualflow.workflow_config import (check_config, compare_needs_current, read_serving_settings,
-                                      serving_settings)
+from qualflow.workflow_config import (
+    check_config,
+    compare_needs_current,
+    read_serving_settings,
+    serving_settings,
+)
 
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
 WORKLOADS = {"tiny": {"concurrency": [1], "isl": 8, "osl": 8, "request_count": 2}}
@@ -24,7 +29,10 @@ ENDPOINT = {"url": "http://127.0.0.1:8001", "model": "served"}
 def config(**model) -> dict:
     if "checkpoint" in model and "endpoint" not in model:
         model.setdefault("profiles", ["fp16"])
-    return {"models": {"m": {"workloads": ["tiny"], **model}}, "workloads": copy.deepcopy(WORKLOADS)}
+    return {
+        "models": {"m": {"workloads": ["tiny"], **model}},
+        "workloads": copy.deepcopy(WORKLOADS),
+    }
 
 
 def refused(cfg: dict) -> str:
@@ -46,17 +54,27 @@ def test_a_model_names_a_checkpoint_or_an_endpoint():
 
 def test_a_schema_error_is_one_line_naming_the_key():
     msg = refused({**config(checkpoint="embedded"), "bogus_key": 1})
-    assert msg == "config: (top level): Additional properties are not allowed ('bogus_key' was unexpected)"
+    assert (
+        msg
+        == "config: (top level): Additional properties are not allowed ('bogus_key' was unexpected)"
+    )
 
 
 def test_an_unknown_workload_is_named():
-    assert "models.m.workloads names 'nope'" in refused({**config(checkpoint="embedded"), "models": {
-        "m": {"checkpoint": "embedded", "profiles": ["fp16"], "workloads": ["nope"]}}})
+    assert "models.m.workloads names 'nope'" in refused(
+        {
+            **config(checkpoint="embedded"),
+            "models": {
+                "m": {"checkpoint": "embedded", "profiles": ["fp16"], "workloads": ["nope"]}
+            },
+        }
+    )
 
 
 def test_an_endpoint_has_no_build_profile_and_gets_the_endpoint_one():
     assert "models.m.profiles: an endpoint has no build profile" in refused(
-        config(endpoint=ENDPOINT, profiles=["fp16"]))
+        config(endpoint=ENDPOINT, profiles=["fp16"])
+    )
     cfg = config(endpoint=ENDPOINT)
     check_config(cfg, SCHEMA)
     assert cfg["models"]["m"]["profiles"] == ["endpoint"]
@@ -115,15 +133,27 @@ def test_the_session_takes_endpoint_and_extensions_from_the_settings(tmp_path):
     assert cfg.endpoint is None and cfg.bundle == "b" and cfg.request_extensions is True
 
 
-def test_correctness_runs_endpoint_correctness_where_the_settings_name_an_endpoint(tmp_path, monkeypatch):
+def test_correctness_runs_endpoint_correctness_where_the_settings_name_an_endpoint(
+    tmp_path, monkeypatch
+):
     import qualflow.session.endpoint as endpoint
+
     seen = []
     monkeypatch.setattr(endpoint, "main_endpoint_correctness", lambda a: seen.append(a) or 0)
     f = tmp_path / "serving.json"
     f.write_text(json.dumps({"endpoint": ENDPOINT, "request_extensions": False}))
-    assert main(["correctness", "--model-settings", str(f), "--pin", "p.json", "--out", "c.parquet"]) == 0
+    assert (
+        main(["correctness", "--model-settings", str(f), "--pin", "p.json", "--out", "c.parquet"])
+        == 0
+    )
     (a,) = seen
-    assert isinstance(a, argparse.Namespace) and json.loads(a.endpoint) == ENDPOINT and a.pin == "p.json"
+    assert (
+        isinstance(a, argparse.Namespace)
+        and json.loads(a.endpoint) == ENDPOINT
+        and a.pin == "p.json"
+    )
     f.write_text(json.dumps({"endpoint": None, "request_extensions": True}))
-    assert main(["correctness", "--model-settings", str(f), "--out", "c.parquet"]) == 2  # no --bundle
+    assert (
+        main(["correctness", "--model-settings", str(f), "--out", "c.parquet"]) == 2
+    )  # no --bundle
     assert len(seen) == 1

@@ -11,13 +11,16 @@ uvicorn, pydantic and openai travel for our server anyway. LEFT_BEHIND are requi
 wheels that a qualify runs without: the imports of every process of the CPU two-stack qualify were
 recorded, and where one of these is tried at all the import is optional (each says what needs it).
 
-    python3 benchmarks/device/device_wheels.py fill  [--dir .whl]   # download what is missing, drop the rest, check
-    python3 benchmarks/device/device_wheels.py check [--dir .whl]   # one wheel per pin, requirements met, size
+    python3 benchmarks/device/device_wheels.py fill  [--dir .whl]   # download what is missing, drop
+    the rest, check python3 benchmarks/device/device_wheels.py check [--dir .whl]   # one wheel per
+    pin, requirements met, size
 
 `fill` is idempotent: a second run downloads nothing and leaves the same set. It needs PyPI (pip
 download --no-deps; connection-pool has no wheel on PyPI and is built from its pure-Python sdist).
-Install on the machine with `pip install --no-index --no-deps --target` (benchmarks/device/peer_gpu.sh).
+Install on the machine with `pip install --no-index --no-deps --target`
+(benchmarks/device/peer_gpu.sh).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,7 +35,7 @@ from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import Version
 
 ROOT = Path(__file__).resolve().parents[2]
-LIMIT = 64 * 2**20   # the device tool's limit on the working tree plus carried paths
+LIMIT = 64 * 2**20  # the device tool's limit on the working tree plus carried paths
 
 # name==version: the test environment's version of each name the machine lacks, and transformers
 CARRIED = """
@@ -70,7 +73,8 @@ LEFT_BEHIND = {
     "mdit-py-plugins": "textual (markdown-it-py[plugins]): aiperf's terminal dashboard only",
 }
 
-# the names the machine's image holds (as read on 2026-11-17); versions where a requirement needs them
+# the names the machine's image holds (as read on 2026-11-17); versions where a requirement needs
+# them
 DEVICE = """
 absl-py accelerate aiofiles aiohappyeyeballs aiohttp aiosignal annotated-doc anyio attrs botorch build
 certifi charset-normalizer chex click cloudpickle cmake colorama contourpy coverage cuda-bindings
@@ -95,14 +99,35 @@ torchaudio torchdiffeq torch-geometric torchmetrics torchvision tqdm transformer
 typer typing-extensions typing-inspect urllib3 uvloop wadler-lindig werkzeug wheel wrapt xarray
 xxhash yarl zipp
 """
-DEVICE_VERSIONS = {"accelerate": "1.15.0", "huggingface-hub": "1.33.0", "numpy": "2.5.2", "safetensors": "0.8.0",
-                   "tokenizers": "0.23.2", "torch": "2.11.0", "transformers": "5.17.0"}
+DEVICE_VERSIONS = {
+    "accelerate": "1.15.0",
+    "huggingface-hub": "1.33.0",
+    "numpy": "2.5.2",
+    "safetensors": "0.8.0",
+    "tokenizers": "0.23.2",
+    "torch": "2.11.0",
+    "transformers": "5.17.0",
+}
 # the machine's interpreter, for requirement markers
-MARKER_ENV = {"python_version": "3.12", "python_full_version": "3.12.3", "sys_platform": "linux",
-              "platform_system": "Linux", "platform_machine": "x86_64", "os_name": "posix",
-              "implementation_name": "cpython", "platform_python_implementation": "CPython", "extra": ""}
-PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_24_x86_64", "manylinux_2_17_x86_64",
-             "manylinux2014_x86_64", "manylinux1_x86_64")
+MARKER_ENV = {
+    "python_version": "3.12",
+    "python_full_version": "3.12.3",
+    "sys_platform": "linux",
+    "platform_system": "Linux",
+    "platform_machine": "x86_64",
+    "os_name": "posix",
+    "implementation_name": "cpython",
+    "platform_python_implementation": "CPython",
+    "extra": "",
+}
+PLATFORMS = (
+    "manylinux_2_28_x86_64",
+    "manylinux_2_27_x86_64",
+    "manylinux_2_24_x86_64",
+    "manylinux_2_17_x86_64",
+    "manylinux2014_x86_64",
+    "manylinux1_x86_64",
+)
 
 
 def pins() -> dict[str, Version]:
@@ -128,17 +153,25 @@ def requirements(whl: Path, extras: frozenset[str] = frozenset()) -> list[Requir
     with zipfile.ZipFile(whl) as z:
         meta = next(n for n in z.namelist() if re.fullmatch(r"[^/]+\.dist-info/METADATA", n))
         lines = z.read(meta).decode().splitlines()
-    reqs = [Requirement(ln.split(":", 1)[1].strip()) for ln in lines if ln.startswith("Requires-Dist:")]
-    return [r for r in reqs if r.marker is None
-            or any(r.marker.evaluate({**MARKER_ENV, "extra": e}) for e in ("", *extras))]
+    reqs = [
+        Requirement(ln.split(":", 1)[1].strip()) for ln in lines if ln.startswith("Requires-Dist:")
+    ]
+    return [
+        r
+        for r in reqs
+        if r.marker is None
+        or any(r.marker.evaluate({**MARKER_ENV, "extra": e}) for e in ("", *extras))
+    ]
 
 
 def tree_bytes() -> int | None:
     """The working tree that travels beside .whl/: tracked and untracked, not ignored, files (None
     outside a git checkout, as on the machine itself)."""
     try:
-        r = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, capture_output=True)
-    except FileNotFoundError:    # no git
+        r = subprocess.run(
+            ["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, capture_output=True
+        )
+    except FileNotFoundError:  # no git
         return None
     if r.returncode != 0:
         return None
@@ -147,16 +180,19 @@ def tree_bytes() -> int | None:
 
 
 def problems(d: Path) -> list[str]:
-    """What is wrong with the set in `d`: a pin missing, a wheel unpinned or twice, an unmet requirement."""
+    """What is wrong with the set in `d`: a pin missing, a wheel unpinned or twice, an unmet
+    requirement."""
     want, have = pins(), wheels(d)
     out = [f"{n}=={v}: no wheel" for n, v in want.items() if n not in have]
     for n, found in have.items():
         if len(found) > 1:
-            out.append(f"{n}: {len(found)} wheels ({', '.join(p.name for _, p in found)}); keep one")
+            out.append(
+                f"{n}: {len(found)} wheels ({', '.join(p.name for _, p in found)}); keep one"
+            )
         elif n not in want or found[0][0] != want[n]:
             out.append(f"{found[0][1].name}: not pinned in CARRIED")
     device = {canonicalize_name(n) for n in DEVICE.split()}
-    asked = {n: frozenset() for n in have}     # extras that carried wheels ask of carried wheels
+    asked = {n: frozenset() for n in have}  # extras that carried wheels ask of carried wheels
     for n, found in have.items():
         for req in requirements(found[0][1]):
             if req.extras and canonicalize_name(req.name) in asked:
@@ -167,8 +203,14 @@ def problems(d: Path) -> list[str]:
             version = want.get(r) or (Version(DEVICE_VERSIONS[r]) if r in DEVICE_VERSIONS else None)
             if r not in want and r not in device and r not in LEFT_BEHIND:
                 out.append(f"{n} needs {req}: neither carried nor on the machine")
-            elif version is not None and req.specifier and not req.specifier.contains(version, prereleases=True):
-                out.append(f"{n} needs {req}: {'carried' if r in want else 'the machine has'} {r}=={version}")
+            elif (
+                version is not None
+                and req.specifier
+                and not req.specifier.contains(version, prereleases=True)
+            ):
+                out.append(
+                    f"{n} needs {req}: {'carried' if r in want else 'the machine has'} {r}=={version}"
+                )
     return out
 
 
@@ -177,19 +219,25 @@ def check(d: Path) -> int:
     size = sum(p.stat().st_size for p in d.glob("*.whl"))
     tree = tree_bytes()
     if tree is not None and size + tree > LIMIT:
-        bad.append(f"{size / 2**20:.1f} MiB of wheels + {tree / 2**20:.1f} MiB of working tree > 64 MiB")
+        bad.append(
+            f"{size / 2**20:.1f} MiB of wheels + {tree / 2**20:.1f} MiB of working tree > 64 MiB"
+        )
     for line in bad:
         print(f"device_wheels: {line}", file=sys.stderr)
-    beside = "working tree not measured" if tree is None else f"+ {tree / 2**20:.1f} MiB of working tree"
-    print(f"device_wheels: {len(list(d.glob('*.whl')))} wheels, {size / 2**20:.1f} MiB ({beside}, "
-          f"limit 64 MiB): {'ok' if not bad else 'NOT ok'}")
+    beside = (
+        "working tree not measured" if tree is None else f"+ {tree / 2**20:.1f} MiB of working tree"
+    )
+    print(
+        f"device_wheels: {len(list(d.glob('*.whl')))} wheels, {size / 2**20:.1f} MiB ({beside}, "
+        f"limit 64 MiB): {'ok' if not bad else 'NOT ok'}"
+    )
     return 1 if bad else 0
 
 
 def fill(d: Path) -> int:
     d.mkdir(exist_ok=True)
     want, have = pins(), wheels(d)
-    for n, found in have.items():       # anything not pinned, or at another version, goes
+    for n, found in have.items():  # anything not pinned, or at another version, goes
         for version, p in found:
             if want.get(n) != version:
                 p.unlink()
@@ -200,13 +248,44 @@ def fill(d: Path) -> int:
         if n in have:
             continue
         spec = f"{n}=={version}"
-        r = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
-                            "--python-version", "3.12", "--implementation", "cp", *platforms, "-d", str(d), spec],
-                           stderr=subprocess.DEVNULL)
+        r = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "-q",
+                "--no-deps",
+                "--only-binary=:all:",
+                "--python-version",
+                "3.12",
+                "--implementation",
+                "cp",
+                *platforms,
+                "-d",
+                str(d),
+                spec,
+            ],
+            stderr=subprocess.DEVNULL,
+        )
         if r.returncode != 0:
-            print(f"device_wheels: no wheel of {spec} on the index: building it from its sdist (pure Python)")
-            r = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-binary=:all:",
-                                "-w", str(d), spec])
+            print(
+                f"device_wheels: no wheel of {spec} on the index: building it from its sdist (pure Python)"
+            )
+            r = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "pip",
+                    "wheel",
+                    "-q",
+                    "--no-deps",
+                    "--no-binary=:all:",
+                    "-w",
+                    str(d),
+                    spec,
+                ]
+            )
         if r.returncode != 0:
             print(f"device_wheels: could not get {spec}", file=sys.stderr)
             return 1
@@ -216,7 +295,12 @@ def fill(d: Path) -> int:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("command", choices=("fill", "check"))
-    ap.add_argument("--dir", type=Path, default=ROOT / ".whl", help="the wheel folder (default: .whl/ at the root)")
+    ap.add_argument(
+        "--dir",
+        type=Path,
+        default=ROOT / ".whl",
+        help="the wheel folder (default: .whl/ at the root)",
+    )
     a = ap.parse_args(argv)
     return fill(a.dir) if a.command == "fill" else check(a.dir)
 

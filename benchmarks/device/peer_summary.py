@@ -1,11 +1,13 @@
-"""Each stack's figures of a two-stack qualify, and ours-to-peer ratios per point (benchmarks/device/peer_gpu.sh).
+"""Each stack's figures of a two-stack qualify, and ours-to-peer ratios per point
+(benchmarks/device/peer_gpu.sh).
 
 Reads the evidence of software key KEY (results/evidence/KEY/<model>/<profile>/): our server is the
 stack with a build profile, the peer the one filed under profile `endpoint`. Writes OUT/summary.json
 (per stack: each point's status and reasons, its summary row, startup; per point: the ratios) and
 prints one Markdown table row per point:
 
-    point | ours tok/s | peer tok/s | throughput ours/peer | TTFT p50 | first output token p50 | ITL p50
+    point | ours tok/s | peer tok/s | throughput ours/peer | TTFT p50 | first output token p50 | ITL
+    p50
 
 Beside the evidence's TTFT (AIPerf's: its first content event, reasoning included) it takes AIPerf's
 time to first *output* token (the first non-reasoning content, `time_to_first_output_token` in
@@ -14,6 +16,7 @@ with `--reasoning off`, so its TTFT is the time to that item, not to a generated
 
     python3 benchmarks/device/peer_summary.py KEY OUT [--results results]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,24 +29,38 @@ import pandas as pd
 
 from qualflow.aiperf.exports import read_summary
 
-ENDPOINT_PROFILE = "endpoint"   # the profile an endpoint's evidence is filed under (workflow/rules/common.smk)
-FIGURES = ("output_token_throughput_tps", "client_ttft_ms_p50", "client_ttft_ms_p99", "aiperf_ttfo_ms_p50",
-           "aiperf_ttfo_ms_p99", "client_itl_ms_p50", "client_itl_ms_p99", "error_rate", "status")
+ENDPOINT_PROFILE = (
+    "endpoint"  # the profile an endpoint's evidence is filed under (workflow/rules/common.smk)
+)
+FIGURES = (
+    "output_token_throughput_tps",
+    "client_ttft_ms_p50",
+    "client_ttft_ms_p99",
+    "aiperf_ttfo_ms_p50",
+    "aiperf_ttfo_ms_p99",
+    "client_itl_ms_p50",
+    "client_itl_ms_p99",
+    "error_rate",
+    "status",
+)
 TTFO = "time_to_first_output_token"
 
 
 def stack(d: Path, session: Path) -> dict:
-    """One stack's evidence (`d`): status rows, summary rows (schema_version dropped, AIPerf's time to
-    first output token added from the point's export under `session`) and startup."""
+    """One stack's evidence (`d`): status rows, summary rows (schema_version dropped, AIPerf's
+    time to first output token added from the point's export under `session`) and startup."""
     runs, summ = pd.read_parquet(d / "runs.parquet"), pd.read_parquet(d / "summary.parquet")
     rows = summ.drop(columns=["schema_version"]).to_dict("records")
     for r in rows:
         block = (read_summary(session / "points" / r["point_id"] / "aiperf") or {}).get(TTFO) or {}
         r["aiperf_ttfo_ms_p50"], r["aiperf_ttfo_ms_p99"] = block.get("p50"), block.get("p99")
-    return {"model": d.parent.name, "profile": d.name,
-            "status": runs[["point_id", "status", "status_reasons"]].to_dict("records"),
-            "startup": json.loads(runs["startup"].iloc[0]) if runs["startup"].iloc[0] else None,
-            "summary": rows}
+    return {
+        "model": d.parent.name,
+        "profile": d.name,
+        "status": runs[["point_id", "status", "status_reasons"]].to_dict("records"),
+        "startup": json.loads(runs["startup"].iloc[0]) if runs["startup"].iloc[0] else None,
+        "summary": rows,
+    }
 
 
 def _num(x) -> float | None:
@@ -73,15 +90,20 @@ def _fmt(x, spec: str) -> str:
 
 
 def table(rows: dict[str, dict]) -> str:
-    lines = ["| point | ours tok/s | peer tok/s | throughput ours / peer | TTFT p50 ours / peer "
-             "| first output token p50 ours / peer | ITL p50 ours / peer |", "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| point | ours tok/s | peer tok/s | throughput ours / peer | TTFT p50 ours / peer "
+        "| first output token p50 ours / peer | ITL p50 ours / peer |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for pid, r in rows.items():
         o, p = r["ours"], r["peer"]
-        lines.append(f"| {pid} | {_fmt(o['output_token_throughput_tps'], ',.0f')} | "
-                     f"{_fmt(p['output_token_throughput_tps'], ',.0f')} | {_fmt(r['throughput_ours_over_peer'], '.1f')}× | "
-                     f"{_fmt(o['client_ttft_ms_p50'], '.1f')} / {_fmt(p['client_ttft_ms_p50'], '.1f')} ms | "
-                     f"{_fmt(o['aiperf_ttfo_ms_p50'], '.1f')} / {_fmt(p['aiperf_ttfo_ms_p50'], '.1f')} ms | "
-                     f"{_fmt(o['client_itl_ms_p50'], '.2f')} / {_fmt(p['client_itl_ms_p50'], '.2f')} ms |")
+        lines.append(
+            f"| {pid} | {_fmt(o['output_token_throughput_tps'], ',.0f')} | "
+            f"{_fmt(p['output_token_throughput_tps'], ',.0f')} | {_fmt(r['throughput_ours_over_peer'], '.1f')}× | "
+            f"{_fmt(o['client_ttft_ms_p50'], '.1f')} / {_fmt(p['client_ttft_ms_p50'], '.1f')} ms | "
+            f"{_fmt(o['aiperf_ttfo_ms_p50'], '.1f')} / {_fmt(p['aiperf_ttfo_ms_p50'], '.1f')} ms | "
+            f"{_fmt(o['client_itl_ms_p50'], '.2f')} / {_fmt(p['client_itl_ms_p50'], '.2f')} ms |"
+        )
     return "\n".join(lines)
 
 
@@ -89,22 +111,30 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("key")
     ap.add_argument("out", type=Path)
-    ap.add_argument("--results", type=Path, default=Path("results"), help="the workflow's results folder")
+    ap.add_argument(
+        "--results", type=Path, default=Path("results"), help="the workflow's results folder"
+    )
     a = ap.parse_args(argv)
     ev, sess = a.results / "evidence" / a.key, a.results / "session" / a.key
     dirs = sorted(d for d in ev.glob("*/*") if (d / "summary.parquet").is_file())
     stacks = {f"{d.parent.name}/{d.name}": stack(d, sess / d.parent.name / d.name) for d in dirs}
     ours = [s for s in stacks.values() if s["profile"] != ENDPOINT_PROFILE]
     peer = [s for s in stacks.values() if s["profile"] == ENDPOINT_PROFILE]
-    res = {"key": a.key, "stacks": stacks,
-           "ratios": ratios(ours[0], peer[0]) if len(ours) == 1 and len(peer) == 1 else {}}
+    res = {
+        "key": a.key,
+        "stacks": stacks,
+        "ratios": ratios(ours[0], peer[0]) if len(ours) == 1 and len(peer) == 1 else {},
+    }
     a.out.mkdir(parents=True, exist_ok=True)
     (a.out / "summary.json").write_text(json.dumps(res, indent=2, default=str))
     for name, s in stacks.items():
         for r in s["status"]:
             print(f"{name} {r['point_id']}: {r['status']} ({r['status_reasons']})")
     if not res["ratios"]:
-        print(f"no ratios: evidence of {sorted(stacks)} (one stack of ours and one endpoint wanted)", file=sys.stderr)
+        print(
+            f"no ratios: evidence of {sorted(stacks)} (one stack of ours and one endpoint wanted)",
+            file=sys.stderr,
+        )
         return 1
     print(table(res["ratios"]))
     return 0

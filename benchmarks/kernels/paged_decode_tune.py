@@ -1,6 +1,6 @@
-"""Launch settings of the paged decode attention kernel (runtime/kernels/paged_decode.py), measured on
-the device. For each decode shape of the Qwen3-0.6B engine (16 query heads, 8 KV heads, head dim 128,
-64-token blocks), every setting in the grid (warps, pipeline stages, context splits) is checked
+"""Launch settings of the paged decode attention kernel (runtime/kernels/paged_decode.py), measured
+on the device. For each decode shape of the Qwen3-0.6B engine (16 query heads, 8 KV heads, head dim
+128, 64-token blocks), every setting in the grid (warps, pipeline stages, context splits) is checked
 against the plain-torch reference and timed as the engine runs it: one call per layer, each on its
 own cache, all captured in one CUDA graph (the decode step's way) and replayed; the figure is the
 median replay, per call. Prints each shape's current setting beside the fastest, as a share of the
@@ -9,6 +9,7 @@ tests/runtime/test_engine_kernel.py, in Triton's interpreter).
 
     python benchmarks/kernels/paged_decode_tune.py --out /tmp/tune.json
 """
+
 from __future__ import annotations
 
 import argparse
@@ -22,16 +23,28 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
-from qualflow.runtime.kernels.paged_decode import Launch, launch_for, paged_decode, reference, splits_for  # noqa: E402
+from qualflow.runtime.kernels.paged_decode import (
+    Launch,
+    launch_for,
+    paged_decode,
+    reference,
+    splits_for,
+)  # noqa: E402
 
 HEADS, KV_HEADS, HEAD_DIM, BLOCK = 16, 8, 128, 64
-SHAPES = [("b1_ctx384", 1, 384), ("b64_ctx256", 64, 256), ("b64_ctx1152", 64, 1152), ("b256_ctx256", 256, 256)]
+SHAPES = [
+    ("b1_ctx384", 1, 384),
+    ("b64_ctx256", 64, 256),
+    ("b64_ctx1152", 64, 1152),
+    ("b256_ctx256", 256, 256),
+]
 WARPS, STAGES = (2, 4, 8), (2, 3)
-LAYERS = 28   # one call per layer in a decode step, each on its own cache (nothing stays in L2)
+LAYERS = 28  # one call per layer in a decode step, each on its own cache (nothing stays in L2)
 
 
 def inputs(batch: int, ctx: int, gen: torch.Generator):
-    """A pool with the batch's blocks scattered over it (block 0 reserved), as the engine lays it out."""
+    """A pool with the batch's blocks scattered over it (block 0 reserved), as the engine lays it
+    out."""
     per = -(-ctx // BLOCK)
     blocks = batch * per + 1
     dev = {"device": "cuda", "dtype": torch.half}
@@ -50,10 +63,14 @@ def copy_gbps() -> float:
 
 
 def report(out: str, bw: float, results: list[dict], line) -> None:
-    """A kernel tune's ending: its JSON (device, copy bandwidth, `results`) written to `out`, then one
-    printed `line(result)` per result under the bandwidth."""
-    Path(out).write_text(json.dumps({"device": torch.cuda.get_device_name(), "copy_gbps": round(bw, 1),
-                                     "results": results}, indent=1))
+    """A kernel tune's ending: its JSON (device, copy bandwidth, `results`) written to `out`,
+    then one printed `line(result)` per result under the bandwidth."""
+    Path(out).write_text(
+        json.dumps(
+            {"device": torch.cuda.get_device_name(), "copy_gbps": round(bw, 1), "results": results},
+            indent=1,
+        )
+    )
     print(f"copy bandwidth {bw:.0f} GB/s; us per call (share of copy bandwidth)")
     for r in results:
         print(line(r))
@@ -61,11 +78,16 @@ def report(out: str, bw: float, results: list[dict], line) -> None:
 
 def us_share(r: dict | None, width: int = 7, digits: int = 1) -> str:
     """A timed setting as 'us (share of copy bandwidth)', or 'failed' (None: no setting agreed)."""
-    return f"{r['us']:{width}.{digits}f} ({r['share_of_copy']:4.0%})" if r else f"{'failed':>{width + 7}}"
+    return (
+        f"{r['us']:{width}.{digits}f} ({r['share_of_copy']:4.0%})"
+        if r
+        else f"{'failed':>{width + 7}}"
+    )
 
 
 def replay_us(fn, calls: int, replays: int = 20) -> float:
-    """Median microseconds per call of `fn` (which makes `calls` kernel calls), captured in a graph."""
+    """Median microseconds per call of `fn` (which makes `calls` kernel calls), captured in a
+    graph."""
     fn()
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
@@ -89,29 +111,57 @@ def measure(shape: tuple[str, int, int], bw: float, gen: torch.Generator) -> dic
     ref = reference(q, kc, vc, bt, lens).float()
     nbytes = 2 * batch * ctx * KV_HEADS * HEAD_DIM * 2
     base = splits_for(batch, KV_HEADS)
-    counters = torch.zeros(batch * KV_HEADS, dtype=torch.int32, device="cuda")   # the engine's one kernel per call
+    counters = torch.zeros(
+        batch * KV_HEADS, dtype=torch.int32, device="cuda"
+    )  # the engine's one kernel per call
     rows = []
-    for splits, warps, stages in itertools.product(sorted({base // 2 or 1, base, 2 * base}), WARPS, STAGES):
+    for splits, warps, stages in itertools.product(
+        sorted({base // 2 or 1, base, 2 * base}), WARPS, STAGES
+    ):
         launch = Launch(num_warps=warps, num_stages=stages)
 
         def step():
             for args in layers:
                 paged_decode(*args, splits, launch, counters=counters)
+
         try:
             out = paged_decode(q, kc, vc, bt, lens, splits, launch, counters=counters).float()
             err = float((out - ref).norm() / ref.norm())
             us = replay_us(step, LAYERS)
         except Exception as e:  # noqa: BLE001 - a setting Triton cannot compile (shared memory) is reported
-            rows.append({"splits": splits, **asdict(launch), "error": f"{type(e).__name__}: {e}"[:200]})
+            rows.append(
+                {"splits": splits, **asdict(launch), "error": f"{type(e).__name__}: {e}"[:200]}
+            )
             continue
-        rows.append({"splits": splits, **asdict(launch), "us": round(us, 2), "rel_err": err,
-                     "gbps": round(nbytes / us / 1e3, 1), "share_of_copy": round(nbytes / us / 1e3 / bw, 3)})
+        rows.append(
+            {
+                "splits": splits,
+                **asdict(launch),
+                "us": round(us, 2),
+                "rel_err": err,
+                "gbps": round(nbytes / us / 1e3, 1),
+                "share_of_copy": round(nbytes / us / 1e3 / bw, 3),
+            }
+        )
     ok = [r for r in rows if "us" in r and r["rel_err"] < 2e-3]
-    current = next((r for r in ok if r["splits"] == base and Launch(r["num_warps"], r["num_stages"])
-                    == launch_for(base)), None)
+    current = next(
+        (
+            r
+            for r in ok
+            if r["splits"] == base and Launch(r["num_warps"], r["num_stages"]) == launch_for(base)
+        ),
+        None,
+    )
     best = min(ok, key=lambda r: r["us"]) if ok else None
-    return {"shape": name, "batch": batch, "ctx": ctx, "kv_bytes": nbytes, "current": current, "best": best,
-            "rows": rows}
+    return {
+        "shape": name,
+        "batch": batch,
+        "ctx": ctx,
+        "kv_bytes": nbytes,
+        "current": current,
+        "best": best,
+        "rows": rows,
+    }
 
 
 def main() -> int:
@@ -119,22 +169,33 @@ def main() -> int:
     ap.add_argument("--out", required=True, help="JSON file to write")
     a = ap.parse_args()
     if not torch.cuda.is_available():
-        print("paged_decode_tune: needs cuda (the kernel's CPU check is tests/runtime/test_engine_kernel.py)",
-              file=sys.stderr)
+        print(
+            "paged_decode_tune: needs cuda (the kernel's CPU check is tests/runtime/test_engine_kernel.py)",
+            file=sys.stderr,
+        )
         return 2
     gen = torch.Generator().manual_seed(0)
     torch.manual_seed(0)
     bw = copy_gbps()
-    result = {"device": torch.cuda.get_device_name(), "copy_gbps": round(bw, 1),
-              "default": {"one split": asdict(launch_for(1)), "several": asdict(launch_for(2))},
-              "shapes": [measure(s, bw, gen) for s in SHAPES]}
+    result = {
+        "device": torch.cuda.get_device_name(),
+        "copy_gbps": round(bw, 1),
+        "default": {"one split": asdict(launch_for(1)), "several": asdict(launch_for(2))},
+        "shapes": [measure(s, bw, gen) for s in SHAPES],
+    }
     Path(a.out).write_text(json.dumps(result, indent=1))
     print(f"copy bandwidth {bw:.0f} GB/s")
     for s in result["shapes"]:
         c, b = s["current"], s["best"]
         cur = f"{c['us']:.1f} us ({c['share_of_copy']:.0%})" if c else "failed"
-        best = (f"{b['us']:.1f} us ({b['share_of_copy']:.0%}) splits {b['splits']} warps "
-                f"{b['num_warps']} stages {b['num_stages']}") if b else "none"
+        best = (
+            (
+                f"{b['us']:.1f} us ({b['share_of_copy']:.0%}) splits {b['splits']} warps "
+                f"{b['num_warps']} stages {b['num_stages']}"
+            )
+            if b
+            else "none"
+        )
         print(f"{s['shape']:<12} current {cur:<20} best {best}")
     return 0
 

@@ -1,16 +1,17 @@
-"""Launch settings of the skinny GEMM (runtime/kernels/skinny_gemm.py) against cuBLAS, measured on the
-device. For each projection of the Qwen3-0.6B decode step (qkv, o, gate_up, down, lm_head) and each
-row count, every setting in the grid is checked against the torch reference and timed as the decode
-step runs it: one call per layer, each on its own weight (nothing stays in L2), captured in one CUDA
-graph and replayed; the figure is the median replay, per call. cuBLAS is timed the same way. Prints,
-per shape and row count, cuBLAS, the current setting (`launch_for`) and the grid's best, as a share
-of the measured copy bandwidth, and writes the JSON. (A form with the residual add and RMSNorm in the
-GEMM's prologue was measured on 2026-12-03 and was no faster than the add_rms_norm kernel before
-cuBLAS: results/NOTES.md.) cuda only (the kernel's CPU check is tests/runtime/test_skinny_gemm.py,
-in Triton's interpreter).
+"""Launch settings of the skinny GEMM (runtime/kernels/skinny_gemm.py) against cuBLAS, measured on
+the device. For each projection of the Qwen3-0.6B decode step (qkv, o, gate_up, down, lm_head) and
+each row count, every setting in the grid is checked against the torch reference and timed as the
+decode step runs it: one call per layer, each on its own weight (nothing stays in L2), captured in
+one CUDA graph and replayed; the figure is the median replay, per call. cuBLAS is timed the same
+way. Prints, per shape and row count, cuBLAS, the current setting (`launch_for`) and the grid's
+best, as a share of the measured copy bandwidth, and writes the JSON. (A form with the residual add
+and RMSNorm in the GEMM's prologue was measured on 2026-12-03 and was no faster than the
+add_rms_norm kernel before cuBLAS: results/NOTES.md.) cuda only (the kernel's CPU check is
+tests/runtime/test_skinny_gemm.py, in Triton's interpreter).
 
     python benchmarks/kernels/skinny_gemm_tune.py --out /tmp/skinny.json
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,10 +29,16 @@ from paged_decode_tune import copy_gbps, replay_us, report, us_share  # noqa: E4
 from qualflow.runtime.kernels.skinny_gemm import Launch, launch_for, reference, skinny_gemm  # noqa: E402
 
 LAYERS = 28
-SHAPES = [("qkv", 4096, 1024, LAYERS), ("o", 1024, 2048, LAYERS), ("gate_up", 6144, 1024, LAYERS),
-          ("down", 1024, 3072, LAYERS), ("lm_head", 151936, 1024, 2)]   # (name, N, K, calls per step)
+SHAPES = [
+    ("qkv", 4096, 1024, LAYERS),
+    ("o", 1024, 2048, LAYERS),
+    ("gate_up", 6144, 1024, LAYERS),
+    ("down", 1024, 3072, LAYERS),
+    ("lm_head", 151936, 1024, 2),
+]  # (name, N, K, calls per step)
 ROWS = (1, 4, 16, 64)
-# The region of the first run's best settings (2026-12-03: block_k 64 and 3 stages never won, 8 warps never)
+# The region of the first run's best settings (2026-12-03: block_k 64 and 3 stages never won, 8
+# warps never)
 GRID = [Launch(bn, bk, w, 4) for bn, bk, w in itertools.product((16, 32, 64), (128, 256), (2, 4))]
 
 
@@ -41,7 +48,7 @@ def cublas(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
 
 def measure(shape: tuple, rows: int, bw: float) -> dict:
     name, n, k, calls = shape
-    ws = [torch.randn(n, k, device="cuda", dtype=torch.half) / k ** 0.5 for _ in range(calls)]
+    ws = [torch.randn(n, k, device="cuda", dtype=torch.half) / k**0.5 for _ in range(calls)]
     xs = [torch.randn(rows, k, device="cuda", dtype=torch.half) for _ in range(calls)]
     ref = reference(xs[0], ws[0]).float()
     nbytes = n * k * 2
@@ -50,10 +57,21 @@ def measure(shape: tuple, rows: int, bw: float) -> dict:
         out = fn(xs[0], ws[0]).float()
         err = float((out - ref).norm() / ref.norm())
         us = replay_us(lambda: [fn(x, w) for x, w in zip(xs, ws)], calls)
-        return {"us": round(us, 2), "rel_err": err, "share_of_copy": round(nbytes / us / 1e3 / bw, 3)}
+        return {
+            "us": round(us, 2),
+            "rel_err": err,
+            "share_of_copy": round(nbytes / us / 1e3 / bw, 3),
+        }
 
-    result = {"shape": name, "n": n, "k": k, "rows": rows,
-              "weight_bytes": nbytes, "cublas": timed(cublas), "grid": []}
+    result = {
+        "shape": name,
+        "n": n,
+        "k": k,
+        "rows": rows,
+        "weight_bytes": nbytes,
+        "cublas": timed(cublas),
+        "grid": [],
+    }
     for lc in GRID:
         try:
             r = {**asdict(lc), **timed(lambda x, w, lc=lc: skinny_gemm(x, w, lc))}
@@ -63,8 +81,14 @@ def measure(shape: tuple, rows: int, bw: float) -> dict:
     ok = [r for r in result["grid"] if "us" in r and r["rel_err"] < 5e-3]
     result["best"] = min(ok, key=lambda r: r["us"]) if ok else None
     cur = launch_for(n, k)
-    result["current"] = next((r for r in ok if Launch(r["block_n"], r["block_k"], r["num_warps"],
-                                                      r["num_stages"]) == cur), None)
+    result["current"] = next(
+        (
+            r
+            for r in ok
+            if Launch(r["block_n"], r["block_k"], r["num_warps"], r["num_stages"]) == cur
+        ),
+        None,
+    )
     del ws, xs
     torch.cuda.empty_cache()
     return result
@@ -74,21 +98,35 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True, help="JSON file to write")
     ap.add_argument("--rows", default=",".join(map(str, ROWS)), help="row counts, comma-separated")
-    ap.add_argument("--only", default="", help="shapes to measure (e.g. qkv,o), comma-separated; default all")
+    ap.add_argument(
+        "--only", default="", help="shapes to measure (e.g. qkv,o), comma-separated; default all"
+    )
     a = ap.parse_args()
     if not torch.cuda.is_available():
-        print("skinny_gemm_tune: needs cuda (the CPU check is tests/runtime/test_skinny_gemm.py)", file=sys.stderr)
+        print(
+            "skinny_gemm_tune: needs cuda (the CPU check is tests/runtime/test_skinny_gemm.py)",
+            file=sys.stderr,
+        )
         return 2
     torch.manual_seed(0)
     bw = copy_gbps()
     rows = [int(r) for r in a.rows.split(",")]
-    results = [measure(s, m, bw) for s in SHAPES for m in rows if not a.only or s[0] in a.only.split(",")]
+    results = [
+        measure(s, m, bw) for s in SHAPES for m in rows if not a.only or s[0] in a.only.split(",")
+    ]
 
     def line(r: dict) -> str:
         b = r["best"]
-        where = f"bn {b['block_n']} bk {b['block_k']} w {b['num_warps']} s {b['num_stages']}" if b else ""
-        return (f"{r['shape']:>8} M{r['rows']:<3} cublas {us_share(r['cublas'])}  current {us_share(r['current'])}  "
-                f"best {us_share(b)} {where}")
+        where = (
+            f"bn {b['block_n']} bk {b['block_k']} w {b['num_warps']} s {b['num_stages']}"
+            if b
+            else ""
+        )
+        return (
+            f"{r['shape']:>8} M{r['rows']:<3} cublas {us_share(r['cublas'])}  current {us_share(r['current'])}  "
+            f"best {us_share(b)} {where}"
+        )
+
     report(a.out, bw, results, line)
     return 0
 

@@ -2,6 +2,7 @@
 QUALFLOW_SAMPLE_PROFILE names an output file: every QUALFLOW_SAMPLE_MS (default 10) it records each
 thread's innermost frames; at exit it writes, per thread, the share of samples in each function
 (self) and the busy share (samples not parked in a wait). Not part of qualflow."""
+
 import atexit
 import collections
 import os
@@ -10,8 +11,20 @@ import threading
 import time
 
 _out = os.environ.get("QUALFLOW_SAMPLE_PROFILE")
-_IDLE = {"wait", "select", "poll", "_run_once", "get", "acquire", "run_forever", "_worker", "sleep", "join",
-         "_wait_for_tstate_lock", "__enter__"}
+_IDLE = {
+    "wait",
+    "select",
+    "poll",
+    "_run_once",
+    "get",
+    "acquire",
+    "run_forever",
+    "_worker",
+    "sleep",
+    "join",
+    "_wait_for_tstate_lock",
+    "__enter__",
+}
 
 
 def _start(path: str, every: float) -> None:
@@ -32,7 +45,7 @@ def _start(path: str, every: float) -> None:
         while on["run"]:
             time.sleep(every)
             n_loop += 1
-            if n_loop % 300 == 0:   # uvicorn re-raises SIGTERM at exit, so atexit may never run
+            if n_loop % 300 == 0:  # uvicorn re-raises SIGTERM at exit, so atexit may never run
                 dump()
             for tid, f in sys._current_frames().items():
                 if tid == me:
@@ -52,7 +65,9 @@ def _start(path: str, every: float) -> None:
         with open(path + ".tmp", "w") as fh:
             for n, cnt in total.most_common():
                 idle = sum(c for k, c in selfc[n].items() if k.split(" ")[0] in _IDLE)
-                fh.write(f"== thread {n}: {cnt} samples, busy {100 * (cnt - idle) / max(cnt, 1):.1f}%\n")
+                fh.write(
+                    f"== thread {n}: {cnt} samples, busy {100 * (cnt - idle) / max(cnt, 1):.1f}%\n"
+                )
                 for k, c in selfc[n].most_common(25):
                     fh.write(f"  {100 * c / cnt:5.1f}%  {k}\n")
                 fh.write("  -- innermost 4 frames:\n")
@@ -64,5 +79,5 @@ def _start(path: str, every: float) -> None:
     atexit.register(dump)
 
 
-if _out and "serve" in sys.argv:   # the server only, not its compile workers
+if _out and "serve" in sys.argv:  # the server only, not its compile workers
     _start(_out, float(os.environ.get("QUALFLOW_SAMPLE_MS", "10")) / 1000)

@@ -2,9 +2,10 @@
 
   python3 benchmarks/profiling/thread_cpu.py PID SECONDS OUT.json
 
-Prints and writes each thread's CPU share of one core in the window (pid, tid, its process's command
-line, and whether it belongs to PID's process tree), busiest first, and the total per command. Thread
-ids match py-spy's `thread (TID)` labels, which name the Python thread."""
+Prints and writes each thread's CPU share of one core in the window (pid, tid, its process's
+command line, and whether it belongs to PID's process tree), busiest first, and the total per
+command. Thread ids match py-spy's `thread (TID)` labels, which name the Python thread."""
+
 from __future__ import annotations
 
 import json
@@ -63,8 +64,16 @@ def measure(pid: int, seconds: float) -> list[dict]:
     time.sleep(seconds)
     after, dt = _threads(_all()), time.monotonic() - t0
     tree = set(_tree(pid))
-    rows = [{"pid": p, "tid": t, "cpu_share": (after[(p, t)] - before.get((p, t), 0.0)) / dt, "command": _cmd(p),
-             "in_tree": p in tree} for (p, t) in after]
+    rows = [
+        {
+            "pid": p,
+            "tid": t,
+            "cpu_share": (after[(p, t)] - before.get((p, t), 0.0)) / dt,
+            "command": _cmd(p),
+            "in_tree": p in tree,
+        }
+        for (p, t) in after
+    ]
     return sorted((r for r in rows if r["cpu_share"] > 0), key=lambda r: -r["cpu_share"])
 
 
@@ -73,7 +82,9 @@ def main(argv: list[str]) -> int:
     rows = measure(pid, seconds)
     out.write_text(json.dumps({"pid": pid, "seconds": seconds, "threads": rows}, indent=1) + "\n")
     for r in rows[:24]:
-        print(f"{100 * r['cpu_share']:6.1f}%  pid {r['pid']:>7} tid {r['tid']:>7} {'*' if r['in_tree'] else ' '} {r['command'][:90]}")
+        print(
+            f"{100 * r['cpu_share']:6.1f}%  pid {r['pid']:>7} tid {r['tid']:>7} {'*' if r['in_tree'] else ' '} {r['command'][:90]}"
+        )
     per: dict[str, float] = {}
     for r in rows:
         per[r["command"][:90]] = per.get(r["command"][:90], 0.0) + r["cpu_share"]

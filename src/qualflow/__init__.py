@@ -1,4 +1,5 @@
 """qualflow: qualify a native PyTorch LLM runtime behind the OpenAI Responses API."""
+
 from importlib.metadata import PackageNotFoundError, version
 
 try:

@@ -1,13 +1,15 @@
 """Frozen config dataclasses to and from the command line: one definition of each setting.
 
-A layer's config (runtime.config.EngineConfig, server.config.ServerConfig, session.config.SessionConfig)
-is a frozen dataclass. Its field defaults are the only defaults; `add_arguments` generates the CLI
-flags from the fields (name `max_batch` -> `--max-batch`, the type from the annotation, the help from
-`setting(help=...)`), `from_args` builds the config back from the parsed flags, and `to_argv` gives
-the flags that reproduce a config (how a session starts `qualflow serve` with exactly its settings).
+A layer's config (runtime.config.EngineConfig, server.config.ServerConfig,
+session.config.SessionConfig) is a frozen dataclass. Its field defaults are the only defaults;
+`add_arguments` generates the CLI flags from the fields (name `max_batch` -> `--max-batch`, the type
+from the annotation, the help from `setting(help=...)`), `from_args` builds the config back from the
+parsed flags, and `to_argv` gives the flags that reproduce a config (how a session starts `qualflow
+serve` with exactly its settings).
 
 A field whose type is itself a config dataclass is flattened: its flags are added beside the outer
 ones, and it is built from them. A leaf module: it imports nothing from qualflow."""
+
 from __future__ import annotations
 
 import argparse
@@ -22,17 +24,32 @@ _SUPPRESS_KEY = "qualflow_suppress"
 _SETTLED_KEY = "qualflow_settled"
 
 
-def setting(default: Any = dataclasses.MISSING, *, help: str, flag: str | None = None,
-            hidden: bool = False, settled: bool = False, metavar: Any = None, bare: Any = None,
-            negated: Any = None) -> Any:
+def setting(
+    default: Any = dataclasses.MISSING,
+    *,
+    help: str,
+    flag: str | None = None,
+    hidden: bool = False,
+    settled: bool = False,
+    metavar: Any = None,
+    bare: Any = None,
+    negated: Any = None,
+) -> Any:
     """A config field with its help text. `flag`: the flag name when it is not `--<field-name>`;
-    `hidden`: accepted on the command line but left out of --help (test-only knobs); `settled`: an
-    A/B switch whose question is settled (its default won), left out of --help too but an ordinary
-    setting otherwise (recorded where set, unlike a hidden one). For a choice
-    field that was once a switch, `bare` is the value of the flag given without one and `negated` the
-    value of `--no-<flag>` (so the switch's old spellings keep working)."""
-    meta = {"help": help, "flag": flag, _SUPPRESS_KEY: hidden, _SETTLED_KEY: settled,
-            "metavar": metavar, "bare": bare, "negated": negated}
+    `hidden`: accepted on the command line but left out of --help (test-only knobs); `settled`:
+    an A/B switch whose question is settled (its default won), left out of --help too but an
+    ordinary setting otherwise (recorded where set, unlike a hidden one). For a choice field that
+    was once a switch, `bare` is the value of the flag given without one and `negated` the value
+    of `--no-<flag>` (so the switch's old spellings keep working)."""
+    meta = {
+        "help": help,
+        "flag": flag,
+        _SUPPRESS_KEY: hidden,
+        _SETTLED_KEY: settled,
+        "metavar": metavar,
+        "bare": bare,
+        "negated": negated,
+    }
     if default is dataclasses.MISSING:
         return dataclasses.field(metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
@@ -64,8 +81,10 @@ def _argument(f: dataclasses.Field, tp: Any) -> tuple[str, dict]:
     """The argparse flag and keyword arguments of one field."""
     tp, _ = _unwrap_optional(tp)
     quiet = f.metadata.get(_SUPPRESS_KEY) or f.metadata.get(_SETTLED_KEY)
-    kw: dict[str, Any] = {"dest": f.name,
-                          "help": argparse.SUPPRESS if quiet else f.metadata.get("help")}
+    kw: dict[str, Any] = {
+        "dest": f.name,
+        "help": argparse.SUPPRESS if quiet else f.metadata.get("help"),
+    }
     if f.metadata.get("metavar") is not None:
         kw["metavar"] = f.metadata["metavar"]
     if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
@@ -91,7 +110,9 @@ def _argument(f: dataclasses.Field, tp: Any) -> tuple[str, dict]:
     return flag_of(f), kw
 
 
-def add_arguments(parser: argparse.ArgumentParser | Any, cls: type, *, skip: tuple[str, ...] = ()) -> None:
+def add_arguments(
+    parser: argparse.ArgumentParser | Any, cls: type, *, skip: tuple[str, ...] = ()
+) -> None:
     """Add one flag per field of `cls` (nested configs flattened); `skip`: fields left off the CLI
     (they keep their default)."""
     hints = _hints(cls)
@@ -104,8 +125,13 @@ def add_arguments(parser: argparse.ArgumentParser | Any, cls: type, *, skip: tup
         flag, kw = _argument(f, hints[f.name])
         parser.add_argument(flag, **kw)
         if f.metadata.get("negated") is not None:
-            parser.add_argument("--no-" + flag[2:], dest=f.name, action="store_const",
-                                const=f.metadata["negated"], help=argparse.SUPPRESS)
+            parser.add_argument(
+                "--no-" + flag[2:],
+                dest=f.name,
+                action="store_const",
+                const=f.metadata["negated"],
+                help=argparse.SUPPRESS,
+            )
 
 
 def from_args(cls: type[C], ns: argparse.Namespace | dict, **overrides: Any) -> C:
@@ -126,8 +152,8 @@ def from_args(cls: type[C], ns: argparse.Namespace | dict, **overrides: Any) -> 
 
 
 def to_argv(cfg: Any, *, only_changed: bool = True, skip: tuple[str, ...] = ()) -> list[str]:
-    """Flags that rebuild `cfg` through `add_arguments` + `from_args`. With `only_changed`, fields at
-    their default are left out, so the command a log shows holds only what was set."""
+    """Flags that rebuild `cfg` through `add_arguments` + `from_args`. With `only_changed`,
+    fields at their default are left out, so the command a log shows holds only what was set."""
     out: list[str] = []
     hints = _hints(type(cfg))
     for f in dataclasses.fields(cfg):
@@ -152,7 +178,8 @@ def to_argv(cfg: Any, *, only_changed: bool = True, skip: tuple[str, ...] = ()) 
 
 
 def defaults(cls: type) -> dict[str, Any]:
-    """{field: default} of a config, nested configs flattened (what a schema's defaults must match)."""
+    """{field: default} of a config, nested configs flattened (what a schema's defaults must
+    match)."""
     hints = _hints(cls)
     out: dict[str, Any] = {}
     for f in dataclasses.fields(cls):
@@ -164,10 +191,13 @@ def defaults(cls: type) -> dict[str, Any]:
 
 
 def hidden(cls: type) -> tuple[str, ...]:
-    """The fields declared `hidden` (test-only knobs): accepted on the command line, not in --help."""
+    """The fields declared `hidden` (test-only knobs): accepted on the command line, not in
+    --help."""
     return tuple(f.name for f in dataclasses.fields(cls) if f.metadata.get(_SUPPRESS_KEY))
 
 
 def as_dict(cfg: Any) -> dict[str, Any]:
     """The config as JSON-ready data (nested configs as dicts, tuples as lists)."""
-    return dataclasses.asdict(cfg, dict_factory=lambda kv: {k: list(v) if isinstance(v, tuple) else v for k, v in kv})
+    return dataclasses.asdict(
+        cfg, dict_factory=lambda kv: {k: list(v) if isinstance(v, tuple) else v for k, v in kv}
+    )

@@ -1,5 +1,7 @@
-"""File hashing, stat fingerprints, JSON reading and safetensors writing: the I/O every phase shares.
-A leaf module: it imports nothing from qualflow (and nothing heavy: the workflow's DAG parse uses it)."""
+"""File hashing, stat fingerprints, JSON reading and safetensors writing: the I/O every phase
+shares. A leaf module: it imports nothing from qualflow (and nothing heavy: the workflow's DAG
+parse uses it)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -74,5 +76,9 @@ def load_json(path: Path, error: type[Exception]):
 def save_safetensors(tensors: dict, path: str | os.PathLike, metadata: dict | None = None) -> None:
     """Deterministic safetensors: sorted keys, fixed metadata."""
     from safetensors.torch import save_file
-    save_file({k: tensors[k].contiguous() for k in sorted(tensors)}, str(path),
-              metadata=metadata or {"format": "pt"})
+
+    save_file(
+        {k: tensors[k].contiguous() for k in sorted(tensors)},
+        str(path),
+        metadata=metadata or {"format": "pt"},
+    )

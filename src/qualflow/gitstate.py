@@ -4,7 +4,9 @@ from qualflow), used at run time by provenance and at build time by the build ba
 
 The software key evidence is filed under comes from here: `<version>+g<sha10>` for a clean tree,
 `<version>+g<sha10>.dirty.<diff12>` for uncommitted code (each distinct change its own key, so it
-never files evidence under the clean commit), and the build-time stamp for a non-editable install."""
+never files evidence under the clean commit), and the build-time stamp for a non-editable
+install."""
+
 from __future__ import annotations
 
 import hashlib
@@ -12,7 +14,7 @@ import json
 import subprocess
 from pathlib import Path
 
-STAMP = "_build_info.json"   # written into the package by the build backend; absent in a source tree
+STAMP = "_build_info.json"  # written into the package by the build backend; absent in a source tree
 
 
 def _git(*args: str, cwd: Path) -> str | None:
@@ -26,8 +28,12 @@ def _git(*args: str, cwd: Path) -> str | None:
 def _diff_hash(cwd: Path) -> str | None:
     """sha256 over the uncommitted change: the diff of tracked files against HEAD, plus every
     untracked file git does not ignore (path and content); None for a clean tree."""
-    diff = subprocess.run(["git", "diff", "HEAD", "--binary"], cwd=cwd, capture_output=True, timeout=60).stdout
-    untracked = sorted((_git("ls-files", "--others", "--exclude-standard", "-z", cwd=cwd) or "").split("\0"))
+    diff = subprocess.run(
+        ["git", "diff", "HEAD", "--binary"], cwd=cwd, capture_output=True, timeout=60
+    ).stdout
+    untracked = sorted(
+        (_git("ls-files", "--others", "--exclude-standard", "-z", cwd=cwd) or "").split("\0")
+    )
     top = Path((_git("rev-parse", "--show-toplevel", cwd=cwd) or str(cwd)).strip())
     if not diff and not any(untracked):
         return None
@@ -70,5 +76,7 @@ def write_stamp(package_dir: str | Path, repo_dir: str | Path) -> Path | None:
     if state is None or state["source"] != "git":
         return None
     out = Path(package_dir) / STAMP
-    out.write_text(json.dumps({k: state[k] for k in ("git_sha", "git_dirty", "diff_sha256")}, indent=2) + "\n")
+    out.write_text(
+        json.dumps({k: state[k] for k in ("git_sha", "git_dirty", "diff_sha256")}, indent=2) + "\n"
+    )
     return out

@@ -11,6 +11,7 @@ do not compete for the CPU their load generators need.
 
 Devices come from `nvidia-smi` (restricted to CUDA_VISIBLE_DEVICES when a scheduler such as SLURM
 set it), or from QUALFLOW_GPUS="index:uuid:name,..." (tests, hosts without nvidia-smi)."""
+
 from __future__ import annotations
 
 import fcntl
@@ -21,7 +22,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-DEFAULT_LOCK_DIR = "/tmp/qualflow-gpu-locks"   # QUALFLOW_GPU_LOCK_DIR overrides it
+DEFAULT_LOCK_DIR = "/tmp/qualflow-gpu-locks"  # QUALFLOW_GPU_LOCK_DIR overrides it
 
 
 def lock_dir_default() -> Path:
@@ -45,7 +46,13 @@ def parse_gpus(text: str) -> list[Gpu]:
     for entry in text.replace("\n", ",").split(","):
         parts = [p.strip() for p in entry.split(":", 2)]
         if parts[0].isdigit():
-            out.append(Gpu(int(parts[0]), parts[1] if len(parts) > 1 else "", parts[2] if len(parts) > 2 else ""))
+            out.append(
+                Gpu(
+                    int(parts[0]),
+                    parts[1] if len(parts) > 1 else "",
+                    parts[2] if len(parts) > 2 else "",
+                )
+            )
     return out
 
 
@@ -55,14 +62,22 @@ def visible_gpus(env: dict | None = None) -> list[Gpu]:
         gpus = parse_gpus(env["QUALFLOW_GPUS"])
     else:
         try:
-            r = subprocess.run(["nvidia-smi", "--query-gpu=index,uuid,name", "--format=csv,noheader"],
-                               capture_output=True, text=True, timeout=30)
+            r = subprocess.run(
+                ["nvidia-smi", "--query-gpu=index,uuid,name", "--format=csv,noheader"],
+                capture_output=True,
+                text=True,
+                timeout=30,
+            )
         except (OSError, subprocess.SubprocessError):
             return []
         if r.returncode != 0:
             return []
-        gpus = [Gpu(int(i), u.strip(), n.strip()) for i, u, n in
-                (ln.split(",", 2) for ln in r.stdout.strip().splitlines() if ln.count(",") >= 2)]
+        gpus = [
+            Gpu(int(i), u.strip(), n.strip())
+            for i, u, n in (
+                ln.split(",", 2) for ln in r.stdout.strip().splitlines() if ln.count(",") >= 2
+            )
+        ]
     allowed = env.get("CUDA_VISIBLE_DEVICES")
     if allowed is not None and allowed.strip() and not env.get("QUALFLOW_GPUS"):
         keep = [a.strip() for a in allowed.split(",")]
@@ -75,7 +90,7 @@ def core_share(gpu_position: int, n_gpus: int, cores: list[int]) -> list[int]:
     if n_gpus <= 0 or not cores:
         return list(cores)
     per = max(1, len(cores) // n_gpus)
-    share = cores[gpu_position * per:(gpu_position + 1) * per]
+    share = cores[gpu_position * per : (gpu_position + 1) * per]
     return share or list(cores)
 
 
@@ -95,10 +110,10 @@ class GpuLease:
 
     def release(self) -> None:
         if self._fd is not None:
-            os.close(self._fd)   # closing the file drops the flock
+            os.close(self._fd)  # closing the file drops the flock
             self._fd = None
 
-    def __enter__(self) -> "GpuLease":
+    def __enter__(self) -> GpuLease:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -126,7 +141,7 @@ def holders(lock_dir: str | Path | None = None) -> list[dict]:
             try:
                 fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
                 fcntl.flock(fd, fcntl.LOCK_UN)
-                continue            # nobody holds it
+                continue  # nobody holds it
             except BlockingIOError:
                 pass
             try:
@@ -138,19 +153,30 @@ def holders(lock_dir: str | Path | None = None) -> list[dict]:
     return out
 
 
-def acquire(device: str, *, gpus: list[Gpu] | None = None, lock_dir: str | Path | None = None,
-            timeout_s: float = 3600.0, holder: dict | None = None, poll_s: float = 0.5) -> GpuLease:
+def acquire(
+    device: str,
+    *,
+    gpus: list[Gpu] | None = None,
+    lock_dir: str | Path | None = None,
+    timeout_s: float = 3600.0,
+    holder: dict | None = None,
+    poll_s: float = 0.5,
+) -> GpuLease:
     """Lease a GPU for `device` ('cuda': any free one; 'cuda:N': GPU N), waiting up to timeout_s."""
     gpus = visible_gpus() if gpus is None else gpus
     if not gpus:
-        raise GpuLeaseError(f"device {device!r}: no GPU is visible (nvidia-smi found none; "
-                            f"CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r})")
+        raise GpuLeaseError(
+            f"device {device!r}: no GPU is visible (nvidia-smi found none; "
+            f"CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r})"
+        )
     if device == "cuda":
         wanted = gpus
     elif device.startswith("cuda:") and device[5:].isdigit():
         wanted = [g for g in gpus if g.index == int(device[5:])]
         if not wanted:
-            raise GpuLeaseError(f"device {device!r}: no GPU {device[5:]} here (visible: {[g.index for g in gpus]})")
+            raise GpuLeaseError(
+                f"device {device!r}: no GPU {device[5:]} here (visible: {[g.index for g in gpus]})"
+            )
     else:
         raise GpuLeaseError(f"device {device!r} is not 'cuda' or 'cuda:N'")
     lock_dir = Path(lock_dir or lock_dir_default())
@@ -166,5 +192,7 @@ def acquire(device: str, *, gpus: list[Gpu] | None = None, lock_dir: str | Path 
                 share = core_share([x.index for x in gpus].index(g.index), len(gpus), cores)
                 return GpuLease(g, path, share, fd)
         if time.monotonic() > deadline:
-            raise GpuLeaseError(f"device {device!r}: no GPU free after {timeout_s:.0f}s; held by {holders(lock_dir)}")
+            raise GpuLeaseError(
+                f"device {device!r}: no GPU free after {timeout_s:.0f}s; held by {holders(lock_dir)}"
+            )
         time.sleep(poll_s)

@@ -1,6 +1,7 @@
 """The command line this process runs as, recorded by every stage into its outputs (pin.json,
 the bundle manifest, correctness metadata, session.json), so `runs.commands` holds exactly what ran.
 A leaf module: it imports nothing from qualflow."""
+
 from __future__ import annotations
 
 import shlex

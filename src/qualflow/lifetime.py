@@ -4,6 +4,7 @@ from qualflow.
 `die_with_parent` asks the kernel (PR_SET_PDEATHSIG) to SIGTERM the calling process when its parent
 dies, so a server outlives neither its session nor a session its Snakemake job, even on SIGKILL.
 `pass_signals_to_jobs` makes a signal sent to Snakemake's PID alone reach its jobs."""
+
 from __future__ import annotations
 
 import ctypes
@@ -77,7 +78,10 @@ def pass_signals_to_jobs(signals: tuple[int, ...] = (signal.SIGINT, signal.SIGTE
                     pass
             if callable(previous):
                 previous(signum, frame)
-            elif previous != signal.SIG_IGN:   # the default action: end this process as it would have
+            elif (
+                previous != signal.SIG_IGN
+            ):  # the default action: end this process as it would have
                 signal.signal(signum, signal.SIG_DFL)
                 os.kill(os.getpid(), signum)
+
         signal.signal(sig, handler)

@@ -3,16 +3,17 @@
 Every client of the session's server sends `PHASE_HEADER: <tag>`; the server records the tag with
 the request's timing record, and the evidence join reads it back with `parse_tag`. A leaf module: it
 imports nothing from qualflow."""
+
 from __future__ import annotations
 
 PHASE_HEADER = "X-Qualflow-Phase"
 WARMUP = "warmup"
 PROTOCOL = "protocol"
-PROFILING = "profiling"   # the evidence's phase name for AIPerf's measured requests
+PROFILING = "profiling"  # the evidence's phase name for AIPerf's measured requests
 AIPERF_PREFIX = "aiperf:"
 
 
-REPEAT_MARK = ".r"        # point key of repeat k >= 2: <point_id>.r<k> (load labels never hold a dot)
+REPEAT_MARK = ".r"  # point key of repeat k >= 2: <point_id>.r<k> (load labels never hold a dot)
 
 
 def point_key(point_id: str, repeat: int = 1) -> str:
@@ -39,5 +40,5 @@ def parse_tag(tag: str | None) -> tuple[str | None, str | None]:
     if tag in (WARMUP, PROTOCOL):
         return tag, None
     if tag and tag.startswith(AIPERF_PREFIX):
-        return PROFILING, tag[len(AIPERF_PREFIX):]
+        return PROFILING, tag[len(AIPERF_PREFIX) :]
     return None, None

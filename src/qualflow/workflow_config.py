@@ -10,6 +10,7 @@ starts with `config: <key>`.
 workflow writes it to a file per model (`qualflow model-settings`), and `qualflow correctness` and
 `qualflow session` read it (`read_serving_settings`) and choose. Light at import: nothing heavy, so
 the DAG parse stays fast."""
+
 from __future__ import annotations
 
 import json
@@ -39,13 +40,15 @@ def check_config(config: dict, schema: str | Path) -> None:
 
 
 def _name_checkpoint_or_endpoint(config: dict) -> None:
-    """The schema's anyOf (checkpoint or endpoint), said by key rather than as the schema's error."""
+    """The schema's anyOf (checkpoint or endpoint), said by key rather than as the schema's
+    error."""
     for m, mc in (config.get("models") or {}).items():
         if isinstance(mc, dict) and "checkpoint" not in mc and "endpoint" not in mc:
             raise ValueError(
                 f"config: models.{m} names neither 'checkpoint' (our server on that checkpoint) nor "
                 "'endpoint' ({url, model, api_key_env?, tokenizer?, launch?}: an external Responses "
-                "endpoint)")
+                "endpoint)"
+            )
 
 
 def _validate_schema(config: dict, schema: str | Path) -> None:
@@ -53,6 +56,7 @@ def _validate_schema(config: dict, schema: str | Path) -> None:
     not the schema it was checked against."""
     from snakemake.exceptions import WorkflowError
     from snakemake.utils import validate
+
     try:
         validate(config, schema=str(schema))
     except WorkflowError as e:
@@ -68,32 +72,39 @@ def _check_model(config: dict, m: str, mc: dict) -> None:
         if w not in config["workloads"]:
             raise ValueError(
                 f"config: models.{m}.workloads names {w!r}, which is not under 'workloads' "
-                f"(known: {sorted(config['workloads'])})")
+                f"(known: {sorted(config['workloads'])})"
+            )
     if "endpoint" in mc:
         _check_endpoint_model(config, m, mc)
     ck = mc.get("checkpoint")
-    local = ck is not None and ck != "embedded" and (
-        os.path.isabs(ck) or Path(ck).exists() or ck.startswith((".", "~")))
+    local = (
+        ck is not None
+        and ck != "embedded"
+        and (os.path.isabs(ck) or Path(ck).exists() or ck.startswith((".", "~")))
+    )
     if local and not Path(ck).expanduser().is_dir():
         raise ValueError(f"config: models.{m}.checkpoint: no such directory {ck!r}")
     hub = ck is not None and ck != "embedded" and not local
     if hub and not mc["revision"] and not mc["allow_unpinned"]:
         raise ValueError(
             f"config: models.{m}.revision must be a full commit sha for hub checkpoint "
-            f"{mc['checkpoint']!r} (or set allow_unpinned: true)")
+            f"{mc['checkpoint']!r} (or set allow_unpinned: true)"
+        )
 
 
 def _check_endpoint_model(config: dict, m: str, mc: dict) -> None:
     if mc.get("profiles", [ENDPOINT_PROFILE]) != [ENDPOINT_PROFILE]:
         raise ValueError(
             f"config: models.{m}.profiles: an endpoint has no build profile; leave it out "
-            f"(its evidence is filed under profile {ENDPOINT_PROFILE!r})")
+            f"(its evidence is filed under profile {ENDPOINT_PROFILE!r})"
+        )
     mc["profiles"] = [ENDPOINT_PROFILE]
     ceiling = [w for w in mc["workloads"] if config["workloads"][w].get("harness_ceiling")]
     if ceiling:
         raise ValueError(
             f"config: models.{m} is an endpoint, and workloads {ceiling} have harness_ceiling: the "
-            "ceiling is our server on the synthetic engine, which needs our bundle")
+            "ceiling is our server on the synthetic engine, which needs our bundle"
+        )
 
 
 def compare_needs_current(compare: dict) -> bool:
@@ -103,7 +114,8 @@ def compare_needs_current(compare: dict) -> bool:
     if not compare.get("base") or not compare.get("head"):
         raise ValueError(
             "config: compare.base and compare.head must be set to run `compare`, e.g. "
-            "--config 'compare={base: <VERSION>, head: current}' (versions: `qualflow evidence list`)")
+            "--config 'compare={base: <VERSION>, head: current}' (versions: `qualflow evidence list`)"
+        )
     return "current" in (compare["base"], compare["head"])
 
 
@@ -120,8 +132,10 @@ def request_extensions(model_config: dict) -> bool:
 def serving_settings(model_config: dict) -> dict:
     """What a model's correctness and session stages are told: the endpoint (None: our server on
     the bundle) and whether requests carry qualflow's extensions."""
-    return {"endpoint": model_config.get("endpoint"),
-            "request_extensions": request_extensions(model_config)}
+    return {
+        "endpoint": model_config.get("endpoint"),
+        "request_extensions": request_extensions(model_config),
+    }
 
 
 def read_serving_settings(path: str | Path) -> dict:
@@ -136,8 +150,11 @@ def read_serving_settings(path: str | Path) -> dict:
 
 
 def add_model_settings_args(s) -> None:
-    s.add_argument("--settings", required=True,
-                   help="JSON {endpoint, request_extensions}: the model's serving settings")
+    s.add_argument(
+        "--settings",
+        required=True,
+        help="JSON {endpoint, request_extensions}: the model's serving settings",
+    )
     s.add_argument("--out", required=True)
 
 
@@ -149,5 +166,5 @@ def main_model_settings(a) -> int:
         raise ValueError(f"--settings: not JSON ({e})") from None
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     Path(a.out).write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-    read_serving_settings(a.out)   # refuse what a stage would refuse, now
+    read_serving_settings(a.out)  # refuse what a stage would refuse, now
     return 0

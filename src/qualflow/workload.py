@@ -10,6 +10,7 @@ point is the workload's `slo` with the `slo_by_load` entry of its load label mer
 sends) and the SLO of each point, by point id; PointPlan is its one reader and writer. A session
 gets a plan without SLOs, built from `request_settings` alone, so that an SLO change reruns the join
 but not the serving session."""
+
 from __future__ import annotations
 
 import json
@@ -27,17 +28,21 @@ _NOT_POINT_KEYS = LOAD_KINDS + ("rate_max_concurrency",) + SLO_KEYS
 @dataclass(frozen=True)
 class PointPlan:
     points: tuple[AiperfPoint, ...]
-    slos: dict[str, dict] = field(default_factory=dict)   # point_id -> SLO block (qualflow.evidence.slo)
+    slos: dict[str, dict] = field(
+        default_factory=dict
+    )  # point_id -> SLO block (qualflow.evidence.slo)
 
     def to_json(self) -> dict:
         return {"points": [p.to_dict() for p in self.points], "slos": self.slos}
 
     @classmethod
-    def from_json(cls, data: dict | list, source: str = "points") -> "PointPlan":
-        if isinstance(data, list):   # a bare list of points: no SLOs
+    def from_json(cls, data: dict | list, source: str = "points") -> PointPlan:
+        if isinstance(data, list):  # a bare list of points: no SLOs
             data = {"points": data, "slos": {}}
         if not isinstance(data, dict) or not isinstance(data.get("points"), list):
-            raise ValueError(f"{source}: expected {{points: [...], slos: {{...}}}} or a list of points")
+            raise ValueError(
+                f"{source}: expected {{points: [...], slos: {{...}}}} or a list of points"
+            )
         unknown = set(data) - {"points", "slos"}
         if unknown:
             raise ValueError(f"{source}: unknown keys {sorted(unknown)}")
@@ -52,7 +57,7 @@ class PointPlan:
         Path(path).write_text(json.dumps(self.to_json(), indent=2, sort_keys=True) + "\n")
 
     @classmethod
-    def read(cls, path: str | Path) -> "PointPlan":
+    def read(cls, path: str | Path) -> PointPlan:
         try:
             data = json.loads(Path(path).read_text())
         except json.JSONDecodeError as e:
@@ -81,12 +86,16 @@ def check_workload(name: str, workload: dict) -> None:
     """The invariants a workload keeps beyond the config schema: at least one load, and every
     `slo_by_load` key the label of one of its loads."""
     if not loads(workload):
-        raise ValueError(f"workloads.{name}: concurrency or request_rate must list at least one load")
+        raise ValueError(
+            f"workloads.{name}: concurrency or request_rate must list at least one load"
+        )
     labels = {load_label(k, v) for k, v in loads(workload)}
     for lab in workload.get("slo_by_load") or {}:
         if lab not in labels:
-            raise ValueError(f"workloads.{name}.slo_by_load.{lab} names no load of the workload "
-                             f"(loads: {sorted(labels)})")
+            raise ValueError(
+                f"workloads.{name}.slo_by_load.{lab} names no load of the workload "
+                f"(loads: {sorted(labels)})"
+            )
 
 
 def point_slo(workload: dict, label: str) -> dict:
@@ -114,15 +123,22 @@ def request_settings(workload: dict) -> dict:
     return out
 
 
-def workload_points(name: str, workload: dict, *, request_extensions: bool = True) -> list[AiperfPoint]:
+def workload_points(
+    name: str, workload: dict, *, request_extensions: bool = True
+) -> list[AiperfPoint]:
     """The points of one workload, in the order of `loads`."""
     check_workload(name, workload)
     base = {k: v for k, v in workload.items() if k not in _NOT_POINT_KEYS}
     out = []
     for kind, v in loads(workload):
-        p = {"point_id": point_id(name, kind, v), "workload": name, "isl": None, **base,
-             "goodput": goodput_bounds(workload),
-             "concurrency": v if kind == "concurrency" else workload.get("rate_max_concurrency")}
+        p = {
+            "point_id": point_id(name, kind, v),
+            "workload": name,
+            "isl": None,
+            **base,
+            "goodput": goodput_bounds(workload),
+            "concurrency": v if kind == "concurrency" else workload.get("rate_max_concurrency"),
+        }
         if kind == "request_rate":
             p["request_rate"] = v
         if not request_extensions:
@@ -143,12 +159,20 @@ def plan_points(workloads: dict[str, dict], *, request_extensions: bool = True) 
 
 def add_points_args(p) -> None:
     """Flags of `qualflow points`."""
-    p.add_argument("--workloads", required=True,
-                   help="JSON {name: workload config (config `workloads.<name>`)}, in the order the model "
-                        "lists them, or a file holding it")
-    p.add_argument("--no-request-extensions", action="store_true",
-                   help="points send standard Responses fields only (no ignore_eos / min_tokens)")
-    p.add_argument("--no-slos", action="store_true", help="write the points only (what a session runs)")
+    p.add_argument(
+        "--workloads",
+        required=True,
+        help="JSON {name: workload config (config `workloads.<name>`)}, in the order the model "
+        "lists them, or a file holding it",
+    )
+    p.add_argument(
+        "--no-request-extensions",
+        action="store_true",
+        help="points send standard Responses fields only (no ignore_eos / min_tokens)",
+    )
+    p.add_argument(
+        "--no-slos", action="store_true", help="write the points only (what a session runs)"
+    )
     p.add_argument("--out", required=True, help="the points.json to write")
 
 

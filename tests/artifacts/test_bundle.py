@@ -1,4 +1,6 @@
-"""Bundles: manifest, stable bundle hash, tamper detection at build and at load, --force, profiles."""
+"""Bundles: manifest, stable bundle hash, tamper detection at build and at load, --force,
+profiles."""
+
 from __future__ import annotations
 
 import json
@@ -6,8 +8,13 @@ import shutil
 
 import pytest
 
-from qualflow.artifacts.bundle import (BundleError, BundleIntegrityError, build_bundle, load_bundle,
-                                       verify_bundle)
+from qualflow.artifacts.bundle import (
+    BundleError,
+    BundleIntegrityError,
+    build_bundle,
+    load_bundle,
+    verify_bundle,
+)
 from qualflow.artifacts.pin import PinMismatch, pin_checkpoint, write_pin
 from qualflow.artifacts.profiles import UnknownProfile
 from qualflow.cli import main
@@ -21,16 +28,26 @@ def test_manifest(bundle_dir, pinned):
     assert m["builder"]["name"] == "qualflow" and m["builder"]["version"]
     pin = json.loads(pinned.read_text())
     assert m["checkpoint"]["id"] == pin["checkpoint"]["id"] and m["checkpoint"]["revision"] is None
-    assert sorted(m["files"]) == ["chat_template.jinja", "config.json", "generation_config.json",
-                                  "tokenizer.json", "tokenizer_config.json", "weights.safetensors"]
+    assert sorted(m["files"]) == [
+        "chat_template.jinja",
+        "config.json",
+        "generation_config.json",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "weights.safetensors",
+    ]
     assert len(m["bundle_hash"]) == 64 and len(m["chat_template_sha256"]) == 64
 
 
 def test_weights_in_runtime_layout_and_precision(bundle_dir):
     import torch
+
     b = load_bundle(bundle_dir)
     w = b.weights()
-    assert w["layers.0.qkv"].shape == ((4 + 2 + 2) * 32, 128) and w["layers.0.qkv"].dtype == torch.float16
+    assert (
+        w["layers.0.qkv"].shape == ((4 + 2 + 2) * 32, 128)
+        and w["layers.0.qkv"].dtype == torch.float16
+    )
     assert w["layers.0.gate_up"].shape == (2 * 384, 128)
     assert w["embed"].shape == (151936, 128) and "lm_head" not in w
     assert b.tokenizer.encode("Hello world").ids == [9707, 1879]
@@ -53,14 +70,19 @@ def test_nonempty_output_refused_without_force(pinned, tmp_path, capsys):
         build_bundle(pinned, "fp16", out)
     assert main(["build", "--pin", str(pinned), "--profile", "fp16", "--out", str(out)]) == 2
     assert "not empty" in capsys.readouterr().err
-    assert main(["build", "--pin", str(pinned), "--profile", "fp16", "--out", str(out), "--force"]) == 0
+    assert (
+        main(["build", "--pin", str(pinned), "--profile", "fp16", "--out", str(out), "--force"])
+        == 0
+    )
     assert not (out / "stale.txt").exists() and (out / "manifest.json").is_file()
 
 
 def test_unknown_profile(pinned, tmp_path, capsys):
     with pytest.raises(UnknownProfile, match="known profiles: bf16, fp16, fp32"):
         build_bundle(pinned, "fp8", tmp_path / "b")
-    assert main(["build", "--pin", str(pinned), "--profile", "fp8", "--out", str(tmp_path / "b")]) == 2
+    assert (
+        main(["build", "--pin", str(pinned), "--profile", "fp8", "--out", str(tmp_path / "b")]) == 2
+    )
     assert "unknown profile 'fp8'" in capsys.readouterr().err
     assert not (tmp_path / "b").exists()
 

@@ -1,4 +1,6 @@
-"""The embedded default checkpoint: determinism, the real Qwen tokenizer, HF loadability, conditioning."""
+"""The embedded default checkpoint: determinism, the real Qwen tokenizer, HF loadability,
+conditioning."""
+
 from __future__ import annotations
 
 import hashlib
@@ -18,7 +20,12 @@ def _hashes(d):
 
 def test_files(embedded_dir):
     assert sorted(p.name for p in embedded_dir.iterdir()) == [
-        "config.json", "generation_config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"]
+        "config.json",
+        "generation_config.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "tokenizer_config.json",
+    ]
     cfg = json.loads((embedded_dir / "config.json").read_text())
     assert cfg["model_type"] == "qwen3" and cfg["architectures"] == ["Qwen3ForCausalLM"]
     assert cfg["num_key_value_heads"] < cfg["num_attention_heads"] and cfg["head_dim"] == 32
@@ -28,16 +35,22 @@ def test_files(embedded_dir):
 
 
 def test_two_runs_byte_identical_across_processes(embedded_dir, tmp_path):
-    """A second run in a fresh process (fresh tokenizer conversion, fresh RNG) gives the same bytes."""
+    """A second run in a fresh process (fresh tokenizer conversion, fresh RNG) gives the same
+    bytes."""
     out = tmp_path / "again"
-    r = subprocess.run([sys.executable, "-m", "qualflow.cli", "embedded", "--out", str(out)],
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "qualflow.cli", "embedded", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     assert _hashes(out) == _hashes(embedded_dir)
 
 
 def test_tokenizer_facts(embedded_dir):
     from tokenizers import Tokenizer
+
     tok = Tokenizer.from_file(str(embedded_dir / "tokenizer.json"))
     assert tok.encode("Hello world").ids == [9707, 1879]
     assert tok.encode("<|im_end|>").ids == [151645]
@@ -49,18 +62,23 @@ def test_tokenizer_facts(embedded_dir):
 
 def test_embedding_rows(embedded_dir):
     from safetensors import safe_open
+
     with safe_open(str(embedded_dir / "model.safetensors"), "pt") as f:
         keys = set(f.keys())
         assert f.get_slice("model.embed_tokens.weight").get_shape() == [151936, 128]
         assert str(f.get_tensor("model.norm.weight").dtype) == "torch.bfloat16"
     assert "lm_head.weight" not in keys
-    assert "model.layers.3.self_attn.q_norm.weight" in keys and "model.layers.4.mlp.up_proj.weight" not in keys
+    assert (
+        "model.layers.3.self_attn.q_norm.weight" in keys
+        and "model.layers.4.mlp.up_proj.weight" not in keys
+    )
 
 
 @pytest.fixture(scope="module")
 def hf_tokenizer(embedded_dir):
     """transformers' tokenizer of the embedded default, loaded offline."""
     from transformers import AutoTokenizer
+
     assert os.environ.get("HF_HUB_OFFLINE") == "1"
     return AutoTokenizer.from_pretrained(str(embedded_dir))
 
@@ -70,19 +88,25 @@ def hf_model(embedded_dir):
     """The checkpoint in transformers (float32, offline), loaded once for this module."""
     import torch
     from transformers import AutoModelForCausalLM
+
     assert os.environ.get("HF_HUB_OFFLINE") == "1"
     return AutoModelForCausalLM.from_pretrained(str(embedded_dir), dtype=torch.float32).eval()
 
 
 def test_transformers_loads_offline_and_is_well_conditioned(hf_tokenizer, hf_model):
     import torch
+
     tok = hf_tokenizer
     assert tok("Hello world").input_ids == [9707, 1879]
     assert tok.convert_tokens_to_ids("<|im_end|>") == 151645
     msgs = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]
-    text = tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True, enable_thinking=False)
-    assert text == ("<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
-                    "<|im_start|>assistant\n<think>\n\n</think>\n\n")
+    text = tok.apply_chat_template(
+        msgs, tokenize=False, add_generation_prompt=True, enable_thinking=False
+    )
+    assert text == (
+        "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
+        "<|im_start|>assistant\n<think>\n\n</think>\n\n"
+    )
     model = hf_model
     assert model.get_input_embeddings().weight.shape[0] == 151936
     g = torch.Generator().manual_seed(0)
@@ -94,8 +118,11 @@ def test_transformers_loads_offline_and_is_well_conditioned(hf_tokenizer, hf_mod
     assert margin.median() > 0.5  # far above fp16 noise
     assert (logits.argmax(-1) == ids).float().mean() < 0.1  # does not echo its input
     with torch.no_grad():
-        out = model.generate(tok("The capital of France is", return_tensors="pt").input_ids,
-                             max_new_tokens=8, do_sample=False)
+        out = model.generate(
+            tok("The capital of France is", return_tensors="pt").input_ids,
+            max_new_tokens=8,
+            do_sample=False,
+        )
     assert len(set(out[0, -8:].tolist())) >= 4  # greedy continuation varies
 
 
@@ -107,34 +134,52 @@ def test_unknown_preset_exits_2(tmp_path, capsys):
 
 def test_qwen3_06b_preset_is_the_real_shape():
     from qualflow.families.qwen3.synthetic import model_config
+
     c = model_config("qwen3-0.6b")
-    assert (c["hidden_size"], c["num_hidden_layers"], c["num_attention_heads"], c["num_key_value_heads"],
-            c["head_dim"], c["intermediate_size"], c["max_position_embeddings"]) == (1024, 28, 16, 8, 128, 3072, 40960)
+    assert (
+        c["hidden_size"],
+        c["num_hidden_layers"],
+        c["num_attention_heads"],
+        c["num_key_value_heads"],
+        c["head_dim"],
+        c["intermediate_size"],
+        c["max_position_embeddings"],
+    ) == (1024, 28, 16, 8, 128, 3072, 40960)
 
 
 def test_thinking_on_renders_as_transformers_does(embedded_dir, hf_tokenizer):
-    """The family's thinking-on prompt (the correctness reasoning variant, requests with `reasoning`)
-    is the checkpoint template's rendering with enable_thinking=True, as transformers renders it for
-    the reference: no empty think block; the family may open the block after the assistant header."""
+    """The family's thinking-on prompt (the correctness reasoning variant, requests with
+    `reasoning`) is the checkpoint template's rendering with enable_thinking=True, as
+    transformers renders it for the reference: no empty think block; the family may open the
+    block after the assistant header."""
     from qualflow.families import get_family
+
     hf, family = hf_tokenizer, get_family("qwen3")
     template = json.loads((embedded_dir / "tokenizer_config.json").read_text())["chat_template"]
     msgs = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]
-    ref = hf.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True, enable_thinking=True)
+    ref = hf.apply_chat_template(
+        msgs, tokenize=False, add_generation_prompt=True, enable_thinking=True
+    )
     assert ref.endswith("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n")
-    ours = family.render_prompt(hf.backend_tokenizer, template, "Be brief.", msgs[1:], thinking=True)
+    ours = family.render_prompt(
+        hf.backend_tokenizer, template, "Be brief.", msgs[1:], thinking=True
+    )
     ref_ids = hf(ref, add_special_tokens=False).input_ids
-    assert ours[:len(ref_ids)] == ref_ids and "</think>" not in hf.decode(ours)
-    assert "<think>\n\n</think>" in hf.decode(family.render_prompt(hf.backend_tokenizer, template, "Be brief.", msgs[1:]))
+    assert ours[: len(ref_ids)] == ref_ids and "</think>" not in hf.decode(ours)
+    assert "<think>\n\n</think>" in hf.decode(
+        family.render_prompt(hf.backend_tokenizer, template, "Be brief.", msgs[1:])
+    )
 
 
 def test_stop_clock_channels_are_reserved(embedded_dir):
-    """The stop clock's channels (families/qwen3/stop_clock.py): every embedding row has one norm, and
-    no random weight reads or writes a reserved channel; only layer 0's o_proj writes STOP and BIAS."""
+    """The stop clock's channels (families/qwen3/stop_clock.py): every embedding row has one
+    norm, and no random weight reads or writes a reserved channel; only layer 0's o_proj writes
+    STOP and BIAS."""
     import torch
     from safetensors.torch import load_file
 
     from qualflow.families.qwen3 import stop_clock as sc
+
     sd = {k: v.float() for k, v in load_file(str(embedded_dir / "model.safetensors")).items()}
     norms = sd["model.embed_tokens.weight"].norm(dim=1)
     assert (norms.max() - norms.min()) / norms.mean() < 0.01
@@ -149,28 +194,44 @@ def test_stop_clock_channels_are_reserved(embedded_dir):
         assert (sd[p + "mlp.down_proj.weight"][r:] == 0).all()
         o = sd[p + "self_attn.o_proj.weight"][r:]
         assert (o == 0).all() if i else (o.abs().sum(1) > 0).tolist() == [False, False, True, True]
-    assert torch.equal(sd["model.norm.weight"][r:], torch.tensor([0, 0, sc.STOP_READ, sc.BIAS_READ]))
+    assert torch.equal(
+        sd["model.norm.weight"][r:], torch.tensor([0, 0, sc.STOP_READ, sc.BIAS_READ])
+    )
 
 
 def test_greedy_decoding_stops_in_the_reference_and_the_native_model(bundle_dir, hf_model):
-    """Greedy decoding ends with <|im_end|> some forty tokens in, and transformers' argmax agrees with
-    the native Task's token at every step (teacher-forced on the native ids: the same greedy sequence).
-    With the stop ignored, <|im_end|> restarts the clock and decoding goes on through ordinary tokens:
-    no other special token (no <think>, no </think>) is ever the argmax."""
+    """Greedy decoding ends with <|im_end|> some forty tokens in, and transformers' argmax agrees
+    with the native Task's token at every step (teacher-forced on the native ids: the same greedy
+    sequence). With the stop ignored, <|im_end|> restarts the clock and decoding goes on through
+    ordinary tokens: no other special token (no <think>, no </think>) is ever the argmax."""
     import torch
 
     from qualflow.runtime import EngineConfig, GenerationRequest, load_task
+
     task = load_task(bundle_dir, EngineConfig(max_batch=1))
     try:
         ids = task.render_prompt("Be brief.", [{"role": "user", "content": "Name three rivers."}])
-        native = task.generate_sync(GenerationRequest("n", ids, task.default_params(
-            max_new_tokens=200, temperature=0.0))).token_ids
-        on = task.generate_sync(GenerationRequest("i", ids, task.default_params(
-            max_new_tokens=len(native) + 24, temperature=0.0, ignore_eos=True))).token_ids
+        native = task.generate_sync(
+            GenerationRequest("n", ids, task.default_params(max_new_tokens=200, temperature=0.0))
+        ).token_ids
+        on = task.generate_sync(
+            GenerationRequest(
+                "i",
+                ids,
+                task.default_params(
+                    max_new_tokens=len(native) + 24, temperature=0.0, ignore_eos=True
+                ),
+            )
+        ).token_ids
     finally:
         task.close()
     assert native[-1] == 151645 and 16 < len(native) <= 64
     with torch.no_grad():
-        ref = hf_model(torch.tensor([ids + native[:-1]])).logits[0, len(ids) - 1:].argmax(-1).tolist()
+        ref = (
+            hf_model(torch.tensor([ids + native[:-1]]))
+            .logits[0, len(ids) - 1 :]
+            .argmax(-1)
+            .tolist()
+        )
     assert ref == native
-    assert on[:len(native)] == native and max(on[len(native):]) < 151643
+    assert on[: len(native)] == native and max(on[len(native) :]) < 151643

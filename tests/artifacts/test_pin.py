@@ -1,4 +1,5 @@
 """Pinning: local dirs, hub ids with the hub client faked at its boundary, clear errors."""
+
 from __future__ import annotations
 
 import json
@@ -8,8 +9,14 @@ from types import SimpleNamespace
 import huggingface_hub
 import pytest
 
-from qualflow.artifacts.pin import (CheckpointError, CheckpointNotFound, UnpinnedRevision, pin_checkpoint,
-                                 read_pin, sha256_file)
+from qualflow.artifacts.pin import (
+    CheckpointError,
+    CheckpointNotFound,
+    UnpinnedRevision,
+    pin_checkpoint,
+    read_pin,
+    sha256_file,
+)
 from qualflow.cli import main
 
 SHA = "0123456789abcdef0123456789abcdef01234567"
@@ -21,8 +28,17 @@ def test_local_pin(embedded_dir, pinned):
     assert pin["schema_version"] == 1 and pin["family"] == "qwen3"
     assert pin["path"] == str(embedded_dir) and pin["checkpoint"]["source"] == "local"
     assert pin["checkpoint"]["revision"] is None
-    assert list(pin["files"]) == sorted(pin["files"]) == [
-        "config.json", "generation_config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"]
+    assert (
+        list(pin["files"])
+        == sorted(pin["files"])
+        == [
+            "config.json",
+            "generation_config.json",
+            "model.safetensors",
+            "tokenizer.json",
+            "tokenizer_config.json",
+        ]
+    )
     f = pin["files"]["model.safetensors"]
     assert f["sha256"] == sha256_file(embedded_dir / "model.safetensors")
     assert f["size"] == (embedded_dir / "model.safetensors").stat().st_size
@@ -73,22 +89,44 @@ def test_hub_allow_unpinned_resolves_and_records(fake_hub):
     pin = pin_checkpoint("Qwen/Qwen3-0.6B", "main", allow_unpinned=True)
     assert fake_hub["resolve"] == [("Qwen/Qwen3-0.6B", "main")]
     assert fake_hub["download"] == [("Qwen/Qwen3-0.6B", RESOLVED)]
-    assert pin["checkpoint"]["revision"] == RESOLVED and pin["checkpoint"]["requested_revision"] == "main"
+    assert (
+        pin["checkpoint"]["revision"] == RESOLVED
+        and pin["checkpoint"]["requested_revision"] == "main"
+    )
 
 
 def test_cli_hub_branch_exits_2(fake_hub, tmp_path, capsys):
     out = tmp_path / "pin.json"
-    assert main(["pin", "--checkpoint", "Qwen/Qwen3-0.6B", "--revision", "main", "--out", str(out)]) == 2
+    assert (
+        main(["pin", "--checkpoint", "Qwen/Qwen3-0.6B", "--revision", "main", "--out", str(out)])
+        == 2
+    )
     assert "qualflow pin: error:" in capsys.readouterr().err and not out.exists()
-    assert main(["pin", "--checkpoint", "Qwen/Qwen3-0.6B", "--revision", "main", "--allow-unpinned",
-                 "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "pin",
+                "--checkpoint",
+                "Qwen/Qwen3-0.6B",
+                "--revision",
+                "main",
+                "--allow-unpinned",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     assert json.loads(out.read_text())["checkpoint"]["revision"] == RESOLVED
 
 
 def test_missing_dir(tmp_path, capsys):
     with pytest.raises(CheckpointNotFound, match="not found"):
         pin_checkpoint(str(tmp_path / "nope"))
-    assert main(["pin", "--checkpoint", str(tmp_path / "nope"), "--out", str(tmp_path / "p.json")]) == 2
+    assert (
+        main(["pin", "--checkpoint", str(tmp_path / "nope"), "--out", str(tmp_path / "p.json")])
+        == 2
+    )
     assert str(tmp_path / "nope") in capsys.readouterr().err
 
 
@@ -136,7 +174,9 @@ def test_hub_client_errors_become_clear_errors(monkeypatch):
         raise OSError("no network")
 
     monkeypatch.setattr(huggingface_hub, "snapshot_download", offline)
-    with pytest.raises(CheckpointError, match=f"could not download hub checkpoint Qwen/Qwen3-0.6B@{SHA}"):
+    with pytest.raises(
+        CheckpointError, match=f"could not download hub checkpoint Qwen/Qwen3-0.6B@{SHA}"
+    ):
         pin_checkpoint("Qwen/Qwen3-0.6B", SHA)
 
 

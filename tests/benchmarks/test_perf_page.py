@@ -1,5 +1,6 @@
-"""benchmarks/perf_page.py: docs/performance.md is what the committed results give (a result committed
-without regenerating the page fails here), and a new result's points reach the page."""
+"""benchmarks/perf_page.py: docs/performance.md is what the committed results give (a result
+committed without regenerating the page fails here), and a new result's points reach the page."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -20,8 +21,9 @@ def perf_page():
 
 
 def test_the_committed_page_is_what_the_committed_results_give(perf_page):
-    assert (REPO / "docs" / "performance.md").read_text() == perf_page.render(), \
+    assert (REPO / "docs" / "performance.md").read_text() == perf_page.render(), (
         "docs/performance.md is stale: run python benchmarks/perf_page.py"
+    )
     assert perf_page.main(["--check"]) == 0
 
 
@@ -29,10 +31,19 @@ def test_a_new_result_reaches_the_page_and_the_old_page_fails_the_check(perf_pag
     results = tmp_path / "results"
     shutil.copytree(REPO / "benchmarks" / "results", results)
     before = perf_page.render(results)
-    raw = {"points": {"c8_isl64_osl64": {"output_tok_per_s": 4321.0, "ttft_ms_p50": 3.0, "itl_ms_p50": 1.5,
-                                         "roofline": {"limit_tok_per_s": 8642.0}}}}
-    rec = perf_page.results_schema.record("engine", "async", "NVIDIA B200", "2027-01-02T03:04:05+00:00",
-                                          {"git_sha": "abc123"}, raw)
+    raw = {
+        "points": {
+            "c8_isl64_osl64": {
+                "output_tok_per_s": 4321.0,
+                "ttft_ms_p50": 3.0,
+                "itl_ms_p50": 1.5,
+                "roofline": {"limit_tok_per_s": 8642.0},
+            }
+        }
+    }
+    rec = perf_page.results_schema.record(
+        "engine", "async", "NVIDIA B200", "2027-01-02T03:04:05+00:00", {"git_sha": "abc123"}, raw
+    )
     (results / "NVIDIA-B200").mkdir()
     (results / "NVIDIA-B200" / "2027-01-02-engine-async.json").write_text(json.dumps(rec))
     after = perf_page.render(results)
@@ -50,6 +61,8 @@ def test_a_new_result_reaches_the_page_and_the_old_page_fails_the_check(perf_pag
 
 def test_a_result_not_in_the_schema_is_named(perf_page, tmp_path):
     (tmp_path / "NVIDIA-H200").mkdir()
-    (tmp_path / "NVIDIA-H200" / "2027-01-01-old.json").write_text(json.dumps({"gpu": "NVIDIA H200"}))
+    (tmp_path / "NVIDIA-H200" / "2027-01-01-old.json").write_text(
+        json.dumps({"gpu": "NVIDIA H200"})
+    )
     with pytest.raises(ValueError, match="2027-01-01-old.json: not a qualflow-bench/1 result"):
         perf_page.render(tmp_path)

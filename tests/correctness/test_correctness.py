@@ -1,4 +1,6 @@
-"""Family correctness on the embedded default: passes as built, fails when one weight is perturbed."""
+"""Family correctness on the embedded default: passes as built, fails when one weight is
+perturbed."""
+
 from __future__ import annotations
 
 import json
@@ -9,29 +11,40 @@ import pytest
 from safetensors.torch import load_file, save_file
 
 from qualflow.artifacts.bundle import compute_bundle_hash
+from qualflow.cli import main
 from qualflow.correctness.criteria import check_case, variants
 from qualflow.families import get_family
 from qualflow.files import sha256_file
-from qualflow.cli import main
 
 
 def test_embedded_default_passes(bundle_dir, tmp_path, capsys):
     out = tmp_path / "correctness.parquet"
     assert main(["correctness", "--bundle", str(bundle_dir), "--out", str(out)]) == 0
     df = pd.read_parquet(out)
-    assert set(df.criterion) == {"max_rel_logit_diff", "max_kl", "top1_agreement", "greedy_continuation"}
+    assert set(df.criterion) == {
+        "max_rel_logit_diff",
+        "max_kl",
+        "top1_agreement",
+        "greedy_continuation",
+    }
     assert df.passed.all() and len(df) == 4 * df.prompt_id.nunique() >= 15
     assert (df.thresholds_version == "qwen3-correctness-v1").all()
     assert "criteria passed" in capsys.readouterr().out
-    # the reasoning variant: every prompt again, rendered with thinking on, the same criteria and thresholds
+    # the reasoning variant: every prompt again, rendered with thinking on, the same criteria and
+    # thresholds
     plain = [p["id"] for p in get_family("qwen3").correctness_spec()["prompts"]]
     assert set(df.prompt_id) == set(plain) | {f"{p}@reasoning" for p in plain}
     for p in plain:
-        a, b = df[df.prompt_id == p].set_index("criterion"), df[df.prompt_id == f"{p}@reasoning"].set_index("criterion")
+        a, b = (
+            df[df.prompt_id == p].set_index("criterion"),
+            df[df.prompt_id == f"{p}@reasoning"].set_index("criterion"),
+        )
         assert (a["threshold"] == b["threshold"]).all() and set(a.index) == set(b.index)
     assert set(df[df.prompt_id.str.endswith("@reasoning")].case_id) == {
-        f"{p}@reasoning/{c}" for p in plain for c in ("max_rel_logit_diff", "max_kl", "top1_agreement",
-                                                      "greedy_continuation")}
+        f"{p}@reasoning/{c}"
+        for p in plain
+        for c in ("max_rel_logit_diff", "max_kl", "top1_agreement", "greedy_continuation")
+    }
 
 
 def _rebuilt_with_perturbed_weight(bundle_dir, dst):
@@ -41,8 +54,10 @@ def _rebuilt_with_perturbed_weight(bundle_dir, dst):
     w["layers.1.o"][3, 5] += 0.5
     save_file(w, dst / "weights.safetensors", metadata={"format": "pt"})
     m = json.loads((dst / "manifest.json").read_text())
-    m["files"]["weights.safetensors"] = {"sha256": sha256_file(dst / "weights.safetensors"),
-                                         "size": (dst / "weights.safetensors").stat().st_size}
+    m["files"]["weights.safetensors"] = {
+        "sha256": sha256_file(dst / "weights.safetensors"),
+        "size": (dst / "weights.safetensors").stat().st_size,
+    }
     m["bundle_hash"] = compute_bundle_hash(m)
     (dst / "manifest.json").write_text(json.dumps(m, indent=2, sort_keys=True))
     return dst
@@ -68,13 +83,26 @@ def test_record_failures_records_a_run_that_cannot_complete(tmp_path):
     out = tmp_path / "correctness.parquet"
     assert main(["correctness", "--bundle", str(tmp_path / "no-bundle"), "--out", str(out)]) == 2
     assert not out.exists()
-    assert main(["correctness", "--bundle", str(tmp_path / "no-bundle"), "--out", str(out), "--record-failures"]) == 0
+    assert (
+        main(
+            [
+                "correctness",
+                "--bundle",
+                str(tmp_path / "no-bundle"),
+                "--out",
+                str(out),
+                "--record-failures",
+            ]
+        )
+        == 0
+    )
     df = pd.read_parquet(out)
     assert len(df) == 1 and not df.passed.iloc[0] and "not a bundle" in df.detail.iloc[0]
 
 
 def test_unknown_precision_has_no_thresholds():
     from qualflow.families import get_family
+
     spec = get_family("qwen3").correctness_spec()
     assert set(spec["thresholds"]) == {"float32", "float16", "bfloat16"}
     with pytest.raises(KeyError):
@@ -87,13 +115,25 @@ def test_the_table_records_the_command_that_wrote_it(tmp_path):
     import pyarrow.parquet as pq
 
     from qualflow.correctness.table import recorded_command
+
     out = tmp_path / "correctness.parquet"
-    argv = ["correctness", "--bundle", str(tmp_path / "no-bundle"), "--out", str(out), "--record-failures"]
+    argv = [
+        "correctness",
+        "--bundle",
+        str(tmp_path / "no-bundle"),
+        "--out",
+        str(out),
+        "--record-failures",
+    ]
     assert main(argv) == 0
     assert recorded_command(out) == "qualflow " + " ".join(argv)
     df = pd.read_parquet(out)
     df.to_parquet(tmp_path / "plain.parquet", index=False)
-    assert pq.read_schema(out).remove_metadata().equals(pq.read_schema(tmp_path / "plain.parquet").remove_metadata())
+    assert (
+        pq.read_schema(out)
+        .remove_metadata()
+        .equals(pq.read_schema(tmp_path / "plain.parquet").remove_metadata())
+    )
     assert recorded_command(tmp_path / "plain.parquet") is None and recorded_command(None) is None
 
 
@@ -110,6 +150,7 @@ class _Scored:
 
     def logits(self, ids):
         import torch
+
         return torch.nn.functional.one_hot((torch.tensor(ids) + 1) % 4, 4).float() * 5
 
     score = logits
@@ -122,18 +163,26 @@ class _Scored:
 
     def default_params(self, **kw):
         from types import SimpleNamespace
+
         return SimpleNamespace(**kw)
 
     def generate_sync(self, req):
         from types import SimpleNamespace
-        return SimpleNamespace(token_ids=self.greedy(req.prompt_token_ids, req.params.max_new_tokens))
+
+        return SimpleNamespace(
+            token_ids=self.greedy(req.prompt_token_ids, req.params.max_new_tokens)
+        )
 
 
 def test_a_variant_renders_its_own_way_under_the_same_criteria():
     spec = {"greedy_tokens": 3, "variants": {"reasoning": {"thinking": True}}}
     th = {"max_rel_logit_diff": 0.0, "max_kl": 0.0, "top1_margin_tol": 1.0, "top1_agreement": 1.0}
     task = _Scored()
-    rows = [r for v in variants(spec) for r in check_case(task, task, {"id": "p", "input": "hi"}, spec, th, v)]
+    rows = [
+        r
+        for v in variants(spec)
+        for r in check_case(task, task, {"id": "p", "input": "hi"}, spec, th, v)
+    ]
     assert task.rendered == [False, True]
     assert [r["prompt_id"] for r in rows] == ["p"] * 4 + ["p@reasoning"] * 4
     assert all(r["passed"] for r in rows)

@@ -1,5 +1,7 @@
 """docs/configuration.md documents every key of workflow/schemas/config.schema.yaml: its key
-table is the one scripts/config_docs.py generates from the schema, and its full example is a valid config."""
+table is the one scripts/config_docs.py generates from the schema, and its full example is a
+valid config."""
+
 from __future__ import annotations
 
 import re
@@ -17,8 +19,9 @@ SCRIPT = REPO / "scripts" / "config_docs.py"
 
 
 def _check(page):
-    return subprocess.run([sys.executable, str(SCRIPT), "--check", str(page)],
-                          capture_output=True, text=True)
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), "--check", str(page)], capture_output=True, text=True
+    )
 
 
 def test_every_schema_key_is_on_the_page():
@@ -38,8 +41,11 @@ def test_a_key_added_to_the_schema_fails_the_check(tmp_path):
     schema["properties"]["server"]["properties"]["new_knob"] = {"type": "integer", "default": 1}
     path = tmp_path / "schema.yaml"
     path.write_text(yaml.safe_dump(schema))
-    r = subprocess.run([sys.executable, str(SCRIPT), "--schema", str(path), "--check", str(PAGE)],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, str(SCRIPT), "--schema", str(path), "--check", str(PAGE)],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 1 and "server.new_knob" in r.stderr, r.stderr
 
 

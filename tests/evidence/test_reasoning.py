@@ -3,6 +3,7 @@ counts and time to the first answer token beside AIPerf's reasoning token count 
 output token; in the summary, those figures (AIPerf's equal to its own summary export). Timing logs
 written before thinking existed still join, their thinking columns null; a reasoning point whose
 every request was refused (a server without thinking answers 400) joins with its figures null."""
+
 from __future__ import annotations
 
 import json
@@ -10,16 +11,21 @@ import json
 import numpy as np
 import pytest
 
+from fixtures.sessions import POINT, build_joined, join, make_session
 from qualflow.evidence.schema import REASONING_METRICS, SUMMARY_PERCENTILES
 
-from fixtures.sessions import POINT, build_joined, join, make_session
-
 # AIPerf's figures of each profiling record (ms, tokens) and the server's reasoning tokens of each
-THINKING = ({"ttft": 20.0, "ttfot": 61.0, "reasoning": 9}, {"ttft": 24.0, "ttfot": 75.0, "reasoning": 11},
-            {"ttft": 31.0, "ttfot": 98.0, "reasoning": 14})
+THINKING = (
+    {"ttft": 20.0, "ttfot": 61.0, "reasoning": 9},
+    {"ttft": 24.0, "ttfot": 75.0, "reasoning": 11},
+    {"ttft": 31.0, "ttfot": 98.0, "reasoning": 14},
+)
 SERVER_REASONING = (8, 10, 12)
 REASONING_POINT = {**POINT, "reasoning": {"effort": "medium"}}
-AIPERF_TAGS = {"client_ttfot_ms": "time_to_first_output_token", "client_reasoning_tokens": "reasoning_token_count"}
+AIPERF_TAGS = {
+    "client_ttfot_ms": "time_to_first_output_token",
+    "client_reasoning_tokens": "reasoning_token_count",
+}
 
 
 def _profiling(req):
@@ -33,8 +39,9 @@ def test_each_request_has_both_sides_reasoning_figures(tmp_path):
     assert list(prof["client_ttfot_ms"]) == [61.0, 75.0, 98.0]
     assert list(prof["client_reasoning_tokens"]) == [9, 11, 14]
     assert list(prof["server_reasoning_tokens"]) == [8, 10, 12]
-    assert list(prof["server_answer_tokens"]) == [8, 6, 4]                   # 16 output tokens each
-    # the fixture's first token comes 12 ms after arrival, the answer one ms per reasoning token later
+    assert list(prof["server_answer_tokens"]) == [8, 6, 4]  # 16 output tokens each
+    # the fixture's first token comes 12 ms after arrival, the answer one ms per reasoning token
+    # later
     assert list(prof["server_ttft_ms"]) == pytest.approx([12.0] * 3)
     assert list(prof["server_ttfat_ms"]) == pytest.approx([20.0, 22.0, 24.0])
     first = prof["server_answer_first_token_ns"] - prof["server_http_received_ns"]
@@ -53,8 +60,12 @@ def test_the_summary_holds_aiperfs_reasoning_metrics_and_the_servers(tmp_path):
             assert row[f"{col}_p{q}"] == pytest.approx(aiperf[tag][f"p{q}"]), (col, q)
     assert row["server_reasoning_tokens_mean"] == pytest.approx(10.0)
     assert row["server_answer_tokens_p50"] == pytest.approx(6.0)
-    assert row["server_ttfat_ms_p50"] == pytest.approx(22.0) and row["server_ttft_ms_p50"] == pytest.approx(12.0)
-    assert row["client_ttft_ms_p50"] == pytest.approx(24.0) and row["client_ttfot_ms_p50"] == pytest.approx(75.0)
+    assert row["server_ttfat_ms_p50"] == pytest.approx(22.0) and row[
+        "server_ttft_ms_p50"
+    ] == pytest.approx(12.0)
+    assert row["client_ttft_ms_p50"] == pytest.approx(24.0) and row[
+        "client_ttfot_ms_p50"
+    ] == pytest.approx(75.0)
 
 
 def test_a_timing_log_from_before_thinking_still_joins(tmp_path):
@@ -62,10 +73,17 @@ def test_a_timing_log_from_before_thinking_still_joins(tmp_path):
     _, ev = build_joined(tmp_path)
     prof = _profiling(ev["requests"])
     assert len(prof) == 3 and (prof["match_status"] == "matched").all()
-    for c in ("client_reasoning_tokens", "server_reasoning_tokens", "server_answer_tokens",
-              "server_answer_first_token_ns", "server_ttfat_ms"):
+    for c in (
+        "client_reasoning_tokens",
+        "server_reasoning_tokens",
+        "server_answer_tokens",
+        "server_answer_first_token_ns",
+        "server_ttfat_ms",
+    ):
         assert prof[c].dtype == float and prof[c].isna().all(), c
-    assert list(prof["client_ttfot_ms"]) == list(prof["client_ttft_ms"])    # AIPerf: TTFO is TTFT here
+    assert list(prof["client_ttfot_ms"]) == list(
+        prof["client_ttft_ms"]
+    )  # AIPerf: TTFO is TTFT here
     row = ev["summary"].iloc[0]
     assert row["reasoning_effort"] is None and row["server_ttft_ms_p50"] == pytest.approx(12.0)
     for m in ("client_reasoning_tokens", "server_reasoning_tokens", "server_ttfat_ms"):
@@ -74,8 +92,8 @@ def test_a_timing_log_from_before_thinking_still_joins(tmp_path):
 
 
 def refused_everything(tmp_path):
-    """The session of a reasoning point against a server without thinking: every request answered 400
-    (AIPerf then writes no summary and no ready marker, and exits 1)."""
+    """The session of a reasoning point against a server without thinking: every request answered
+    400 (AIPerf then writes no summary and no ready marker, and exits 1)."""
     s, adir = make_session(tmp_path)
     recs = []
     for r in map(json.loads, (adir / "profile_export.jsonl").read_text().splitlines()):
@@ -90,12 +108,24 @@ def refused_everything(tmp_path):
     for r in map(json.loads, timing.read_text().splitlines()):
         if r["tag"].startswith("aiperf:"):
             r = {k: v for k, v in r.items() if not k.endswith("_ns") or k == "http_received_ns"}
-            r.update(status="rejected", http_status=400, error="reasoning: not supported", finish_reason=None,
-                     output_tokens=None, http_sent_ns=r["http_received_ns"] + 1_000_000)
+            r.update(
+                status="rejected",
+                http_status=400,
+                error="reasoning: not supported",
+                finish_reason=None,
+                output_tokens=None,
+                http_sent_ns=r["http_received_ns"] + 1_000_000,
+            )
         out.append(r)
     timing.write_text("".join(json.dumps(r) + "\n" for r in out))
-    (s / "points" / "tiny_c2" / "run.json").write_text(json.dumps(
-        {"command": "aiperf profile ...", "verdict": {"ok": False, "reasons": ["3 error records"], "warnings": []}}))
+    (s / "points" / "tiny_c2" / "run.json").write_text(
+        json.dumps(
+            {
+                "command": "aiperf profile ...",
+                "verdict": {"ok": False, "reasons": ["3 error records"], "warnings": []},
+            }
+        )
+    )
     return s
 
 

@@ -1,6 +1,7 @@
 """One definition of a point's samples (qualflow.evidence.samples): an endpoint's client-only rows
 give its summary and targets the latency figures AIPerf measured, its SLOs are judged on them, and
 `summary` and `qualflow compare` take the same rows."""
+
 from __future__ import annotations
 
 import json
@@ -8,14 +9,16 @@ import json
 import numpy as np
 import pytest
 
+from fixtures.sessions import POINT, build_joined, join, make_endpoint_session
 from qualflow.evidence.compare.samples import samples_of
 from qualflow.evidence.join import SERVER_FIGURE_NULL
 from qualflow.evidence.schema import SERVER_METRICS, SUMMARY_PERCENTILES
 
-from fixtures.sessions import POINT, build_joined, join, make_endpoint_session
-
-AIPERF_TAGS = {"client_ttft_ms": "time_to_first_token", "client_itl_ms": "inter_token_latency",
-               "client_request_latency_ms": "request_latency"}
+AIPERF_TAGS = {
+    "client_ttft_ms": "time_to_first_token",
+    "client_itl_ms": "inter_token_latency",
+    "client_request_latency_ms": "request_latency",
+}
 
 
 def test_endpoint_summary_holds_the_client_percentiles_aiperf_exported(tmp_path):
@@ -53,8 +56,10 @@ def test_endpoint_slo_miss_names_the_measured_client_figure(tmp_path):
     s, _ = make_endpoint_session(tmp_path / "a")
     res, ev = join(tmp_path / "a", s, slos={"tiny_c2": {"ttft_ms": {"p50": 40}}})
     assert res["statuses"] == {"tiny_c2": "aiperf-qualified"}
-    assert "SLO ttft_ms.p50 missed: client_ttft_ms_p50 <= 40 ms required, measured 44 ms" \
+    assert (
+        "SLO ttft_ms.p50 missed: client_ttft_ms_p50 <= 40 ms required, measured 44 ms"
         in ev["runs"].iloc[0]["status_reasons"]
+    )
     # a bound on a server-side figure cannot be met without server timing, and says why
     s, _ = make_endpoint_session(tmp_path / "b")
     res, ev = join(tmp_path / "b", s, slos={"tiny_c2": {"task_call_wall_ms": {"p50": 1000}}})

@@ -1,4 +1,5 @@
 """docs/evidence.md documents every evidence column; tables refuse undocumented columns."""
+
 from __future__ import annotations
 
 import re
@@ -6,9 +7,8 @@ import re
 import pandas as pd
 import pytest
 
-from qualflow.evidence.schema import TABLES, conform
-
 from fixtures import REPO
+from qualflow.evidence.schema import TABLES, conform
 
 EVIDENCE_PAGE = REPO / "docs" / "evidence.md"
 
@@ -32,7 +32,9 @@ def test_conform_orders_and_refuses_extras():
 def test_a_text_column_null_on_every_row_is_still_stored_as_text(tmp_path):
     """A run without any AIPerf warning writes the same arrow type as a run with one."""
     import pyarrow.parquet as pq
+
     from qualflow.evidence.store import write_table
+
     types = []
     for warnings in (None, "OSL mismatch"):
         df = conform(pd.DataFrame([{"aiperf_warnings": warnings}]), "summary")

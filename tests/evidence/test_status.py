@@ -1,4 +1,5 @@
 """The qualification ladder's verdict for one run (qualflow.evidence.status)."""
+
 from __future__ import annotations
 
 import pandas as pd
@@ -9,8 +10,16 @@ from qualflow.evidence.status import StatusInputs, qualification_status
 def _inputs() -> StatusInputs:
     corr = pd.DataFrame({"passed": [True], "thresholds_version": ["v1"]})
     protocol = pd.DataFrame({"name": ["stream"], "passed": [True]})
-    return StatusInputs(implemented=True, correctness=corr, protocol=protocol, protocol_enabled=True,
-                        aiperf_ok=True, aiperf_reasons=[], accounting_ok=True, accounting_reasons=[])
+    return StatusInputs(
+        implemented=True,
+        correctness=corr,
+        protocol=protocol,
+        protocol_enabled=True,
+        aiperf_ok=True,
+        aiperf_reasons=[],
+        accounting_ok=True,
+        accounting_reasons=[],
+    )
 
 
 def test_the_reasons_returned_are_the_callers_own():

@@ -2,17 +2,17 @@
 p50/p99, error rate, status; ratios "×" for throughput and "%" for latency, coloured by verdict),
 then the protocol matrix, then the plots; the method, the noise discussion and the full tables
 after, collapsible. Sides are named by config names and pinned identities, never machine paths."""
+
 from __future__ import annotations
 
 import pandas as pd
 
+from fixtures.compare_runs import write_run
 from qualflow.evidence.compare.config import CompareOptions
 from qualflow.evidence.compare.names import no_path, side_name
 from qualflow.evidence.store import RunRef, write_table
 from qualflow.report.compare import run_compare
 from qualflow.report.compare_first import ratio_text
-
-from fixtures.compare_runs import write_run
 
 FAST = CompareOptions(resamples=200)
 
@@ -24,7 +24,11 @@ def _two(tmp_path, head_median=2000.0):
     for d in (head, head / "history" / "m.fp16.B"):
         if (d / "runs.parquet").exists():
             r = pd.read_parquet(d / "runs.parquet")
-            r["served_model"], r["checkpoint"], r["stack"] = str(tmp_path / "ckpts" / "tiny-qwen"), "embedded", "endpoint"
+            r["served_model"], r["checkpoint"], r["stack"] = (
+                str(tmp_path / "ckpts" / "tiny-qwen"),
+                "embedded",
+                "endpoint",
+            )
             write_table(r, d / "runs.parquet")
     return base, head
 
@@ -34,17 +38,37 @@ def test_first_screen_is_a_table_per_point_then_protocol_then_plots(tmp_path):
     run_compare(str(base), str(head), root=tmp_path, out=tmp_path / "o", opts=FAST)
     html = (tmp_path / "o" / "compare.html").read_text()
     i_table = html.index("<table class='t pt' data-point='w_c1'>")
-    assert html.index("<h1>") < i_table < html.index("id='verdict'") < html.index("id='protocol-matrix'") \
-        < html.index("delta chart") < html.index("<details><summary>Method</summary>")
-    assert html.index("<details><summary>Method</summary>") < html.index("id='noise-note'")   # collapsible
-    table = html[i_table:html.index("</table>", i_table)]
-    for head_cell in ("output tok/s", "TTFT p50 ms", "TTFT p99 ms", "ITL p50 ms", "ITL p99 ms", "error rate", "status"):
+    assert (
+        html.index("<h1>")
+        < i_table
+        < html.index("id='verdict'")
+        < html.index("id='protocol-matrix'")
+        < html.index("delta chart")
+        < html.index("<details><summary>Method</summary>")
+    )
+    assert html.index("<details><summary>Method</summary>") < html.index(
+        "id='noise-note'"
+    )  # collapsible
+    table = html[i_table : html.index("</table>", i_table)]
+    for head_cell in (
+        "output tok/s",
+        "TTFT p50 ms",
+        "TTFT p99 ms",
+        "ITL p50 ms",
+        "ITL p99 ms",
+        "error rate",
+        "status",
+    ):
         assert f"<th>{head_cell}</th>" in table, head_cell
-    # head 20x slower: throughput 0.05x, latency +1,900 %-ish, both regressions beyond the default floor
+    # head 20x slower: throughput 0.05x, latency +1,900 %-ish, both regressions beyond the default
+    # floor
     assert "<td class='reg' title='regression beyond a default floor of 50 %'>0.05×</td>" in table
     assert "title='regression beyond a default floor of 50 %'>+1,9" in table
     assert "a default floor of 50 % of the base value" in html
-    assert "<span class='imp'>20× the output tok/s</span>" in html and "× lower TTFT p50</span>" in html
+    assert (
+        "<span class='imp'>20× the output tok/s</span>" in html
+        and "× lower TTFT p50</span>" in html
+    )
 
 
 def test_sides_are_named_by_config_names_never_paths(tmp_path):
@@ -57,13 +81,32 @@ def test_sides_are_named_by_config_names_never_paths(tmp_path):
 
 
 def test_names_and_ratios():
-    assert no_path("/home/u/ckpt/qwen3-0.6b") == "qwen3-0.6b" and no_path("Qwen/Qwen3-0.6B") == "Qwen/Qwen3-0.6B"
-    runs = pd.DataFrame([{"run_id": "r", "stack": "endpoint", "checkpoint": "embedded", "software_key": "k",
-                          "served_model": "/tmp/x/tiny", "checkpoint_revision": "content-sha256:ab"}])
+    assert (
+        no_path("/home/u/ckpt/qwen3-0.6b") == "qwen3-0.6b"
+        and no_path("Qwen/Qwen3-0.6B") == "Qwen/Qwen3-0.6B"
+    )
+    runs = pd.DataFrame(
+        [
+            {
+                "run_id": "r",
+                "stack": "endpoint",
+                "checkpoint": "embedded",
+                "software_key": "k",
+                "served_model": "/tmp/x/tiny",
+                "checkpoint_revision": "content-sha256:ab",
+            }
+        ]
+    )
     n = side_name("head", RunRef("k", "r", "tserve", "endpoint", path=None), runs)
     assert n.name == "tserve/endpoint (endpoint)"
-    assert n.identity_text() == "checkpoint embedded, revision content-sha256:ab, software k, served as tiny"
-    assert ratio_text(2550.0, 136.0, True) == "0.0533×" and ratio_text(10.0, 225.3, False) == "+2,153 %"
+    assert (
+        n.identity_text()
+        == "checkpoint embedded, revision content-sha256:ab, software k, served as tiny"
+    )
+    assert (
+        ratio_text(2550.0, 136.0, True) == "0.0533×"
+        and ratio_text(10.0, 225.3, False) == "+2,153 %"
+    )
 
 
 def test_between_stacks_a_change_is_a_difference_between_versions_a_regression(tmp_path):

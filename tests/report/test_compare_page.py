@@ -1,4 +1,5 @@
 """The compare page's first screen: headline figures per point, base -> head, in load order."""
+
 from __future__ import annotations
 
 import pandas as pd
@@ -7,19 +8,42 @@ from qualflow.report.compare_page import _headline_table, _load_order
 
 
 def _row(point, label, stat, base, head, verdict):
-    return {"model": "m", "profile": "fp16", "point_id": point, "label": label, "stat": stat, "base": base,
-            "head": head, "rel_delta": (head - base) / base, "verdict": verdict}
+    return {
+        "model": "m",
+        "profile": "fp16",
+        "point_id": point,
+        "label": label,
+        "stat": stat,
+        "base": base,
+        "head": head,
+        "rel_delta": (head - base) / base,
+        "verdict": verdict,
+    }
 
 
 def test_headline_figures_in_load_order():
-    m = pd.DataFrame([_row("chat_c64", "TTFT", "p50", 100.0, 150.0, "regression"),
-                      _row("chat_c8", "TTFT", "p50", 50.0, 50.5, "within noise"),
-                      _row("chat_c8", "output tokens/s (AIPerf aggregate)", "aggregate", 2000.0, 2100.0,
-                           "not tested (one value per run)"),
-                      _row("chat_r0p5", "ITL", "p99", 10.0, 9.0, "improvement")])
+    m = pd.DataFrame(
+        [
+            _row("chat_c64", "TTFT", "p50", 100.0, 150.0, "regression"),
+            _row("chat_c8", "TTFT", "p50", 50.0, 50.5, "within noise"),
+            _row(
+                "chat_c8",
+                "output tokens/s (AIPerf aggregate)",
+                "aggregate",
+                2000.0,
+                2100.0,
+                "not tested (one value per run)",
+            ),
+            _row("chat_r0p5", "ITL", "p99", 10.0, 9.0, "improvement"),
+        ]
+    )
     html = _headline_table(m)
-    assert html.index("m/fp16/chat_c8") < html.index("m/fp16/chat_c64")      # by load, not alphabetically
+    assert html.index("m/fp16/chat_c8") < html.index(
+        "m/fp16/chat_c64"
+    )  # by load, not alphabetically
     assert "<td class='reg' title='regression'>100.0 &rarr; 150.0 (+50.0%)</td>" in html
     assert "<td class='imp' title='improvement'>10 &rarr; 9 (-10.0%)</td>" in html
     assert "2000.0 &rarr; 2100.0 (+5.0%)" in html
-    assert _load_order("chat_r0p5") < _load_order("chat_r2") and _load_order("chat_c8") < _load_order("chat_c64")
+    assert _load_order("chat_r0p5") < _load_order("chat_r2") and _load_order(
+        "chat_c8"
+    ) < _load_order("chat_c64")

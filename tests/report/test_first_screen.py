@@ -1,13 +1,13 @@
 """The report's first screen: where a point ran the harness ceiling, its verdict row shows the
 ceiling's tok/s, the point's share of it and which side is the limit."""
+
 from __future__ import annotations
 
 import re
 
+from fixtures.sessions import POINT, join, make_ceiling_session, make_session
 from qualflow.report.first_screen import verdicts_html
 from qualflow.report.page import load_evidence
-
-from fixtures.sessions import POINT, join, make_ceiling_session, make_session
 
 
 def _verdicts(tmp_path) -> str:

@@ -11,11 +11,10 @@ import re
 
 import pandas as pd
 
+from fixtures.sessions import build_joined
 from qualflow.report.identity import hardware_text, identity_rows
 from qualflow.report.page import write_report
 from qualflow.report.verdict import show_verdict
-
-from fixtures.sessions import build_joined
 
 
 def _text(fragment: str) -> str:

@@ -1,8 +1,9 @@
-"""Overlapped scheduling (EngineConfig(async_scheduling="on")) on the embedded model (CPU, eager): the
-same greedy tokens, finish reasons and token counts as the step-at-a-time engine, with stop tokens,
-max_output_tokens, cancel mid-stream, preemption and chunked prefill; batched
+"""Overlapped scheduling (EngineConfig(async_scheduling="on")) on the embedded model (CPU,
+eager): the same greedy tokens, finish reasons and token counts as the step-at-a-time engine,
+with stop tokens, max_output_tokens, cancel mid-stream, preemption and chunked prefill; batched
 equals alone; every block free after a run; timing stamps ordered; the captured-decode step (run
 eagerly) and the engine process with it."""
+
 from __future__ import annotations
 
 import asyncio
@@ -11,7 +12,14 @@ import time
 
 import pytest
 
-from qualflow.runtime import EngineConfig, FinalEvent, GenerationRequest, SamplingParams, TokenEvent, load_task
+from qualflow.runtime import (
+    EngineConfig,
+    FinalEvent,
+    GenerationRequest,
+    SamplingParams,
+    TokenEvent,
+    load_task,
+)
 
 pytestmark = pytest.mark.timeout(300)
 PROMPTS = [[1, 2, 3, 4, 5], [7] * 17, list(range(30, 70)), [99, 5], list(range(200, 260)), [42] * 9]
@@ -29,8 +37,10 @@ async def _stream(task, req):
 
 def run_all(task, reqs) -> list[list]:
     """Every request submitted at once; each one's events."""
+
     async def go():
         return await asyncio.gather(*(_stream(task, r) for r in reqs))
+
     return asyncio.run(go())
 
 
@@ -44,13 +54,19 @@ def summary(events) -> tuple:
 
 def assert_idle(task) -> None:
     blocks = task.engine.scheduler.blocks
-    assert blocks.num_free == blocks.capacity             # every block is free again
+    assert blocks.num_free == blocks.capacity  # every block is free again
     assert not task.engine.running and not task.engine.waiting
 
 
 def assert_timing_ordered(events) -> None:
     t = events[-1].timing
-    assert t.submitted_ns <= t.first_scheduled_ns <= t.first_token_ns <= t.finished_ns <= time.time_ns()
+    assert (
+        t.submitted_ns
+        <= t.first_scheduled_ns
+        <= t.first_token_ns
+        <= t.finished_ns
+        <= time.time_ns()
+    )
 
 
 @pytest.fixture(scope="module")
@@ -59,11 +75,15 @@ def reference(bundle_dir):
     tokens that end each one early (its 8th output token: the first time that token comes)."""
     task = load_task(bundle_dir, EngineConfig(max_batch=1, max_context=MAX_CONTEXT))
     try:
-        plain = [task.generate_sync(GenerationRequest(f"a{i}", p, greedy(n))).token_ids
-                 for i, (p, n) in enumerate(zip(PROMPTS, LENGTHS))]
+        plain = [
+            task.generate_sync(GenerationRequest(f"a{i}", p, greedy(n))).token_ids
+            for i, (p, n) in enumerate(zip(PROMPTS, LENGTHS))
+        ]
         stops = [(out[7],) for out in plain]
-        stopped = [summary(run_all(task, [GenerationRequest(f"s{i}", p, greedy(n, s))])[0])
-                   for i, (p, n, s) in enumerate(zip(PROMPTS, LENGTHS, stops))]
+        stopped = [
+            summary(run_all(task, [GenerationRequest(f"s{i}", p, greedy(n, s))])[0])
+            for i, (p, n, s) in enumerate(zip(PROMPTS, LENGTHS, stops))
+        ]
         yield plain, stops, stopped
     finally:
         task.close()
@@ -78,12 +98,19 @@ def workload(stops, with_stops: bool) -> list[GenerationRequest]:
     return reqs
 
 
-@pytest.mark.parametrize("engine", [
-    {},                                                                      # one batch, packed prefill
-    {"kv_cache_gb": 1e-9, "block_size": 4, "max_num_batched_tokens": 24},    # preemption + chunked prefill
-    {"kv_cache_gb": 1e-9, "block_size": 4, "max_num_batched_tokens": 24, "mixed": True},
-    {"max_num_batched_tokens": 16, "mixed": True},                           # chunks mixed with decodes
-])
+@pytest.mark.parametrize(
+    "engine",
+    [
+        {},  # one batch, packed prefill
+        {
+            "kv_cache_gb": 1e-9,
+            "block_size": 4,
+            "max_num_batched_tokens": 24,
+        },  # preemption + chunked prefill
+        {"kv_cache_gb": 1e-9, "block_size": 4, "max_num_batched_tokens": 24, "mixed": True},
+        {"max_num_batched_tokens": 16, "mixed": True},  # chunks mixed with decodes
+    ],
+)
 def test_async_equals_step_at_a_time(bundle_dir, reference, engine):
     plain, stops, stopped = reference
     base = dict(max_batch=6, max_context=MAX_CONTEXT, **engine)
@@ -100,9 +127,9 @@ def test_async_equals_step_at_a_time(bundle_dir, reference, engine):
                 assert task.engine.scheduler.num_preemptions > 0
         finally:
             task.close()
-    assert results[True] == results[False]                       # token for token, reasons, counts
+    assert results[True] == results[False]  # token for token, reasons, counts
     got = results[True]
-    for i, (toks, streamed, reason, count, error) in enumerate(got):   # and batched equals alone
+    for i, (toks, streamed, reason, count, error) in enumerate(got):  # and batched equals alone
         want = stopped[i] if i % 2 == 0 else (plain[i], plain[i], "length", LENGTHS[i], None)
         assert (toks, streamed, reason, count, error) == want
         assert streamed == toks and count == len(toks)
@@ -114,30 +141,41 @@ def spy(task) -> list[tuple[list[str], list[bool]]]:
     steps, real = [], task.engine.runner.run
 
     def run(batch, *args):
-        steps.append(([s.req.request_id for s in batch.seqs], [s.pending is not None for s in batch.seqs]))
+        steps.append(
+            ([s.req.request_id for s in batch.seqs], [s.pending is not None for s in batch.seqs])
+        )
         return real(batch, *args)
+
     task.engine.runner.run = run
     return steps
 
 
 def test_steps_overlap_and_no_step_is_wasted_on_a_finished_length(bundle_dir, reference):
-    """The overlap is real: every decode step is built before its input token is read back. A request
-    that ends at max_output_tokens runs exactly the steps it runs step at a time (its last token's
-    step is never followed by a wasted one); one that stops runs one step more, discarded."""
+    """The overlap is real: every decode step is built before its input token is read back. A
+    request that ends at max_output_tokens runs exactly the steps it runs step at a time (its
+    last token's step is never followed by a wasted one); one that stops runs one step more,
+    discarded."""
     plain, stops, stopped = reference
     counts = {}
     for mode in (False, True):
-        task = load_task(bundle_dir, EngineConfig(max_batch=2, max_context=MAX_CONTEXT, async_scheduling="on" if mode else "off"))
+        task = load_task(
+            bundle_dir,
+            EngineConfig(
+                max_batch=2, max_context=MAX_CONTEXT, async_scheduling="on" if mode else "off"
+            ),
+        )
         try:
             steps = spy(task)
-            reqs = [GenerationRequest("len", PROMPTS[1], greedy(LENGTHS[1])),
-                    GenerationRequest("stop", PROMPTS[0], greedy(LENGTHS[0], stops[0]))]
+            reqs = [
+                GenerationRequest("len", PROMPTS[1], greedy(LENGTHS[1])),
+                GenerationRequest("stop", PROMPTS[0], greedy(LENGTHS[0], stops[0])),
+            ]
             evs = run_all(task, reqs)
             assert summary(evs[0])[0] == plain[1] and summary(evs[1]) == stopped[0]
             counts[mode] = {r: sum(r in ids for ids, _ in steps) for r in ("len", "stop")}
             decode_pending = [p for ids, ps in steps for p in ps]
             assert any(decode_pending) == mode
-            if mode:   # all but the prefill step of each request take their input from the device
+            if mode:  # all but the prefill step of each request take their input from the device
                 assert sum(decode_pending) == sum(counts[mode].values()) - 2
             assert_idle(task)
         finally:
@@ -148,11 +186,18 @@ def test_steps_overlap_and_no_step_is_wasted_on_a_finished_length(bundle_dir, re
 
 def test_cancel_mid_stream(bundle_dir, reference):
     plain = reference[0]
-    task = load_task(bundle_dir, EngineConfig(max_batch=4, max_context=MAX_CONTEXT, async_scheduling="on",
-                                              step_delay_s=0.01))
+    task = load_task(
+        bundle_dir,
+        EngineConfig(
+            max_batch=4, max_context=MAX_CONTEXT, async_scheduling="on", step_delay_s=0.01
+        ),
+    )
     try:
+
         async def scenario():
-            other = asyncio.ensure_future(_stream(task, GenerationRequest("keep", PROMPTS[2], greedy(LENGTHS[2]))))
+            other = asyncio.ensure_future(
+                _stream(task, GenerationRequest("keep", PROMPTS[2], greedy(LENGTHS[2])))
+            )
             events, n = [], 0
             async for ev in task.generate(GenerationRequest("c", PROMPTS[0], greedy(LENGTHS[0]))):
                 events.append(ev)
@@ -160,11 +205,14 @@ def test_cancel_mid_stream(bundle_dir, reference):
                 if n == 3:
                     task.cancel("c")
             return events, await other
+
         events, kept = asyncio.run(scenario())
         toks, streamed, reason, count, _ = summary(events)
         assert reason == "cancelled"
-        assert 3 <= count < LENGTHS[0] and toks == streamed == plain[0][:count]   # a prefix, all counted
-        assert summary(kept)[:3] == (plain[2], plain[2], "length")                # the other one goes on
+        assert (
+            3 <= count < LENGTHS[0] and toks == streamed == plain[0][:count]
+        )  # a prefix, all counted
+        assert summary(kept)[:3] == (plain[2], plain[2], "length")  # the other one goes on
         assert_timing_ordered(events)
         assert_idle(task)
     finally:
@@ -176,19 +224,33 @@ def test_captured_decode_step_async(bundle_dir, reference):
     pending token copied on the device), with rows changing owner as requests end and new ones come,
     and preemption giving a sequence a new table."""
     from qualflow.runtime.engine.cuda_graphs import DecodeGraphs
+
     plain, stops, stopped = reference
-    task = load_task(bundle_dir, EngineConfig(max_batch=3, max_context=MAX_CONTEXT, async_scheduling="on",
-                                              kv_cache_gb=1e-9, block_size=4, max_num_batched_tokens=32))
+    task = load_task(
+        bundle_dir,
+        EngineConfig(
+            max_batch=3,
+            max_context=MAX_CONTEXT,
+            async_scheduling="on",
+            kv_cache_gb=1e-9,
+            block_size=4,
+            max_num_batched_tokens=32,
+        ),
+    )
     try:
         runner = task.engine.runner
         with task.engine.lock:
-            runner.graphs = DecodeGraphs(task.model, runner.attn, 3, task._max_blocks, task.device, capture=False)
+            runner.graphs = DecodeGraphs(
+                task.model, runner.attn, 3, task._max_blocks, task.device, capture=False
+            )
         steps = spy(task)
         evs = run_all(task, workload(stops, with_stops=True)[:6])
         for i, e in enumerate(evs):
             want = stopped[i] if i % 2 == 0 else (plain[i], plain[i], "length", LENGTHS[i], None)
             assert summary(e) == want
-        assert sum(all(ps) and len(ps) > 1 for _, ps in steps) > 0   # batched decode steps from the device
+        assert (
+            sum(all(ps) and len(ps) > 1 for _, ps in steps) > 0
+        )  # batched decode steps from the device
         assert task.engine.scheduler.num_preemptions > 0
         assert_idle(task)
     finally:
@@ -198,7 +260,9 @@ def test_captured_decode_step_async(bundle_dir, reference):
 def test_engine_process_async(bundle_dir, reference):
     plain, stops, stopped = reference
     loaded = []
-    cfg = EngineConfig(max_batch=6, max_context=MAX_CONTEXT, engine_process="on", async_scheduling="on")
+    cfg = EngineConfig(
+        max_batch=6, max_context=MAX_CONTEXT, engine_process="on", async_scheduling="on"
+    )
     loader = threading.Thread(target=lambda: loaded.append(load_task(bundle_dir, cfg)))
     loader.start()
     loader.join()
@@ -220,20 +284,29 @@ def test_engine_delivers_nothing_after_final(bundle_dir, reference):
     import queue
 
     from qualflow.runtime.engine.outputs import Final, Tokens
+
     plain, stops, stopped = reference
-    task = load_task(bundle_dir, EngineConfig(max_batch=6, max_context=MAX_CONTEXT, async_scheduling="on"))
+    task = load_task(
+        bundle_dir, EngineConfig(max_batch=6, max_context=MAX_CONTEXT, async_scheduling="on")
+    )
     try:
         engine, finals = task.engine, queue.SimpleQueue()
         items: dict[str, list] = {}
 
         def sink_of(rid):
             items[rid] = []
-            return lambda item: (items[rid].append(item), isinstance(item, Final) and finals.put(rid))
+            return lambda item: (
+                items[rid].append(item),
+                isinstance(item, Final) and finals.put(rid),
+            )
+
         reqs = workload(stops, with_stops=True)
         seqs = [engine.submit(r, sink_of(r.request_id)) for r in reqs]
         for _ in reqs:
             finals.get(timeout=120)
-        engine.submit(GenerationRequest("after", [3, 4], greedy(2)), sink_of("after"))  # steps past the last flight
+        engine.submit(
+            GenerationRequest("after", [3, 4], greedy(2)), sink_of("after")
+        )  # steps past the last flight
         assert finals.get(timeout=120) == "after"
         for i, (r, s) in enumerate(zip(reqs, seqs)):
             got = items[r.request_id]
@@ -241,7 +314,7 @@ def test_engine_delivers_nothing_after_final(bundle_dir, reference):
             delivered = [t for x in got[:-1] for t in x.ids]
             want = stopped[i][0] if i % 2 == 0 else plain[i]
             assert delivered == s.out == want
-            assert s.token_ids == r.prompt_token_ids + want          # no placeholder, no extra token left
+            assert s.token_ids == r.prompt_token_ids + want  # no placeholder, no extra token left
         assert_idle(task)
     finally:
         task.close()
@@ -260,6 +333,8 @@ def test_auto_overlaps_on_cuda_only_and_the_flag_says_so():
     assert not EngineConfig(async_scheduling="off").overlaps("cuda")
     p = argparse.ArgumentParser()
     add_arguments(p, EngineConfig)
-    assert from_args(EngineConfig, p.parse_args(["--async-scheduling", "on"])).async_scheduling == "on"
+    assert (
+        from_args(EngineConfig, p.parse_args(["--async-scheduling", "on"])).async_scheduling == "on"
+    )
     with pytest.raises(SystemExit):
         p.parse_args(["--async-scheduling", "yes"])

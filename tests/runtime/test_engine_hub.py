@@ -1,8 +1,10 @@
-"""One engine process shared by two API-side links (runtime EngineHost, process.core_hub; what `qualflow
-serve --api-server-count 2` runs), at the Task level on CPU with the embedded model: each link gets
-its own requests' tokens and finals only (the same greedy output on either link, the counts exact),
-a link that detaches ends its own open requests as cancelled while the other link's go on, and a
-killed engine process fails the open requests of every link and turns their health() unhealthy."""
+"""One engine process shared by two API-side links (runtime EngineHost, process.core_hub; what
+`qualflow serve --api-server-count 2` runs), at the Task level on CPU with the embedded model:
+each link gets its own requests' tokens and finals only (the same greedy output on either link,
+the counts exact), a link that detaches ends its own open requests as cancelled while the other
+link's go on, and a killed engine process fails the open requests of every link and turns their
+health() unhealthy."""
+
 from __future__ import annotations
 
 import os
@@ -28,7 +30,9 @@ def greedy(n: int) -> SamplingParams:
 @pytest.fixture(scope="module")
 def hub(bundle_dir):
     host = EngineHost(load_task, bundle_dir, CFG, 2)
-    a, b = (Task.attached(bundle_dir, CFG, link) for link in host.links)   # both links in this process
+    a, b = (
+        Task.attached(bundle_dir, CFG, link) for link in host.links
+    )  # both links in this process
     yield host, a, b
     for t in (a, b):
         t.close()
@@ -56,12 +60,15 @@ def test_each_link_gets_only_its_own_requests(hub):
     host, a, b = hub
     assert a.info["engine_pid"] == b.info["engine_pid"] == host.pid != os.getpid()
     # the same prompts on both links at once: every request's tokens reach its own link only
-    opened = [(open_request(t, f"{name}-{i}", p, 12 + i), 12 + i)
-              for i, p in enumerate(PROMPTS) for name, t in (("a", a), ("b", b))]
+    opened = [
+        (open_request(t, f"{name}-{i}", p, 12 + i), 12 + i)
+        for i, p in enumerate(PROMPTS)
+        for name, t in (("a", a), ("b", b))
+    ]
     results = [(drain(q), n) for q, n in opened]
     for (ids, final), n in results:
         assert final.reason == "length" and len(ids) == n
-    for i in range(len(PROMPTS)):   # greedy: the same tokens for one prompt, whichever link asked
+    for i in range(len(PROMPTS)):  # greedy: the same tokens for one prompt, whichever link asked
         assert results[2 * i][0][0] == results[2 * i + 1][0][0]
     assert results[0][0][0] != results[2][0][0]
     assert a.health() is None and b.health() is None
@@ -69,10 +76,13 @@ def test_each_link_gets_only_its_own_requests(hub):
 
 def test_a_detached_link_cancels_only_its_own(bundle_dir, hub):
     host, a, b = hub
-    mine, theirs = open_request(a, "a-long", PROMPTS[0], 200), open_request(b, "b-long", PROMPTS[0], 40)
+    mine, theirs = (
+        open_request(a, "a-long", PROMPTS[0], 200),
+        open_request(b, "b-long", PROMPTS[0], 40),
+    )
     first = mine.get(timeout=30)
     assert isinstance(first, Tokens)
-    a.close()   # Stop on a's link: its open request ends cancelled at once
+    a.close()  # Stop on a's link: its open request ends cancelled at once
     ids, final = drain(mine)
     assert final.reason == "cancelled" and len(ids) < 200
     ids, final = drain(theirs)
@@ -96,21 +106,21 @@ def test_a_killed_engine_fails_every_link(hub):
     host.proc.join(timeout=5)
     assert host.proc.exitcode == -signal.SIGKILL
     t0 = time.monotonic()
-    b.close()   # closing a link to a dead engine does not wait for it
+    b.close()  # closing a link to a dead engine does not wait for it
     assert time.monotonic() - t0 < 2
 
 
 def test_the_engine_thread_reads_every_link_and_closes_after_the_last():
-    """process.core_hub.Hub.feed: the engine thread (here the synthetic engine's, in this process) reads the
-    links itself; each gets its own request's tokens; Stop from one detaches it (answered Closed) while
-    the engine goes on, and the last one's Stop ends the engine thread."""
+    """process.core_hub.Hub.feed: the engine thread (here the synthetic engine's, in this
+    process) reads the links itself; each gets its own request's tokens; Stop from one detaches
+    it (answered Closed) while the engine goes on, and the last one's Stop ends the engine
+    thread."""
     import multiprocessing
     import threading
 
     from qualflow.runtime.engine.synthetic import SyntheticEngine
-    from qualflow.runtime.process.messages import EngineEnds
     from qualflow.runtime.process.core_hub import Hub, Link
-    from qualflow.runtime.process.messages import Closed, Step, Stop, Submit, recv, send
+    from qualflow.runtime.process.messages import Closed, EngineEnds, Step, Stop, Submit, recv, send
 
     ctx = multiprocessing.get_context("spawn")
     api = []
@@ -126,7 +136,9 @@ def test_the_engine_thread_reads_every_link_and_closes_after_the_last():
     engine.on_step = hub.flush
     engine.attach_feed(hub.feed)
     for i, (to_engine, _) in enumerate(api):
-        send(to_engine, Submit(i, GenerationRequest(f"r{i}", [1, 2], greedy(3 + i)), time.time_ns()))
+        send(
+            to_engine, Submit(i, GenerationRequest(f"r{i}", [1, 2], greedy(3 + i)), time.time_ns())
+        )
     for i, (_, from_engine) in enumerate(api):
         got, finals = [], []
         while not finals:

@@ -1,5 +1,6 @@
 """The paged decode kernel against a plain-torch reference, in Triton's interpreter (CPU). Skipped
 where Triton is not installed (the CPU-only CI path never calls the kernel)."""
+
 from __future__ import annotations
 
 import os
@@ -25,7 +26,8 @@ CHECK = textwrap.dedent("""
         bt = torch.stack([perm[b * M:(b + 1) * M] for b in range(B)]).to(torch.int32)
         ref = reference(q, kc, vc, bt, lens)
         counters = torch.zeros(B * KV, dtype=torch.int32)
-        # the merge kernel; the last split merging (twice: the counters are left at zero for the next call)
+        # the merge kernel; the last split merging (twice: the counters are left at zero for the
+        # next call)
         for c in (None, counters, counters):
             out = paged_decode(q, kc, vc, bt, lens, splits, counters=c)
             err = float((out - ref).norm() / ref.norm())
@@ -43,7 +45,9 @@ CHECK = textwrap.dedent("""
 
 def test_paged_decode_kernel_matches_reference():
     env = {**os.environ, "TRITON_INTERPRET": "1"}
-    r = subprocess.run([sys.executable, "-c", CHECK], env=env, capture_output=True, text=True, timeout=600)
+    r = subprocess.run(
+        [sys.executable, "-c", CHECK], env=env, capture_output=True, text=True, timeout=600
+    )
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-3000:]
 
 
@@ -72,6 +76,11 @@ GRAPH_STEP = textwrap.dedent("""
 
 def test_graph_decode_step_matches_varlen(bundle_dir):
     env = {**os.environ, "TRITON_INTERPRET": "1"}
-    r = subprocess.run([sys.executable, "-c", GRAPH_STEP, str(bundle_dir)], env=env, capture_output=True, text=True,
-                       timeout=600)
+    r = subprocess.run(
+        [sys.executable, "-c", GRAPH_STEP, str(bundle_dir)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stderr[-3000:]

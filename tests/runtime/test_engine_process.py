@@ -1,7 +1,8 @@
-"""The engine in its own process (EngineConfig(engine_process="on")), at the Task level on CPU: the same
-greedy tokens and text as the in-process engine, timing stamps ordered, cancel and scoring across the
-process boundary, one message per engine step, a killed engine surfacing through health() and ending
-open requests, and no process left after close()."""
+"""The engine in its own process (EngineConfig(engine_process="on")), at the Task level on CPU:
+the same greedy tokens and text as the in-process engine, timing stamps ordered, cancel and
+scoring across the process boundary, one message per engine step, a killed engine surfacing
+through health() and ending open requests, and no process left after close()."""
+
 from __future__ import annotations
 
 import asyncio
@@ -12,8 +13,15 @@ import time
 
 import pytest
 
-from qualflow.runtime import (EngineConfig, EngineFailed, FinalEvent, GenerationRequest, SamplingParams, TokenEvent,
-                              load_task)
+from qualflow.runtime import (
+    EngineConfig,
+    EngineFailed,
+    FinalEvent,
+    GenerationRequest,
+    SamplingParams,
+    TokenEvent,
+    load_task,
+)
 
 pytestmark = pytest.mark.timeout(120)
 GREEDY = SamplingParams(max_new_tokens=24, temperature=0, ignore_eos=True)
@@ -22,7 +30,7 @@ PROMPTS = [[1, 2, 3, 4, 5], [7] * 17, list(range(30, 70)), [99, 5]]
 
 @pytest.fixture(scope="module")
 def tasks(bundle_dir):
-    loaded = []   # loaded on a thread that then ends, as the server loads its Task
+    loaded = []  # loaded on a thread that then ends, as the server loads its Task
     remote_cfg = EngineConfig(max_batch=4, max_context=256, engine_process="on")
     loader = threading.Thread(target=lambda: loaded.append(load_task(bundle_dir, remote_cfg)))
     loader.start()
@@ -52,22 +60,33 @@ async def collect(task, req):
 def test_same_output_as_in_process_and_ordered_timing(tasks):
     remote, local = tasks
     assert remote.info["engine_pid"] not in (None, os.getpid())
-    time.sleep(0.5)   # the loading thread is gone; the engine process must not have gone with it
+    time.sleep(0.5)  # the loading thread is gone; the engine process must not have gone with it
     assert remote.health() is None
 
     async def all_at_once():
-        return await asyncio.gather(*(collect(remote, GenerationRequest(f"r{i}", p, GREEDY))
-                                      for i, p in enumerate(PROMPTS)))
+        return await asyncio.gather(
+            *(collect(remote, GenerationRequest(f"r{i}", p, GREEDY)) for i, p in enumerate(PROMPTS))
+        )
 
     for i, (p, events) in enumerate(zip(PROMPTS, asyncio.run(all_at_once()))):
         want = local.generate_sync(GenerationRequest(f"l{i}", p, GREEDY))
         final = events[-1]
-        assert isinstance(final, FinalEvent) and final.finish_reason == "length" and final.error is None
+        assert (
+            isinstance(final, FinalEvent)
+            and final.finish_reason == "length"
+            and final.error is None
+        )
         assert final.token_ids == want.token_ids and final.text == want.text
         streamed = [t for ev in events[:-1] if isinstance(ev, TokenEvent) for t in ev.token_ids]
         assert streamed == final.token_ids and final.completion_tokens == 24
         t = final.timing
-        assert t.submitted_ns <= t.first_scheduled_ns <= t.first_token_ns <= t.finished_ns <= time.time_ns()
+        assert (
+            t.submitted_ns
+            <= t.first_scheduled_ns
+            <= t.first_token_ns
+            <= t.finished_ns
+            <= time.time_ns()
+        )
         assert t.public_task_call_wall_ns == t.finished_ns - t.submitted_ns
 
 
@@ -86,7 +105,9 @@ def test_cancel_and_score_cross_the_process(tasks):
 
     final = asyncio.run(cancel_after_first())
     assert final.finish_reason == "cancelled" and final.completion_tokens < 200
-    assert remote.generate_sync(GenerationRequest("after", [1, 2], GREEDY)).finish_reason == "length"
+    assert (
+        remote.generate_sync(GenerationRequest("after", [1, 2], GREEDY)).finish_reason == "length"
+    )
     ids = [5, 6, 7, 8, 9]
     assert (remote.score(ids) - local.score(ids)).abs().max().item() == 0
 
@@ -122,8 +143,13 @@ def test_killed_engine_process_fails_fast_and_close_leaves_nothing(bundle_dir):
 
         async def killed_mid_stream():
             events = []
-            async for ev in task.generate(GenerationRequest("k", [1, 2, 3], SamplingParams(
-                    max_new_tokens=200, temperature=0, ignore_eos=True))):
+            async for ev in task.generate(
+                GenerationRequest(
+                    "k",
+                    [1, 2, 3],
+                    SamplingParams(max_new_tokens=200, temperature=0, ignore_eos=True),
+                )
+            ):
                 if not events:
                     os.kill(pid, signal.SIGKILL)
                 events.append(ev)
@@ -150,20 +176,31 @@ def test_thinking_through_the_engine_process(tasks):
     """Thinking with a budget: the forced close happens in the engine process, and the first answer
     token's stamp comes back with the final; the same tokens as in process."""
     from qualflow.runtime import Thinking
+
     remote, local = tasks
     prompt = local.render_prompt(None, [{"role": "user", "content": "Think"}], thinking=True)
-    req = lambda: GenerationRequest("think", prompt, local.default_params(  # noqa: E731
-        max_new_tokens=9, temperature=0, ignore_eos=True), Thinking(5))
+    req = lambda: GenerationRequest(
+        "think",
+        prompt,
+        local.default_params(  # noqa: E731
+            max_new_tokens=9, temperature=0, ignore_eos=True
+        ),
+        Thinking(5),
+    )
     got, want = asyncio.run(collect(remote, req()))[-1], local.generate_sync(req())
     assert got.token_ids == want.token_ids and got.token_ids[3:6] == list(local.reasoning.close_ids)
-    assert (got.reasoning_tokens, got.reasoning_text, got.text) == (5, want.reasoning_text, want.text)
+    assert (got.reasoning_tokens, got.reasoning_text, got.text) == (
+        5,
+        want.reasoning_text,
+        want.text,
+    )
     assert got.timing.first_token_ns < got.timing.answer_first_token_ns <= got.timing.finished_ns
 
 
 def test_the_engine_thread_reads_its_pipe_itself(bundle_dir):
-    """process.core.PipeFeed: with nothing else reading the pipe, a Submit sent over it is run by the
-    engine thread (its sink called there), a Cancel ends a request, and Stop shuts the loop down with
-    every block free."""
+    """process.core.PipeFeed: with nothing else reading the pipe, a Submit sent over it is run by
+    the engine thread (its sink called there), a Cancel ends a request, and Stop shuts the loop
+    down with every block free."""
     import multiprocessing
 
     from qualflow.runtime.api.request import GenerationRequest as Req
@@ -177,7 +214,9 @@ def test_the_engine_thread_reads_its_pipe_itself(bundle_dir):
     out_rx, out_tx = ctx.Pipe(duplex=False)
     out, stopping, threads = Outbox(out_tx), threading.Event(), set()
     sink = out.sink
-    out.sink = lambda key, timing: (lambda item: (threads.add(threading.current_thread()), sink(key, timing)(item)))
+    out.sink = lambda key, timing: (
+        lambda item: (threads.add(threading.current_thread()), sink(key, timing)(item))
+    )
     engine.on_step = out.flush
     engine.attach_feed(PipeFeed(in_rx, engine, out, stopping))
     long = SamplingParams(max_new_tokens=200, temperature=0, ignore_eos=True)
@@ -212,18 +251,20 @@ def test_the_streaming_loop_reads_the_engine_pipe_and_gives_it_back(tasks):
     remote, _ = tasks
     reading = remote.engine._reading
     handled_on, handle = [], reading.handle
-    reading.handle = lambda msg: (handled_on.append(threading.current_thread().name), handle(msg))[1]
+    reading.handle = lambda msg: (handled_on.append(threading.current_thread().name), handle(msg))[
+        1
+    ]
     try:
         req = lambda i: GenerationRequest(f"loop-{i}", PROMPTS[i % 4], GREEDY)  # noqa: E731
         first = asyncio.run(collect(remote, req(0)))
         assert first[-1].finish_reason == "length"
-        assert set(handled_on) == {"MainThread"}          # the loop's thread read every Step
+        assert set(handled_on) == {"MainThread"}  # the loop's thread read every Step
         handled_on.clear()
-        sync = remote.generate_sync(req(1))              # the loop above is closed: the thread reads
+        sync = remote.generate_sync(req(1))  # the loop above is closed: the thread reads
         assert sync.completion_tokens == GREEDY.max_new_tokens
         assert set(handled_on) == {"qualflow-engine-proxy"}
         handled_on.clear()
-        again = asyncio.run(collect(remote, req(0)))     # a new loop takes it over
+        again = asyncio.run(collect(remote, req(0)))  # a new loop takes it over
         assert [e.token_ids for e in again[:-1]] == [e.token_ids for e in first[:-1]]
         assert "MainThread" in handled_on
     finally:
@@ -231,8 +272,9 @@ def test_the_streaming_loop_reads_the_engine_pipe_and_gives_it_back(tasks):
 
 
 def test_a_loop_that_ends_holding_the_pipe_gives_it_back_by_itself(tasks):
-    """process.reading: once the loop that reads the engine's pipe is closed, the receiver thread reads
-    again within its liveness interval, with nobody calling the link (the engine's Failed, say, is seen)."""
+    """process.reading: once the loop that reads the engine's pipe is closed, the receiver thread
+    reads again within its liveness interval, with nobody calling the link (the engine's Failed,
+    say, is seen)."""
     from qualflow.runtime.process.reading import LIVENESS_INTERVAL_S
 
     remote, _ = tasks
@@ -240,7 +282,9 @@ def test_a_loop_that_ends_holding_the_pipe_gives_it_back_by_itself(tasks):
 
     async def go():
         await collect(remote, GenerationRequest("held", PROMPTS[2], GREEDY))
-        assert reading._state == "loop" and reading.on_loop_thread()   # while this loop runs, it reads
+        assert (
+            reading._state == "loop" and reading.on_loop_thread()
+        )  # while this loop runs, it reads
 
     asyncio.run(go())
     deadline = time.monotonic() + 10 * LIVENESS_INTERVAL_S
@@ -250,12 +294,15 @@ def test_a_loop_that_ends_holding_the_pipe_gives_it_back_by_itself(tasks):
 
 
 def test_a_blocking_call_on_the_reading_loop_does_not_wait_on_itself(tasks):
-    """process.reading: generate_sync and score made on the very loop that reads the engine's pipe (a
-    blocking call inside a coroutine) hand the pipe back to the receiver thread instead of hanging."""
+    """process.reading: generate_sync and score made on the very loop that reads the engine's
+    pipe (a blocking call inside a coroutine) hand the pipe back to the receiver thread instead
+    of hanging."""
     remote, _ = tasks
 
     async def go():
-        await collect(remote, GenerationRequest("first", PROMPTS[0], GREEDY))   # this loop reads the pipe now
+        await collect(
+            remote, GenerationRequest("first", PROMPTS[0], GREEDY)
+        )  # this loop reads the pipe now
         assert remote.engine._reading.on_loop_thread()
         final = remote.generate_sync(GenerationRequest("sync-on-loop", PROMPTS[1], GREEDY))
         logits = remote.score(PROMPTS[3])

@@ -1,7 +1,8 @@
-"""The fused layer path (EngineConfig.fused_kernels) on the embedded model: greedy output equals the
-layer-halves path token for token, alone and batched, with the paged decode step; and, where Triton is
-installed, each Triton kernel against its torch reference in Triton's interpreter (CPU), and the
-engine running the interpreted kernels with the same greedy output."""
+"""The fused layer path (EngineConfig.fused_kernels) on the embedded model: greedy output equals
+the layer-halves path token for token, alone and batched, with the paged decode step; and, where
+Triton is installed, each Triton kernel against its torch reference in Triton's interpreter
+(CPU), and the engine running the interpreted kernels with the same greedy output."""
+
 from __future__ import annotations
 
 import asyncio
@@ -18,15 +19,21 @@ PROMPTS = [[1, 2, 3, 4, 5], [7] * 17, list(range(30, 70))]
 
 
 def _reqs(tag: str) -> list[GenerationRequest]:
-    return [GenerationRequest(f"{tag}{i}", p, SamplingParams(max_new_tokens=6, temperature=0, ignore_eos=True))
-            for i, p in enumerate(PROMPTS)]
+    return [
+        GenerationRequest(
+            f"{tag}{i}", p, SamplingParams(max_new_tokens=6, temperature=0, ignore_eos=True)
+        )
+        for i, p in enumerate(PROMPTS)
+    ]
 
 
 def _together(task, reqs) -> list[list[int]]:
     async def one(r):
         return [ev async for ev in task.generate(r)][-1].token_ids
+
     async def go():
         return await asyncio.gather(*(one(r) for r in reqs))
+
     return asyncio.run(go())
 
 
@@ -40,11 +47,14 @@ def test_fused_path_equals_layer_halves(bundle_dir):
     task = load_task(bundle_dir, EngineConfig(max_batch=3, max_context=96))
     try:
         assert task.info["fused_kernels"] == "torch reference" and task.model.ops is not None
-        assert _together(task, _reqs("c")) == expected                 # packed prefill, batched decode
+        assert _together(task, _reqs("c")) == expected  # packed prefill, batched decode
         from qualflow.runtime.engine.cuda_graphs import DecodeGraphs
+
         runner = task.engine.runner
         with task.engine.lock:  # the captured-decode step, eagerly: the fused op stores K/V itself
-            runner.graphs = DecodeGraphs(task.model, runner.attn, 3, task._max_blocks, task.device, capture=False)
+            runner.graphs = DecodeGraphs(
+                task.model, runner.attn, 3, task._max_blocks, task.device, capture=False
+            )
         assert _together(task, _reqs("d")) == expected
         blocks = task.engine.scheduler.blocks
         assert blocks.num_free == blocks.capacity
@@ -75,6 +85,11 @@ INTERPRETED = textwrap.dedent("""
 def test_triton_kernels_match_reference_interpreted(bundle_dir):
     pytest.importorskip("triton")
     env = {**os.environ, "TRITON_INTERPRET": "1"}
-    r = subprocess.run([sys.executable, "-c", INTERPRETED, str(bundle_dir)], env=env, capture_output=True, text=True,
-                       timeout=600)
+    r = subprocess.run(
+        [sys.executable, "-c", INTERPRETED, str(bundle_dir)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stderr[-3000:]

@@ -1,5 +1,6 @@
-"""Programmatic dependent launch (runtime/kernels/pdl.py): where it applies, how a kernel is launched with
-it, and what a Task reports when it does not apply."""
+"""Programmatic dependent launch (runtime/kernels/pdl.py): where it applies, how a kernel is
+launched with it, and what a Task reports when it does not apply."""
+
 from __future__ import annotations
 
 import argparse
@@ -21,7 +22,10 @@ def test_the_flag_turns_it_off_and_the_task_says_so(bundle_dir):
     p = argparse.ArgumentParser()
     add_arguments(p, EngineConfig)
     assert from_args(EngineConfig, p.parse_args([])).programmatic_launch is True
-    cfg = from_args(EngineConfig, p.parse_args(["--no-programmatic-launch", "--max-batch", "2", "--max-context", "64"]))
+    cfg = from_args(
+        EngineConfig,
+        p.parse_args(["--no-programmatic-launch", "--max-batch", "2", "--max-context", "64"]),
+    )
     assert cfg.programmatic_launch is False
     task = load_task(bundle_dir, cfg)
     try:

@@ -1,5 +1,6 @@
-"""Batched sampling (runtime.engine.sampling): the stop-token suppression and the sampler's rows, and
-the fixed number of host-to-device copies per step whatever the batch size."""
+"""Batched sampling (runtime.engine.sampling): the stop-token suppression and the sampler's rows,
+and the fixed number of host-to-device copies per step whatever the batch size."""
+
 from __future__ import annotations
 
 import torch
@@ -26,8 +27,11 @@ def test_suppress_sets_only_the_named_tokens_of_the_named_rows():
 
 def test_greedy_rows_take_the_argmax_and_top_k_1_is_greedy():
     logits = _logits(3)
-    params = [SamplingParams(temperature=0.0), SamplingParams(temperature=1.0, top_k=1),
-              SamplingParams(temperature=0.7, top_p=1e-6)]
+    params = [
+        SamplingParams(temperature=0.0),
+        SamplingParams(temperature=1.0, top_k=1),
+        SamplingParams(temperature=0.7, top_p=1e-6),
+    ]
     toks = sampling.sample(logits, params, [None] * 3)
     assert toks.tolist() == logits.argmax(dim=-1).tolist()
 
@@ -41,7 +45,9 @@ def test_a_seeded_row_draws_the_same_in_any_batch():
         gens[row] = torch.Generator().manual_seed(11)
         return sampling.sample(logits[:1].expand(5, V).clone(), params, gens)[row].item()
 
-    alone = sampling.sample(logits[:1].clone(), params[:1], [torch.Generator().manual_seed(11)]).item()
+    alone = sampling.sample(
+        logits[:1].clone(), params[:1], [torch.Generator().manual_seed(11)]
+    ).item()
     assert seeded(0) == seeded(3) == alone
 
 
@@ -55,12 +61,14 @@ def test_a_step_copies_to_the_device_a_fixed_number_of_times(monkeypatch):
     sampling.suppress(logits, list(range(64)), [(1, 2)] * 64)
     sampling.sample(logits, [SamplingParams(temperature=1.0, top_p=0.9)] * 64, [None] * 64)
     assert len(calls) == 2
-    assert not torch.isin(sampling.sample(logits, [SamplingParams()] * 64, [None] * 64), torch.tensor([1, 2])).any()
+    assert not torch.isin(
+        sampling.sample(logits, [SamplingParams()] * 64, [None] * 64), torch.tensor([1, 2])
+    ).any()
 
 
 def test_a_greedy_batch_is_its_argmax_and_draws_no_noise(monkeypatch):
-    """All rows greedy: the argmax, with no parameter copy and the device generator left as it was (no
-    exponential noise drawn for rows that never use it)."""
+    """All rows greedy: the argmax, with no parameter copy and the device generator left as it
+    was (no exponential noise drawn for rows that never use it)."""
     calls = []
     real = sampling.to_device
     monkeypatch.setattr(sampling, "to_device", lambda *a, **k: calls.append(a) or real(*a, **k))

@@ -1,6 +1,7 @@
-"""The skinny GEMM (runtime/kernels/skinny_gemm.py): the Triton kernel against its torch reference in
-Triton's interpreter (where triton is installed), the engine's greedy output unchanged with it, and
-the ops' CPU path (torch's GEMM) that every CPU Task runs."""
+"""The skinny GEMM (runtime/kernels/skinny_gemm.py): the Triton kernel against its torch
+reference in Triton's interpreter (where triton is installed), the engine's greedy output
+unchanged with it, and the ops' CPU path (torch's GEMM) that every CPU Task runs."""
+
 import os
 import subprocess
 import sys
@@ -18,8 +19,8 @@ KERNEL = textwrap.dedent("""
     from qualflow.runtime.kernels.skinny_gemm import (Launch, reference, reference_gate_up_silu, skinny_gate_up_silu,
                                                       skinny_gemm)
     torch.manual_seed(0)
-    # rows 1..64 (tiles of 16, 32, 64); N not a multiple of the column block; K below and not a multiple
-    # of the K block
+    # rows 1..64 (tiles of 16, 32, 64); N not a multiple of the column block; K below and not a
+    # multiple of the K block
     for m, n, k in [(1, 96, 64), (3, 100, 192), (16, 64, 128), (5, 48, 256), (33, 40, 96), (64, 32, 64)]:
         x, w = torch.randn(m, k).half(), (torch.randn(n, k) / k ** 0.5).half()
         ref = reference(x.float(), w.float())
@@ -62,7 +63,9 @@ ENGINE = textwrap.dedent("""
 def _interpreted(code: str, *args: str) -> None:
     pytest.importorskip("triton")
     env = {**os.environ, "TRITON_INTERPRET": "1"}
-    r = subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, timeout=600)
+    r = subprocess.run(
+        [sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, timeout=600
+    )
     assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stderr[-3000:]
 
 
@@ -76,7 +79,7 @@ def test_engine_greedy_output_unchanged_with_the_kernel_interpreted(bundle_dir):
 
 def test_cpu_ops_run_torch_gemm():
     ops = fused.FusedOps(use_triton=False, skinny_rows=16)
-    assert ops.skinny_rows == 0       # no Triton kernels on this path: nothing to route to
+    assert ops.skinny_rows == 0  # no Triton kernels on this path: nothing to route to
     g = torch.Generator().manual_seed(0)
     x, w = torch.randn(3, 8, generator=g), torch.randn(5, 8, generator=g)
     assert torch.equal(ops.linear(x, w), F.linear(x, w))
@@ -97,7 +100,11 @@ def test_too_many_rows_or_mismatched_shapes_are_refused():
 def test_a_cpu_task_reports_no_skinny_rows(bundle_dir):
     task = load_task(bundle_dir, EngineConfig(max_batch=2, max_context=64, skinny_gemm_rows=16))
     try:
-        assert task.info["skinny_gemm_rows"] == 0 and task.info["fused_kernels"] == "torch reference"
-        assert task.info["programmatic_launch"] == "off: no CUDA graphs or Triton kernels on this path"
+        assert (
+            task.info["skinny_gemm_rows"] == 0 and task.info["fused_kernels"] == "torch reference"
+        )
+        assert (
+            task.info["programmatic_launch"] == "off: no CUDA graphs or Triton kernels on this path"
+        )
     finally:
         task.close()

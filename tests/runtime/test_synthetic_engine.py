@@ -1,6 +1,7 @@
-"""The synthetic engine (no model) on its own: one token per running request per step, up to the batch
-(the rest wait, oldest first), each request to its max_new_tokens with finish reason `length`, the
-timing stamped in order; cancel and close end requests as `cancelled`."""
+"""The synthetic engine (no model) on its own: one token per running request per step, up to the
+batch (the rest wait, oldest first), each request to its max_new_tokens with finish reason
+`length`, the timing stamped in order; cancel and close end requests as `cancelled`."""
+
 from __future__ import annotations
 
 import queue
@@ -25,20 +26,26 @@ def test_batch_bound_order_tokens_and_timing():
     eng = SyntheticEngine(0.005, 1, [7, 8])
     try:
         boxes = [queue.SimpleQueue(), queue.SimpleQueue()]
-        seqs = [eng.submit(GenerationRequest(f"r{i}", [1, 2], SamplingParams(max_new_tokens=5)), boxes[i].put)
-                for i in range(2)]
+        seqs = [
+            eng.submit(
+                GenerationRequest(f"r{i}", [1, 2], SamplingParams(max_new_tokens=5)), boxes[i].put
+            )
+            for i in range(2)
+        ]
         got = [items(b) for b in boxes]
         for seq, its in zip(seqs, got):
-            assert [x.ids for x in its[:-1]] == [[7], [8], [7], [8], [7]] and its[-1] == Final("length")
+            assert [x.ids for x in its[:-1]] == [[7], [8], [7], [8], [7]] and its[-1] == Final(
+                "length"
+            )
             assert seq.done and seq.out == [7, 8, 7, 8, 7]
             t = seq.timing
             assert t.submitted_ns <= t.first_scheduled_ns <= t.first_token_ns <= t.finished_ns
-            assert t.decode_ns >= 4 * 0.005e9 * 0.9     # one token a step, never a burst
+            assert t.decode_ns >= 4 * 0.005e9 * 0.9  # one token a step, never a burst
         # a batch of one: the second request waits until the first has ended
         assert seqs[1].timing.first_scheduled_ns >= seqs[0].timing.finished_ns
     finally:
         eng.close()
-    assert not eng.thread.is_alive() and eng.health() is not None   # closed: it serves no more
+    assert not eng.thread.is_alive() and eng.health() is not None  # closed: it serves no more
 
 
 def test_cancel_and_close_end_requests_as_cancelled():
@@ -57,12 +64,17 @@ def test_cancel_and_close_end_requests_as_cancelled():
 def test_thinking_gets_its_close_forced_at_the_budget():
     from qualflow.runtime import Thinking
     from qualflow.runtime.engine.thinking import ThinkTokens
+
     eng = SyntheticEngine(0.001, 1, [7], ThinkTokens(9, (8, 9, 10)))
     try:
         box = queue.SimpleQueue()
-        seq = eng.submit(GenerationRequest("t", [1], SamplingParams(max_new_tokens=6), Thinking(4)), box.put)
+        seq = eng.submit(
+            GenerationRequest("t", [1], SamplingParams(max_new_tokens=6), Thinking(4)), box.put
+        )
         assert items(box)[-1] == Final("length")
-        assert seq.out == [7, 7, 8, 9, 10, 7]      # the end-think token is the budget's last
-        assert seq.timing.first_token_ns < seq.timing.answer_first_token_ns <= seq.timing.finished_ns
+        assert seq.out == [7, 7, 8, 9, 10, 7]  # the end-think token is the budget's last
+        assert (
+            seq.timing.first_token_ns < seq.timing.answer_first_token_ns <= seq.timing.finished_ns
+        )
     finally:
         eng.close()

@@ -1,5 +1,7 @@
-"""Prompt tokenization: a chat-sized text is encoded directly (a batch of one costs the thread pool's
-hand-off), a long one as a batch of one with the GIL released; both give the tokenizer's own ids."""
+"""Prompt tokenization: a chat-sized text is encoded directly (a batch of one costs the thread
+pool's hand-off), a long one as a batch of one with the GIL released; both give the tokenizer's
+own ids."""
+
 from tokenizers import Tokenizer
 
 from qualflow.runtime.frontend.tokenizing import GIL_FREE_CHARS, GilFreeEncoder

@@ -1,4 +1,6 @@
-"""The HTTP layer in-process (Starlette TestClient, no model): readiness, load failure, error shapes."""
+"""The HTTP layer in-process (Starlette TestClient, no model): readiness, load failure, error
+shapes."""
+
 from __future__ import annotations
 
 import threading
@@ -6,9 +8,8 @@ import time
 
 from starlette.testclient import TestClient
 
-from qualflow.server.app import create_app
-
 from fixtures.fake_task import FakeTask, final
+from qualflow.server.app import create_app
 
 
 def wait_status(c: TestClient, status: str) -> dict:
@@ -33,7 +34,9 @@ def test_health_is_503_until_the_task_is_loaded():
     with TestClient(create_app(load, model_name="m")) as c:
         r = c.get("/health")
         assert r.status_code == 503 and r.json()["status"] == "loading"
-        r = c.post("/v1/responses", json={"model": "m", "input": "x"}, headers={"X-Request-ID": "early"})
+        r = c.post(
+            "/v1/responses", json={"model": "m", "input": "x"}, headers={"X-Request-ID": "early"}
+        )
         assert r.status_code == 503 and r.json()["error"]["code"] == "model_not_ready"
         assert r.headers["x-request-id"] == "early"
         gate.set()
@@ -57,12 +60,21 @@ def test_load_failure_is_reported():
 
 def test_engine_failure_non_stream_is_500_without_retry():
     with TestClient(create_app(task=FakeTask([final("error")]))) as c:
-        r = c.post("/v1/responses", json={"model": "fake", "input": "x", "max_output_tokens": 4},
-                   headers={"X-Request-ID": "boom-1"})
+        r = c.post(
+            "/v1/responses",
+            json={"model": "fake", "input": "x", "max_output_tokens": 4},
+            headers={"X-Request-ID": "boom-1"},
+        )
         assert r.status_code == 500 and r.headers["x-should-retry"] == "false"
-        assert r.json()["error"]["code"] == "server_error" and "boom-1" in r.json()["error"]["message"]
+        assert (
+            r.json()["error"]["code"] == "server_error" and "boom-1" in r.json()["error"]["message"]
+        )
         rec = c.get("/v1/qualflow/task-timings", params={"request_ids": "boom-1"}).json()["data"][0]
-        assert rec["status"] == "failed" and rec["finish_reason"] == "error" and rec["http_status"] == 500
+        assert (
+            rec["status"] == "failed"
+            and rec["finish_reason"] == "error"
+            and rec["http_status"] == 500
+        )
 
 
 def test_timing_query_validation():

@@ -1,5 +1,6 @@
 """`qualflow serve` on bad input (a tampered or missing bundle) names it and exits 2, as every stage
 does for bad input."""
+
 from __future__ import annotations
 
 import shutil
@@ -8,8 +9,12 @@ import sys
 
 
 def serve(bundle) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "qualflow.cli", "serve", "--bundle", str(bundle), "--port", "0"],
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "qualflow.cli", "serve", "--bundle", str(bundle), "--port", "0"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_a_tampered_bundle_exits_2_naming_the_file(bundle_dir, tmp_path):
@@ -17,7 +22,7 @@ def test_a_tampered_bundle_exits_2_naming_the_file(bundle_dir, tmp_path):
     shutil.copytree(bundle_dir, b)
     w = b / "weights.safetensors"
     data = bytearray(w.read_bytes())
-    data[-2] ^= 0x01   # one bit of one weight
+    data[-2] ^= 0x01  # one bit of one weight
     w.write_bytes(bytes(data))
     p = serve(b)
     assert p.returncode == 2, p.stderr[-2000:]

@@ -1,6 +1,7 @@
 """A dead engine (its thread ended by an exception the engine does not catch, as a sticky device
 fault would) over real uvicorn: /health turns unhealthy with the reason, open streams end with
 `error` + `response.failed`, new requests get 503 at once, and no record stays in progress."""
+
 from __future__ import annotations
 
 import threading
@@ -12,8 +13,10 @@ import pytest
 from fixtures.server import InProcessServer
 from fixtures.sse import check_stream_prefix, sse_frames
 
-pytestmark = [pytest.mark.timeout(120),
-              pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")]
+pytestmark = [
+    pytest.mark.timeout(120),
+    pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning"),
+]
 
 
 class DeviceLost(BaseException):
@@ -23,6 +26,7 @@ class DeviceLost(BaseException):
 def test_dead_engine_fails_fast(bundle_dir):
     from qualflow.runtime import EngineConfig, load_task
     from qualflow.server.app import create_app
+
     task = load_task(bundle_dir, EngineConfig(max_batch=4, max_context=256))
     forward, armed = task.model.forward, threading.Event()
 
@@ -32,21 +36,35 @@ def test_dead_engine_fails_fast(bundle_dir):
         return forward(*a, **kw)
 
     task.model.forward = faulty
-    body = {"model": "m", "input": "Hello", "stream": True, "ignore_eos": True, "max_output_tokens": 200}
+    body = {
+        "model": "m",
+        "input": "Hello",
+        "stream": True,
+        "ignore_eos": True,
+        "max_output_tokens": 200,
+    }
     with InProcessServer(create_app(task=task, model_name="m")) as srv:
         assert httpx.get(srv.url + "/health").json()["status"] == "ok"
         out = {}
 
         def stream(i):
-            r = httpx.post(srv.url + "/v1/responses", json=body, headers={"X-Request-ID": f"open-{i}"}, timeout=30)
+            r = httpx.post(
+                srv.url + "/v1/responses",
+                json=body,
+                headers={"X-Request-ID": f"open-{i}"},
+                timeout=30,
+            )
             out[i] = (r.status_code, r.text)
 
         threads = [threading.Thread(target=stream, args=(i,)) for i in range(2)]
         for t in threads:
             t.start()
         deadline = time.monotonic() + 20
-        while len([r for r in srv.records() if r["first_token_ns"] or r["status"] == "in_progress"]) < 2 \
-                and time.monotonic() < deadline:
+        while (
+            len([r for r in srv.records() if r["first_token_ns"] or r["status"] == "in_progress"])
+            < 2
+            and time.monotonic() < deadline
+        ):
             time.sleep(0.02)
         time.sleep(0.2)
         armed.set()
@@ -65,15 +83,24 @@ def test_dead_engine_fails_fast(bundle_dir):
             # the output produced so far, consistent with the *.done events before it
             done_text = frames[-5][1]["text"]
             assert failed["output"][0]["content"][0]["text"] == done_text
-            assert done_text == "".join(d["delta"] for t, d in frames if t == "response.output_text.delta")
+            assert done_text == "".join(
+                d["delta"] for t, d in frames if t == "response.output_text.delta"
+            )
         h = httpx.get(srv.url + "/health")
         assert h.status_code == 503 and h.json()["status"] == "failed"
         assert "DeviceLost" in h.json()["error"] and "illegal memory access" in h.json()["error"]
         t1 = time.monotonic()
-        r = httpx.post(srv.url + "/v1/responses", json={**body, "stream": False}, headers={"X-Request-ID": "late"},
-                       timeout=30)
+        r = httpx.post(
+            srv.url + "/v1/responses",
+            json={**body, "stream": False},
+            headers={"X-Request-ID": "late"},
+            timeout=30,
+        )
         assert r.status_code == 503 and time.monotonic() - t1 < 2
-        assert r.json()["error"]["code"] == "engine_failed" and r.headers.get("x-should-retry") == "false"
+        assert (
+            r.json()["error"]["code"] == "engine_failed"
+            and r.headers.get("x-should-retry") == "false"
+        )
         recs = srv.records()
         assert recs and all(x["status"] != "in_progress" and x["http_sent_ns"] for x in recs), recs
         assert {x["status"] for x in recs if x["request_id"].startswith("open-")} == {"failed"}

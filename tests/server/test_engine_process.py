@@ -1,8 +1,9 @@
-"""`qualflow serve --engine-process on` over real uvicorn on CPU: greedy streams identical to the in-process
-engine's, timing records ordered, client disconnect cancels the engine request, a killed engine
-process fails its open streams (`error` + `response.failed`), turns /health unhealthy and new requests
-into 503, and no process is left after the server
-stops, gracefully or killed."""
+"""`qualflow serve --engine-process on` over real uvicorn on CPU: greedy streams identical to the
+in-process engine's, timing records ordered, client disconnect cancels the engine request, a
+killed engine process fails its open streams (`error` + `response.failed`), turns /health
+unhealthy and new requests into 503, and no process is left after the server stops, gracefully or
+killed."""
+
 from __future__ import annotations
 
 import json
@@ -20,8 +21,17 @@ from fixtures.sse import check_stream, leave_after_deltas, sse_frames
 
 pytestmark = pytest.mark.timeout(180)
 ARGS = ("--engine-process", "on", "--max-batch", "4", "--max-context", "256")
-BODIES = [{"model": "m", "input": text, "stream": True, "temperature": 0, "max_output_tokens": 24, "ignore_eos": True}
-          for text in ("Hello", "Tell me about the sea", "1 2 3 4")]
+BODIES = [
+    {
+        "model": "m",
+        "input": text,
+        "stream": True,
+        "temperature": 0,
+        "max_output_tokens": 24,
+        "ignore_eos": True,
+    }
+    for text in ("Hello", "Tell me about the sea", "1 2 3 4")
+]
 
 
 def engine_pid(server_pid: int) -> int:
@@ -46,6 +56,7 @@ def stream_text(url: str, body: dict, rid: str) -> str:
 def test_engine_process_serves_like_the_thread(bundle_dir, tmp_path):
     from qualflow.runtime import EngineConfig, load_task
     from qualflow.server.app import create_app
+
     local = load_task(bundle_dir, EngineConfig(max_batch=4, max_context=256))
     with InProcessServer(create_app(task=local, model_name="m")) as ref:
         want = [stream_text(ref.url, b, f"ref-{i}") for i, b in enumerate(BODIES)]
@@ -55,24 +66,45 @@ def test_engine_process_serves_like_the_thread(bundle_dir, tmp_path):
         assert [stream_text(srv.url, b, f"s-{i}") for i, b in enumerate(BODIES)] == want
         for i in range(len(BODIES)):
             r = srv.wait_record(f"s-{i}")
-            assert r["status"] == "incomplete" and r["finish_reason"] == "length" and r["output_tokens"] == 24
-            assert r["http_received_ns"] <= r["submitted_ns"] <= r["first_scheduled_ns"] <= r["first_token_ns"] \
-                <= r["finished_ns"] <= r["http_sent_ns"]
+            assert (
+                r["status"] == "incomplete"
+                and r["finish_reason"] == "length"
+                and r["output_tokens"] == 24
+            )
+            assert (
+                r["http_received_ns"]
+                <= r["submitted_ns"]
+                <= r["first_scheduled_ns"]
+                <= r["first_token_ns"]
+                <= r["finished_ns"]
+                <= r["http_sent_ns"]
+            )
             assert r["public_task_call_wall_ns"] == r["finished_ns"] - r["submitted_ns"]
         # a client that leaves cancels the engine's request
         body = {**BODIES[0], "max_output_tokens": 200}
         leave_after_deltas(srv.url, body, "gone")
         rec = srv.wait_record("gone")
-        assert rec["status"] == "cancelled" and rec["finish_reason"] == "cancelled" and rec["output_tokens"] < 200
-        # a graceful stop (SIGTERM to the server's process group, as the session stops it) closes the
-        # engine through the server, which stays healthy until it does
+        assert (
+            rec["status"] == "cancelled"
+            and rec["finish_reason"] == "cancelled"
+            and rec["output_tokens"] < 200
+        )
+        # a graceful stop (SIGTERM to the server's process group, as the session stops it) closes
+        # the engine through the server, which stays healthy until it does
         below = descendants(srv.proc.pid)
         assert pid in below
         streaming = threading.Event()
 
         def stream_at_stop():
-            with httpx.Client(timeout=60) as c, c.stream("POST", srv.url + "/v1/responses", json=body,
-                                                         headers={"X-Request-ID": "at-stop"}) as r:
+            with (
+                httpx.Client(timeout=60) as c,
+                c.stream(
+                    "POST",
+                    srv.url + "/v1/responses",
+                    json=body,
+                    headers={"X-Request-ID": "at-stop"},
+                ) as r,
+            ):
                 for line in r.iter_lines():
                     if line.startswith("event: response.output_text.delta"):
                         streaming.set()
@@ -81,11 +113,15 @@ def test_engine_process_serves_like_the_thread(bundle_dir, tmp_path):
         late.start()
         assert streaming.wait(20)
         os.killpg(srv.proc.pid, signal.SIGTERM)
-        srv.proc.wait(timeout=30)   # uvicorn re-raises the SIGTERM after its graceful shutdown
+        srv.proc.wait(timeout=30)  # uvicorn re-raises the SIGTERM after its graceful shutdown
         assert wait_gone(below) == []
         late.join(timeout=30)
-        at_stop = [json.loads(x) for x in srv.timing_log.read_text().splitlines() if '"at-stop"' in x]
-        assert at_stop and at_stop[-1]["status"] != "failed", at_stop   # not cut by an engine dying first
+        at_stop = [
+            json.loads(x) for x in srv.timing_log.read_text().splitlines() if '"at-stop"' in x
+        ]
+        assert at_stop and at_stop[-1]["status"] != "failed", (
+            at_stop
+        )  # not cut by an engine dying first
         assert "Traceback" not in srv.log()
     finally:
         srv.stop()
@@ -93,14 +129,23 @@ def test_engine_process_serves_like_the_thread(bundle_dir, tmp_path):
 
 
 def test_killed_engine_process_gives_503_and_no_orphans(bundle_dir, tmp_path):
-    srv = ServerUnderTest(bundle_dir, tmp_path, *ARGS, "--step-delay-s", "0.02", model_name="m").start()
+    srv = ServerUnderTest(
+        bundle_dir, tmp_path, *ARGS, "--step-delay-s", "0.02", model_name="m"
+    ).start()
     try:
         # a stream open when the engine process dies ends with `error` + `response.failed`
         out, streaming = {}, threading.Event()
 
         def open_stream():
-            with httpx.Client(timeout=60) as c, c.stream("POST", srv.url + "/v1/responses", headers={"X-Request-ID": "open"},
-                                                         json={**BODIES[0], "max_output_tokens": 200}) as r:
+            with (
+                httpx.Client(timeout=60) as c,
+                c.stream(
+                    "POST",
+                    srv.url + "/v1/responses",
+                    headers={"X-Request-ID": "open"},
+                    json={**BODIES[0], "max_output_tokens": 200},
+                ) as r,
+            ):
                 text = ""
                 for chunk in r.iter_text():
                     text += chunk
@@ -114,17 +159,25 @@ def test_killed_engine_process_gives_503_and_no_orphans(bundle_dir, tmp_path):
         os.kill(engine_pid(srv.proc.pid), signal.SIGKILL)
         t.join(timeout=30)
         frames = sse_frames(out["text"])
-        assert [k for k, _ in frames][-2:] == ["error", "response.failed"], [k for k, _ in frames][-4:]
+        assert [k for k, _ in frames][-2:] == ["error", "response.failed"], [k for k, _ in frames][
+            -4:
+        ]
         assert "engine process" in frames[-1][1]["response"]["error"]["message"]
         assert srv.wait_record("open")["status"] == "failed"
         deadline = time.monotonic() + 5
-        while (h := httpx.get(srv.url + "/health", timeout=5)).status_code == 200 and time.monotonic() < deadline:
+        while (
+            h := httpx.get(srv.url + "/health", timeout=5)
+        ).status_code == 200 and time.monotonic() < deadline:
             time.sleep(0.05)
         assert h.status_code == 503 and h.json()["status"] == "failed"
         assert "engine process" in h.json()["error"] and "signal 9" in h.json()["error"]
         t0 = time.monotonic()
         r = httpx.post(srv.url + "/v1/responses", json={**BODIES[0], "stream": False}, timeout=30)
-        assert r.status_code == 503 and r.json()["error"]["code"] == "engine_failed" and time.monotonic() - t0 < 2
+        assert (
+            r.status_code == 503
+            and r.json()["error"]["code"] == "engine_failed"
+            and time.monotonic() - t0 < 2
+        )
         # the server killed outright (not its group) leaves nothing behind
         below = descendants(srv.proc.pid)
         os.kill(srv.proc.pid, signal.SIGKILL)

@@ -1,7 +1,9 @@
-"""Property: no malformed body gives a 5xx. A seeded fuzz (hypothesis, 1,200 bodies) of the real app with
-the real Task (embedded default), in process: mutations of a valid body (wrong types, unknown keys,
-lone surrogates escaped and raw, deep nesting, huge strings, odd content types). Every answer is
-< 500 with an OpenAI-shaped error body, every timing record is final, and the server still answers."""
+"""Property: no malformed body gives a 5xx. A seeded fuzz (hypothesis, 1,200 bodies) of the real
+app with the real Task (embedded default), in process: mutations of a valid body (wrong types,
+unknown keys, lone surrogates escaped and raw, deep nesting, huge strings, odd content types).
+Every answer is < 500 with an OpenAI-shaped error body, every timing record is final, and the
+server still answers."""
+
 from __future__ import annotations
 
 import json
@@ -15,20 +17,82 @@ pytestmark = pytest.mark.timeout(300)
 
 MODEL = "m"
 BASE = {"model": MODEL, "input": "Hello", "max_output_tokens": 3}
-KEYS = ["model", "input", "instructions", "max_output_tokens", "temperature", "top_p", "stream", "user",
-        "metadata", "text", "tools", "tool_choice", "reasoning", "include", "store", "stream_options",
-        "ignore_eos", "min_tokens", "truncation", "service_tier", "safety_identifier", "prompt_cache_key",
-        "previous_response_id", "background", "top_logprobs", "bogus"]
-NASTY = ["\ud800", "\udfff", "a\ud83d", "\x00", "\u202e", "💥", "", " ", "\\", '"', "\n" * 3, "x" * 70_000]
+KEYS = [
+    "model",
+    "input",
+    "instructions",
+    "max_output_tokens",
+    "temperature",
+    "top_p",
+    "stream",
+    "user",
+    "metadata",
+    "text",
+    "tools",
+    "tool_choice",
+    "reasoning",
+    "include",
+    "store",
+    "stream_options",
+    "ignore_eos",
+    "min_tokens",
+    "truncation",
+    "service_tier",
+    "safety_identifier",
+    "prompt_cache_key",
+    "previous_response_id",
+    "background",
+    "top_logprobs",
+    "bogus",
+]
+NASTY = [
+    "\ud800",
+    "\udfff",
+    "a\ud83d",
+    "\x00",
+    "\u202e",
+    "💥",
+    "",
+    " ",
+    "\\",
+    '"',
+    "\n" * 3,
+    "x" * 70_000,
+]
 strings = st.one_of(st.sampled_from(NASTY), st.text(max_size=20))
-scalars = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.floats(allow_nan=False), strings)
-values = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=4),
-                                                      st.dictionaries(strings, inner, max_size=4)), max_leaves=12)
-items = st.fixed_dictionaries({}, optional={
-    "type": st.one_of(st.just("message"), values), "role": st.one_of(st.sampled_from(["user", "system", "assistant"]), values),
-    "content": st.one_of(strings, st.lists(st.fixed_dictionaries({}, optional={
-        "type": st.one_of(st.just("input_text"), values), "text": st.one_of(strings, values)}), max_size=3), values),
-    "id": values, "status": values})
+scalars = st.one_of(
+    st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(allow_nan=False), strings
+)
+values = st.recursive(
+    scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.dictionaries(strings, inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+items = st.fixed_dictionaries(
+    {},
+    optional={
+        "type": st.one_of(st.just("message"), values),
+        "role": st.one_of(st.sampled_from(["user", "system", "assistant"]), values),
+        "content": st.one_of(
+            strings,
+            st.lists(
+                st.fixed_dictionaries(
+                    {},
+                    optional={
+                        "type": st.one_of(st.just("input_text"), values),
+                        "text": st.one_of(strings, values),
+                    },
+                ),
+                max_size=3,
+            ),
+            values,
+        ),
+        "id": values,
+        "status": values,
+    },
+)
 
 
 @st.composite
@@ -36,7 +100,9 @@ def bodies(draw) -> tuple[bytes, str]:
     body = dict(BASE)
     for _ in range(draw(st.integers(0, 3))):
         key = draw(st.one_of(st.sampled_from(KEYS), strings))
-        body[key] = draw(st.one_of(values, st.lists(items, max_size=3)) if key == "input" else values)
+        body[key] = draw(
+            st.one_of(values, st.lists(items, max_size=3)) if key == "input" else values
+        )
     if draw(st.booleans()):
         body.pop(draw(st.sampled_from(list(body))), None)
     raw = json.dumps(body).encode()
@@ -47,10 +113,14 @@ def bodies(draw) -> tuple[bytes, str]:
         n = draw(st.sampled_from([999, 1000, 1025, 5000]))
         raw = raw.replace(b'"Hello"', b"[" * n + b"]" * n)
     elif how == "truncate":
-        raw = raw[:draw(st.integers(0, len(raw)))]
+        raw = raw[: draw(st.integers(0, len(raw)))]
     elif how == "bytes":
         raw = draw(st.binary(max_size=64))
-    ctype = draw(st.sampled_from(["application/json"] * 8 + ["text/plain", "application/x-www-form-urlencoded"]))
+    ctype = draw(
+        st.sampled_from(
+            ["application/json"] * 8 + ["text/plain", "application/x-www-form-urlencoded"]
+        )
+    )
     return raw, ctype
 
 
@@ -58,14 +128,27 @@ def bodies(draw) -> tuple[bytes, str]:
 def client(bundle_dir):
     from qualflow.runtime import EngineConfig, load_task
     from qualflow.server.app import create_app
-    with TestClient(create_app(task=load_task(bundle_dir, EngineConfig(max_batch=4, max_context=64)), model_name=MODEL),
-                    raise_server_exceptions=False) as c:
+
+    with TestClient(
+        create_app(
+            task=load_task(bundle_dir, EngineConfig(max_batch=4, max_context=64)), model_name=MODEL
+        ),
+        raise_server_exceptions=False,
+    ) as c:
         yield c
 
 
-@settings(max_examples=1200, derandomize=True, deadline=None, database=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
-                                 HealthCheck.data_too_large])
+@settings(
+    max_examples=1200,
+    derandomize=True,
+    deadline=None,
+    database=None,
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.function_scoped_fixture,
+        HealthCheck.data_too_large,
+    ],
+)
 @given(bodies())
 def test_malformed_bodies_never_5xx(client, body):
     raw, ctype = body
@@ -79,7 +162,8 @@ def test_malformed_bodies_never_5xx(client, body):
 
 
 def test_after_the_fuzz_every_record_is_final_and_the_server_answers(client):
-    """Runs after the fuzz (file order): nothing left in progress, the timing endpoint still serializes."""
+    """Runs after the fuzz (file order): nothing left in progress, the timing endpoint still
+    serializes."""
     recs, after = [], -1
     while True:
         page = client.get("/v1/qualflow/task-timings", params={"after": after, "limit": 500}).json()

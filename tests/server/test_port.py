@@ -1,5 +1,6 @@
 """One server per port: the socket is bound and listening before the model loads, so a second
 `qualflow serve` on the port (also one started at the same moment) exits 2, an input error."""
+
 from __future__ import annotations
 
 import subprocess
@@ -24,9 +25,24 @@ def test_bind_listens_at_once_so_a_second_bind_fails():
 
 
 def serve(bundle, port, mode):
-    return subprocess.Popen([sys.executable, "-m", "qualflow.cli", "serve", "--bundle", str(bundle), "--port",
-                             str(port), "--engine-process", mode], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "qualflow.cli",
+            "serve",
+            "--bundle",
+            str(bundle),
+            "--port",
+            str(port),
+            "--engine-process",
+            mode,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
 
 
 @pytest.mark.parametrize("mode", ["off", "on"], ids=["engine-thread", "engine-process"])

@@ -1,10 +1,12 @@
 """Protocol models and the typed core without HTTP (cheap: no model loaded)."""
+
 from __future__ import annotations
 
 import asyncio
 
 import pytest
 
+from fixtures.fake_task import FakeTask, final
 from qualflow.runtime import TokenEvent
 from qualflow.server.handler import ResponsesHandler as Core
 from qualflow.server.protocol.errors import ApiError
@@ -13,8 +15,6 @@ from qualflow.server.protocol.requests import parse_request
 from qualflow.server.protocol.responses import new_id
 from qualflow.server.supported import check_supported
 from qualflow.server.timing import TimingStore, new_record
-
-from fixtures.fake_task import FakeTask, final
 
 
 def err(fn, *a) -> ApiError:
@@ -26,27 +26,47 @@ def err(fn, *a) -> ApiError:
 def test_parse_request_errors_are_openai_shaped():
     e = err(parse_request, b'{"model": "m", "input": "x", "bogus": 1}')
     assert (e.status, e.code, e.param) == (400, "unknown_parameter", "bogus")
-    assert e.body() == {"error": {"message": "Unknown parameter: 'bogus'.", "type": "invalid_request_error",
-                                  "param": "bogus", "code": "unknown_parameter"}}
+    assert e.body() == {
+        "error": {
+            "message": "Unknown parameter: 'bogus'.",
+            "type": "invalid_request_error",
+            "param": "bogus",
+            "code": "unknown_parameter",
+        }
+    }
     assert err(parse_request, b"{oops").code == "invalid_json"
     assert err(parse_request, b'"a string"').code == "invalid_json"
-    assert err(parse_request, {"temperature": "0.5"}).code == "invalid_type"      # strict: no coercion
+    assert err(parse_request, {"temperature": "0.5"}).code == "invalid_type"  # strict: no coercion
     assert err(parse_request, {"stream": 1}).code == "invalid_type"
     e = err(parse_request, {"max_output_tokens": 0})
     assert (e.code, e.param) == ("integer_below_min_value", "max_output_tokens")
-    assert parse_request({"temperature": 1}).temperature == 1.0                     # an int is a valid number
+    assert parse_request({"temperature": 1}).temperature == 1.0  # an int is a valid number
 
 
 def test_input_messages():
     assert input_messages("hi") == [{"role": "user", "content": "hi"}]
-    items = [{"role": "system", "content": "S"},
-             {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "a"},
-                                                             {"type": "input_text", "text": "b"}]},
-             {"type": "message", "id": "msg_1", "status": "completed", "role": "assistant",
-              "content": [{"type": "output_text", "text": "c", "annotations": [], "logprobs": []}]},
-             {"role": "developer", "content": "D"}]
-    assert input_messages(items) == [{"role": "system", "content": "S"}, {"role": "user", "content": "ab"},
-                                     {"role": "assistant", "content": "c"}, {"role": "developer", "content": "D"}]
+    items = [
+        {"role": "system", "content": "S"},
+        {
+            "type": "message",
+            "role": "user",
+            "content": [{"type": "input_text", "text": "a"}, {"type": "input_text", "text": "b"}],
+        },
+        {
+            "type": "message",
+            "id": "msg_1",
+            "status": "completed",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": "c", "annotations": [], "logprobs": []}],
+        },
+        {"role": "developer", "content": "D"},
+    ]
+    assert input_messages(items) == [
+        {"role": "system", "content": "S"},
+        {"role": "user", "content": "ab"},
+        {"role": "assistant", "content": "c"},
+        {"role": "developer", "content": "D"},
+    ]
     e = err(input_messages, [{"role": "user", "content": [{"type": "output_text", "text": "x"}]}])
     assert (e.code, e.param) == ("unsupported_value", "input[0].content[0].type")
     e = err(input_messages, [{"role": "user", "content": [{"type": "input_text"}]}])
@@ -56,16 +76,32 @@ def test_input_messages():
 
 
 def test_check_supported_accepts_defaults():
-    check_supported(parse_request({"model": "m", "input": "x", "tools": [], "tool_choice": "none", "include": [],
-                                   "reasoning": {}, "top_logprobs": 0, "truncation": "disabled",
-                                   "text": {"format": {"type": "text"}}, "background": False}))
+    check_supported(
+        parse_request(
+            {
+                "model": "m",
+                "input": "x",
+                "tools": [],
+                "tool_choice": "none",
+                "include": [],
+                "reasoning": {},
+                "top_logprobs": 0,
+                "truncation": "disabled",
+                "text": {"format": {"type": "text"}},
+                "background": False,
+            }
+        )
+    )
 
 
 def test_ids_and_timing_store(tmp_path):
     assert new_id("resp").startswith("resp_") and len(new_id("resp")) == 5 + 50
     store = TimingStore(max_records=2, log_path=tmp_path / "t.jsonl")
-    recs = [store.add(new_record(f"r{i}", f"resp_{i}", "warmup" if i else None, True, 100 + i)) for i in range(3)]
-    assert [r["request_id"] for r in store.query()] == ["r1", "r2"]             # bounded: oldest dropped
+    recs = [
+        store.add(new_record(f"r{i}", f"resp_{i}", "warmup" if i else None, True, 100 + i))
+        for i in range(3)
+    ]
+    assert [r["request_id"] for r in store.query()] == ["r1", "r2"]  # bounded: oldest dropped
     assert [r["request_id"] for r in store.query(tag="warmup", since_ns=102)] == ["r2"]
     assert [r["request_id"] for r in store.query({"r1", "zz"})] == ["r1"]
     store.finish(recs[2], 999)
@@ -76,6 +112,7 @@ def test_ids_and_timing_store(tmp_path):
 def run_stream(core, body):
     async def go():
         return [e async for e in core.stream_response(parse_request(body), "rid")]
+
     return asyncio.run(go())
 
 
@@ -84,9 +121,14 @@ BODY = {"model": "fake", "input": "abc", "max_output_tokens": 4}
 
 def test_core_rejects_before_anything_is_queued():
     core = Core(FakeTask([]))
-    assert err(core.prepare, parse_request({**BODY, "model": "other"}), "r").code == "model_not_found"
+    assert (
+        err(core.prepare, parse_request({**BODY, "model": "other"}), "r").code == "model_not_found"
+    )
     e = err(core.prepare, parse_request({**BODY, "instructions": "x"}), "r")
-    assert (e.code, e.param) == ("unsupported_parameter", "instructions") and "fake family" in e.message
+    assert (e.code, e.param) == (
+        "unsupported_parameter",
+        "instructions",
+    ) and "fake family" in e.message
     e = err(core.prepare, parse_request({**BODY, "max_output_tokens": 62}), "r")
     assert (e.code, e.param) == ("context_length_exceeded", "input")
     e = err(core.prepare, parse_request({**BODY, "min_tokens": 5}), "r")
@@ -96,15 +138,26 @@ def test_core_rejects_before_anything_is_queued():
 def test_core_stream_error_ends_with_error_then_failed():
     events = run_stream(Core(FakeTask([TokenEvent("x", [5], "a"), final("error", "a")])), BODY)
     types = [e.type for e in events]
-    assert types[-2:] == ["error", "response.failed"] and types.count("response.output_text.delta") == 1
-    assert events[-2].error["code"] == "server_error" and events[-1].response.error["message"] == "boom"
+    assert (
+        types[-2:] == ["error", "response.failed"]
+        and types.count("response.output_text.delta") == 1
+    )
+    assert (
+        events[-2].error["code"] == "server_error"
+        and events[-1].response.error["message"] == "boom"
+    )
     assert [e.sequence_number for e in events] == list(range(len(events)))
 
 
 def test_core_stream_flushes_tail_text():
-    events = run_stream(Core(FakeTask([TokenEvent("x", [5], "a"), final("stop", "ab", tail="b")])), BODY)
+    events = run_stream(
+        Core(FakeTask([TokenEvent("x", [5], "a"), final("stop", "ab", tail="b")])), BODY
+    )
     assert [e.delta for e in events if e.type == "response.output_text.delta"] == ["a", "b"]
-    assert events[-1].type == "response.completed" and events[-1].response.output[0].content[0].text == "ab"
+    assert (
+        events[-1].type == "response.completed"
+        and events[-1].response.output[0].content[0].text == "ab"
+    )
 
 
 def test_core_early_close_cancels_the_task_request():
@@ -117,6 +170,7 @@ def test_core_early_close_cancels_the_task_request():
             if e.type == "response.output_text.delta":
                 break
         await stream.aclose()
+
     asyncio.run(go())
     assert len(task.cancelled) == 1 and task.cancelled[0].startswith("resp_")
 
@@ -138,13 +192,18 @@ def test_core_submits_when_the_stream_is_made_and_a_stream_closed_at_its_head_ca
     async def go():
         p = core.prepare(parse_request({**BODY, "stream": True}), "rid")
         batches = core.stream_batches(p)
-        assert opened == [p.gen.request_id]          # submitted before the first batch is asked for
+        assert opened == [p.gen.request_id]  # submitted before the first batch is asked for
         head = await batches.__anext__()
         assert head[0].type == "response.created"
         await batches.aclose()
         return p
+
     p = asyncio.run(go())
-    assert task.cancelled == [p.gen.request_id] and core.inflight == {} and p.record.status == "cancelled"
+    assert (
+        task.cancelled == [p.gen.request_id]
+        and core.inflight == {}
+        and p.record.status == "cancelled"
+    )
 
 
 def test_a_stream_closed_before_it_is_read_cancels_its_submitted_request():
@@ -157,8 +216,13 @@ def test_a_stream_closed_before_it_is_read_cancels_its_submitted_request():
         p = core.prepare(parse_request({**BODY, "stream": True}), "rid")
         await core.stream_batches(p).aclose()
         return p
+
     p = asyncio.run(go())
-    assert task.cancelled == [p.gen.request_id] and core.inflight == {} and p.record.status == "cancelled"
+    assert (
+        task.cancelled == [p.gen.request_id]
+        and core.inflight == {}
+        and p.record.status == "cancelled"
+    )
 
 
 def test_core_non_stream_failure_is_500():
@@ -173,35 +237,56 @@ def test_server_reaches_the_model_only_through_the_task_api():
     import pathlib
 
     import qualflow.server
-    for f in pathlib.Path(qualflow.server.__file__).parent.rglob("*.py"):   # server/http/ included
+
+    for f in pathlib.Path(qualflow.server.__file__).parent.rglob("*.py"):  # server/http/ included
         for n in ast.walk(ast.parse(f.read_text())):
-            if isinstance(n, ast.ImportFrom) and n.level == 0 and (n.module or "").startswith("qualflow"):
-                # + the leaf modules: the phase vocabulary, the config helpers and the process lifetime rules
-                # (they import nothing from qualflow)
-                assert n.module in ("qualflow.runtime", "qualflow.phases", "qualflow.configs", "qualflow.lifetime"), \
-                    (f.name, n.module)
+            if (
+                isinstance(n, ast.ImportFrom)
+                and n.level == 0
+                and (n.module or "").startswith("qualflow")
+            ):
+                # + the leaf modules: the phase vocabulary, the config helpers and the process
+                # lifetime rules (they import nothing from qualflow)
+                assert n.module in (
+                    "qualflow.runtime",
+                    "qualflow.phases",
+                    "qualflow.configs",
+                    "qualflow.lifetime",
+                ), (f.name, n.module)
             if isinstance(n, ast.Import):
                 assert not any(a.name.startswith("qualflow") for a in n.names), f.name
 
 
 @pytest.mark.parametrize("reason", ["stop", "length", "error"])
 def test_objects_validate_strictly_against_the_published_types(reason):
-    """completed / incomplete / failed: every stream event as rendered on the wire, and the non-stream
-    Response (or its 500 error body), under the openai SDK's and the Open Responses types."""
+    """completed / incomplete / failed: every stream event as rendered on the wire, and the
+    non-stream Response (or its 500 error body), under the openai SDK's and the Open Responses
+    types."""
     import json
 
+    from fixtures.published_schemas import (
+        assert_valid,
+        error_body_problems,
+        event_problems,
+        response_problems,
+    )
     from qualflow.server.http.sse import sse_frame
-
-    from fixtures.published_schemas import assert_valid, error_body_problems, event_problems, response_problems
 
     def task():
         return FakeTask([TokenEvent("x", [5], "a"), final(reason, "ab", tail="b")])
+
     events = run_stream(Core(task()), {**BODY, "stream": True})
     for e in events:
         data = json.loads(sse_frame(e).split(b"data: ", 1)[1])
         assert_valid(event_problems(data), f"{reason}: event {data['type']}")
-    assert events[-1].type == {"stop": "response.completed", "length": "response.incomplete",
-                               "error": "response.failed"}[reason]
+    assert (
+        events[-1].type
+        == {
+            "stop": "response.completed",
+            "length": "response.incomplete",
+            "error": "response.failed",
+        }[reason]
+    )
     try:
         resp = asyncio.run(Core(task()).create_response(parse_request(BODY), "rid"))
     except ApiError as e:
@@ -212,15 +297,19 @@ def test_objects_validate_strictly_against_the_published_types(reason):
 
 
 def test_deltas_that_are_ready_together_leave_in_one_batch_and_the_final_steps_with_the_tail():
-    """A delta leaves in the step that made it; one made in the final's step goes in the tail's write,
-    and deltas ready together (a consumer behind) share one write."""
+    """A delta leaves in the step that made it; one made in the final's step goes in the tail's
+    write, and deltas ready together (a consumer behind) share one write."""
+
     def batches_of(joined):
-        task = FakeTask([TokenEvent("x", [5], c) for c in "abcd"] + [final("stop", "abcd")], frozenset(joined))
+        task = FakeTask(
+            [TokenEvent("x", [5], c) for c in "abcd"] + [final("stop", "abcd")], frozenset(joined)
+        )
         core = Core(task)
 
         async def go():
             p = core.prepare(parse_request({**BODY, "stream": True}), "rid")
             return [b async for b in core.stream_batches(p)]
+
         return [[e.type.removeprefix("response.") for e in b] for b in asyncio.run(go())][1:]
 
     delta = "output_text.delta"

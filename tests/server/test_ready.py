@@ -1,13 +1,14 @@
-"""503 model_not_ready while loading lets SDKs retry: Retry-After, and no `x-should-retry: false`."""
+"""503 model_not_ready while loading lets SDKs retry: Retry-After, and no `x-should-retry:
+false`."""
+
 from __future__ import annotations
 
 import threading
 
 from starlette.testclient import TestClient
 
-from qualflow.server.app import create_app
-
 from fixtures.fake_task import FakeTask, final
+from qualflow.server.app import create_app
 
 
 def test_model_not_ready_is_retryable():

@@ -1,5 +1,6 @@
 """Server ownership used by the serving session: port conflicts named, health wait, crash noticed,
 stop leaves no process and no bound port (with a stand-in server, no model)."""
+
 from __future__ import annotations
 
 import os
@@ -9,8 +10,15 @@ import textwrap
 
 import pytest
 
-from qualflow.session.server_process import OwnedServer, PortConflict, ServerCrashed, ServerError, check_port, \
-    free_port, port_is_free
+from qualflow.session.server_process import (
+    OwnedServer,
+    PortConflict,
+    ServerCrashed,
+    ServerError,
+    check_port,
+    free_port,
+    port_is_free,
+)
 
 FAKE = textwrap.dedent("""
     import http.server, json, subprocess, sys, time
@@ -31,8 +39,12 @@ FAKE = textwrap.dedent("""
 def _server(tmp_path, port, delay=0.5, script=FAKE):
     f = tmp_path / "fake_server.py"
     f.write_text(script)
-    return OwnedServer([sys.executable, str(f), str(port), str(delay)], host="127.0.0.1", port=port,
-                       log_path=tmp_path / "server.log")
+    return OwnedServer(
+        [sys.executable, str(f), str(port), str(delay)],
+        host="127.0.0.1",
+        port=port,
+        log_path=tmp_path / "server.log",
+    )
 
 
 def _alive(pid):
@@ -61,14 +73,19 @@ def test_start_health_stop_leaves_nothing(tmp_path):
         health = srv.wait_healthy(30)
         assert health["status"] == "ok" and srv.healthy_ns > srv.spawn_ns
         srv.check_alive()
-        child = int(next(ln for ln in (tmp_path / "server.log").read_text().splitlines()
-                         if ln.startswith("child")).split()[1])
+        child = int(
+            next(
+                ln
+                for ln in (tmp_path / "server.log").read_text().splitlines()
+                if ln.startswith("child")
+            ).split()[1]
+        )
         assert _alive(child)
     finally:
         srv.stop(grace_s=5)
-    assert not _alive(srv.proc.pid) and not _alive(child)   # the whole process group is gone
+    assert not _alive(srv.proc.pid) and not _alive(child)  # the whole process group is gone
     assert port_is_free("127.0.0.1", port)
-    assert srv.stop() is not None                            # idempotent
+    assert srv.stop() is not None  # idempotent
 
 
 def test_crash_is_noticed_with_log_tail(tmp_path):
@@ -102,7 +119,8 @@ def test_busy_port_refused_before_start(tmp_path):
 
 
 def test_server_process_runs_qualflow_serve_with_exactly_its_configs(tmp_path):
-    """The argv rebuilds the same two configs through `qualflow serve`'s own parser; `.cmd` is it quoted."""
+    """The argv rebuilds the same two configs through `qualflow serve`'s own parser; `.cmd` is it
+    quoted."""
     import argparse
     import shlex
 
@@ -110,7 +128,10 @@ def test_server_process_runs_qualflow_serve_with_exactly_its_configs(tmp_path):
     from qualflow.server import add_serve_args
     from qualflow.server.config import EngineConfig, ServerConfig
     from qualflow.session.server_process import ServerProcess
-    server = ServerConfig(bundle="/b dir", port=free_port(), model_name="m", timing_log=str(tmp_path / "t.jsonl"))
+
+    server = ServerConfig(
+        bundle="/b dir", port=free_port(), model_name="m", timing_log=str(tmp_path / "t.jsonl")
+    )
     engine = EngineConfig(max_batch=3, max_context=0, engine_process="on", step_delay_s=0.01)
     srv = ServerProcess(server, engine, log_path=tmp_path / "server.log")
     assert srv.argv[:4] == [sys.executable, "-m", "qualflow.cli", "serve"]

@@ -3,6 +3,7 @@ share. The long independent runs (two stacks, SLURM) are launched in the backgro
 tiny run starts, so that their waits (servers and AIPerf starting, requests in flight) overlap the
 end-to-end tests'; each test that reads one waits for it. The tests using these runs are one unit of
 work, and the first to start (tests/conftest.py)."""
+
 from __future__ import annotations
 
 import shutil
@@ -10,7 +11,14 @@ import shutil
 import pytest
 
 from fixtures.slurm import PROFILE, squeue, start_cluster, stop_cluster
-from fixtures.snakemake import TINY, TWO_STACKS_CONFIG, TWO_STACKS_KEY, Launched, copy_workflow, run_qualify
+from fixtures.snakemake import (
+    TINY,
+    TWO_STACKS_CONFIG,
+    TWO_STACKS_KEY,
+    Launched,
+    copy_workflow,
+    run_qualify,
+)
 
 BACKGROUND = ("two_stacks_launched", "slurm_launched")
 
@@ -23,18 +31,18 @@ def wf(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def tiny_qualify(request, tmp_path_factory):
-    """The one real `snakemake qualify` of the tiny embedded config (fixtures.snakemake.TINY) that the
-    end-to-end assertions share: those that only read its outputs read `.results`, the copy taken
-    right after it; the end-to-end tests that run more there (a failed rung, a Ctrl-C and the rerun
-    after it) run in `.wf`, in test_e2e.py's order. First launches the background runs that the
-    selected tests read."""
+    """The one real `snakemake qualify` of the tiny embedded config (fixtures.snakemake.TINY)
+    that the end-to-end assertions share: those that only read its outputs read `.results`, the
+    copy taken right after it; the end-to-end tests that run more there (a failed rung, a Ctrl-C
+    and the rerun after it) run in `.wf`, in test_e2e.py's order. First launches the background
+    runs that the selected tests read."""
     wanted = {name for item in request.session.items for name in item.fixturenames}
     for name in BACKGROUND:
         if name in wanted:
             try:
                 request.getfixturevalue(name)
             except (Exception, pytest.skip.Exception, pytest.fail.Exception):
-                pass   # cached by pytest: the tests that read it skip or fail with it then
+                pass  # cached by pytest: the tests that read it skip or fail with it then
     return run_qualify(copy_workflow(tmp_path_factory.mktemp("wf"), config=TINY))
 
 
@@ -48,8 +56,15 @@ def two_stacks_launched(tmp_path_factory):
         return
     wf = tmp_path_factory.mktemp("two_stacks") / "wf"
     wf.mkdir()
-    run = Launched(copy_workflow(wf, ("workflow", "config")), "qualify", "--configfile", TWO_STACKS_CONFIG,
-                   "--config", f"software_key={TWO_STACKS_KEY}", cores=2)
+    run = Launched(
+        copy_workflow(wf, ("workflow", "config")),
+        "qualify",
+        "--configfile",
+        TWO_STACKS_CONFIG,
+        "--config",
+        f"software_key={TWO_STACKS_KEY}",
+        cores=2,
+    )
     yield run
     run.stop()
 
@@ -67,6 +82,8 @@ def cluster():
 def slurm_launched(cluster, tmp_path_factory):
     """The tiny qualify through SLURM (the `slurm-local` profile), in the background."""
     wf = copy_workflow(tmp_path_factory.mktemp("slurm_wf"), config=TINY)
-    run = Launched(wf, "--workflow-profile", PROFILE, "qualify", "--configfile", "tiny.yaml", cores=None)
+    run = Launched(
+        wf, "--workflow-profile", PROFILE, "qualify", "--configfile", "tiny.yaml", cores=None
+    )
     yield run
     run.stop()

@@ -3,6 +3,7 @@ with Snakemake's own argument
 parser (the target it names really is a target, not swallowed by a many-valued option such as
 --configfile or -R) and dry-run (`-n`, offline) on a copy of the workflow. Also: the default profile
 (workflow/profiles/default) is in effect for a plain `snakemake` from the repository root."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -20,8 +21,12 @@ RULE_RE = re.compile(r"^\s*(?:local)?rule\s+(\w+)\s*:", re.M)
 
 
 def _rules() -> set[str]:
-    return {m for f in (REPO / "workflow").rglob("*") if f.name == "Snakefile" or f.suffix == ".smk"
-            for m in RULE_RE.findall(f.read_text())}
+    return {
+        m
+        for f in (REPO / "workflow").rglob("*")
+        if f.name == "Snakefile" or f.suffix == ".smk"
+        for m in RULE_RE.findall(f.read_text())
+    }
 
 
 def doc_snakemake_commands() -> list[str]:
@@ -57,6 +62,7 @@ def test_doc_command_names_its_target(command):
     """A rule named last is a target: an option taking several values (--configfile, -R, --config)
     placed before it would swallow it."""
     from snakemake.cli import get_argument_parser
+
     argv = shlex.split(command)[1:]
     args = get_argument_parser().parse_args(argv)
     # the last word, a rule, directly after an option that names rules (-R aiperf_profile) is
@@ -66,7 +72,8 @@ def test_doc_command_names_its_target(command):
     if named and argv[-1] == named[-1] and argv[-2] not in rule_options:
         assert named[-1] in (args.targets or []), (
             f"`{command}`: {named[-1]!r} is read as an option's value, not as the target "
-            f"(targets: {sorted(args.targets or [])}); put the target before --configfile / -R / --config")
+            f"(targets: {sorted(args.targets or [])}); put the target before --configfile / -R / --config"
+        )
     for cf in args.configfile or []:
         assert (REPO / cf).is_file(), f"`{command}`: config file {cf!r} does not exist"
 
@@ -76,16 +83,22 @@ def test_doc_command_dry_runs(command, wf):
     argv = shlex.split(command)[1:]
     if "--executor" in argv or any("profiles/slurm" in a for a in argv):
         if importlib.util.find_spec("snakemake_executor_plugin_slurm") is None:
-            pytest.skip("snakemake-executor-plugin-slurm is not installed (pip install -e '.[slurm]')")
+            pytest.skip(
+                "snakemake-executor-plugin-slurm is not installed (pip install -e '.[slurm]')"
+            )
     # placeholders stand for what the reader fills in; the dry run needs a value
     argv = [a.replace("<VERSION>", "0.0.0+gdeadbeef") for a in argv]
-    if "--report" in argv:   # a report needs results; check the DAG it is built from
+    if "--report" in argv:  # a report needs results; check the DAG it is built from
         i = argv.index("--report")
-        del argv[i:i + 2]
+        del argv[i : i + 2]
     r = smk(wf, *argv, "-n", cores=None)
     out = r.stdout + r.stderr
-    if "--lint" in argv:   # exits 1 with the documented conda/container lint; anything else is a failure
-        assert "Specify a conda environment or container" in out and "Traceback" not in out, out[-3000:]
+    if (
+        "--lint" in argv
+    ):  # exits 1 with the documented conda/container lint; anything else is a failure
+        assert "Specify a conda environment or container" in out and "Traceback" not in out, out[
+            -3000:
+        ]
         return
     assert r.returncode == 0, f"`{command}` -n failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
 
@@ -97,6 +110,8 @@ def test_default_profile_is_in_effect(wf):
     out = r.stdout + r.stderr
     assert r.returncode == 0, out[-3000:]
     assert "Using workflow specific profile workflow/profiles/default" in out, out[:2000]
-    assert "qualflow pin --checkpoint" in out   # printshellcmds: true, from the profile
+    assert "qualflow pin --checkpoint" in out  # printshellcmds: true, from the profile
     prof = yaml.safe_load((REPO / "workflow" / "profiles" / "default" / "config.yaml").read_text())
-    assert prof["rerun-incomplete"] is True and prof["keep-going"] is True and prof["cores"] == "all"
+    assert (
+        prof["rerun-incomplete"] is True and prof["keep-going"] is True and prof["cores"] == "all"
+    )

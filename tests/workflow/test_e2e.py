@@ -1,10 +1,12 @@
 """End-to-end: the real `snakemake` on a temp copy of the workflow with a tiny embedded workload.
 
-Asserts the evidence accounting (AIPerf records = server records = joined profiling rows), warm-up
-flagged, status aiperf-qualified, no server process or bound port left (after success and after a
-Ctrl-C in the middle of a serving session), `-n` has nothing to do afterwards, and `-R aiperf_profile`
-reruns the serving session and downstream but not pin/build/correctness; those reading the
-outputs only share one run (the `tiny_qualify` fixture). The SLO sweep is test_sweep.py."""
+Asserts the evidence accounting (AIPerf records = server records = joined profiling rows),
+warm-up flagged, status aiperf-qualified, no server process or bound port left (after success and
+after a Ctrl-C in the middle of a serving session), `-n` has nothing to do afterwards, and `-R
+aiperf_profile` reruns the serving session and downstream but not pin/build/correctness; those
+reading the outputs only share one run (the `tiny_qualify` fixture). The SLO sweep is
+test_sweep.py."""
+
 from __future__ import annotations
 
 import json
@@ -22,9 +24,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from qualflow.session.server_process import port_is_free
-
 from fixtures.snakemake import SWKEY, TINY, job_counts, pids_in, smk, smk_env
+from qualflow.session.server_process import port_is_free
 
 UPSTREAM = ("embedded_checkpoint", "pin_checkpoint", "build_bundle", "family_correctness")
 DOWNSTREAM = ("aiperf_profile", "join_evidence", "report", "status", "qualify")
@@ -45,18 +46,28 @@ def test_qualify_end_to_end(tiny_qualify):
     point = "tiny_c2"
 
     # accounting: AIPerf records = server records = joined profiling rows
-    aiperf_lines = [json.loads(ln) for ln in (sess / "points" / point / "aiperf" / "profile_export.jsonl")
-                    .read_text().splitlines()]
-    aiperf_prof = {r["metadata"]["x_request_id"] for r in aiperf_lines
-                   if r["metadata"]["benchmark_phase"] == "profiling"}
+    aiperf_lines = [
+        json.loads(ln)
+        for ln in (sess / "points" / point / "aiperf" / "profile_export.jsonl")
+        .read_text()
+        .splitlines()
+    ]
+    aiperf_prof = {
+        r["metadata"]["x_request_id"]
+        for r in aiperf_lines
+        if r["metadata"]["benchmark_phase"] == "profiling"
+    }
     server = [json.loads(ln) for ln in (sess / "server_timing.jsonl").read_text().splitlines()]
     server_point = {r["request_id"] for r in server if r["tag"] == f"aiperf:{point}"}
     prof = req[req["phase"] == "profiling"]
     assert len(aiperf_prof) == 6
     assert set(prof["request_id"]) == aiperf_prof
     assert (prof["match_status"] == "matched").all()
-    assert server_point - aiperf_prof == {r["metadata"]["x_request_id"] for r in aiperf_lines
-                                          if r["metadata"]["benchmark_phase"] == "warmup"}
+    assert server_point - aiperf_prof == {
+        r["metadata"]["x_request_id"]
+        for r in aiperf_lines
+        if r["metadata"]["benchmark_phase"] == "warmup"
+    }
     s = summ.iloc[0]
     assert s["n_client"] == s["n_server"] == s["n_matched"] == 6
     assert s["n_client_only"] == 0 and s["n_server_only"] == 0
@@ -65,7 +76,9 @@ def test_qualify_end_to_end(tiny_qualify):
     assert len(req) == len({*req["request_id"]})
     # warm-up flagged (session warm-up + AIPerf warm-up), excluded from the summary
     warm = req[req["is_warmup"]]
-    assert (warm["source"] == "session-warmup").sum() == 2 and (warm["source"] == "aiperf").sum() == 2
+    assert (warm["source"] == "session-warmup").sum() == 2 and (
+        warm["source"] == "aiperf"
+    ).sum() == 2
     assert s["n_warmup_excluded"] == 2
     # client vs server timing separate, difference computed
     assert prof["public_task_call_wall_ms"].notna().all() and prof["client_ttft_ms"].notna().all()
@@ -95,7 +108,17 @@ def test_nothing_to_do_after_qualify_and_reruns_stay_downstream(tiny_qualify):
     assert "Nothing to be done" in r.stdout + r.stderr, r.stdout[-2000:]
 
     # -R aiperf_profile: the session and downstream, nothing upstream
-    r = smk(wf, "qualify", "--configfile", "tiny.yaml", "-n", "-R", "aiperf_profile", cores=2, check=True)
+    r = smk(
+        wf,
+        "qualify",
+        "--configfile",
+        "tiny.yaml",
+        "-n",
+        "-R",
+        "aiperf_profile",
+        cores=2,
+        check=True,
+    )
     jobs = job_counts(r.stdout + r.stderr)
     assert all(jobs.get(j) == 1 for j in DOWNSTREAM), jobs
     assert not any(j in jobs for j in UPSTREAM), jobs
@@ -111,11 +134,12 @@ def test_nothing_to_do_after_qualify_and_reruns_stay_downstream(tiny_qualify):
 
 @pytest.mark.slow
 def test_no_stale_verdict_after_a_cut_off_session_or_an_edited_bundle(tiny_qualify):
-    """Dry runs in the copy the shared run left, each state restored after it: the serving session's
-    outputs gone but server.log (a `-R aiperf_profile` killed mid-session), and one byte changed in
-    the bundle's weights. A plain `qualify` reruns the session (and, for the bundle, correctness),
-    not the build; `qualflow status` already reads the evidence as stale. (Restored, the bundle has its
-    old fingerprint again: the next test's run reruns nothing upstream.)"""
+    """Dry runs in the copy the shared run left, each state restored after it: the serving
+    session's outputs gone but server.log (a `-R aiperf_profile` killed mid-session), and one
+    byte changed in the bundle's weights. A plain `qualify` reruns the session (and, for the
+    bundle, correctness), not the build; `qualflow status` already reads the evidence as stale.
+    (Restored, the bundle has its old fingerprint again: the next test's run reruns nothing
+    upstream.)"""
     from qualflow.report.page import main_status
 
     wf = tiny_qualify.wf
@@ -148,7 +172,11 @@ def test_no_stale_verdict_after_a_cut_off_session_or_an_edited_bundle(tiny_quali
     assert "build_bundle" not in jobs and "Params have changed" in r.stdout + r.stderr, jobs
     stale = pd.read_csv(wf / "stale.tsv", sep="\t")
     assert set(stale["status"]) == {"planned"}, stale
-    assert stale["status_reasons"].str.contains("weights.safetensors no longer matches its sha256").all()
+    assert (
+        stale["status_reasons"]
+        .str.contains("weights.safetensors no longer matches its sha256")
+        .all()
+    )
 
 
 @pytest.mark.slow
@@ -166,33 +194,56 @@ def test_a_failed_rung_still_writes_status_and_report(tiny_qualify):
     assert status.count("implemented") == 1 and "thresholds changed" in status, status
     assert not (wf / "results" / "status" / f"{SWKEY}.verdict").exists()
     tail = r.stdout.strip().splitlines()[-2:]
-    assert tail[0].split()[:2] == ["embedded/fp16/tiny_c2", "implemented"] and "thresholds changed" in tail[0], tail
+    assert (
+        tail[0].split()[:2] == ["embedded/fp16/tiny_c2", "implemented"]
+        and "thresholds changed" in tail[0]
+    ), tail
     assert tail[1] == f"report: results/report/{SWKEY}/report.html", tail
     jobs = job_counts(r.stdout + r.stderr)
     assert not any(j in jobs for j in UPSTREAM + ("aiperf_profile",)), jobs
-    runs = pd.read_parquet(wf / "results" / "evidence" / SWKEY / "embedded" / "fp16" / "runs.parquet")
+    runs = pd.read_parquet(
+        wf / "results" / "evidence" / SWKEY / "embedded" / "fp16" / "runs.parquet"
+    )
     assert runs.iloc[0]["status"] == "implemented"
-    assert "thresholds changed: applied qwen3-correctness-v1, expected qwen3-correctness-v999" in \
-        runs.iloc[0]["status_reasons"]
+    assert (
+        "thresholds changed: applied qwen3-correctness-v1, expected qwen3-correctness-v999"
+        in runs.iloc[0]["status_reasons"]
+    )
     html = (wf / "results" / "report" / SWKEY / "report.html").read_text()
     assert "thresholds changed" in html
-    assert "below aiperf-qualified" in r.stdout + r.stderr + (wf / "logs" / "qualify" / f"{SWKEY}.log").read_text()
+    assert (
+        "below aiperf-qualified"
+        in r.stdout + r.stderr + (wf / "logs" / "qualify" / f"{SWKEY}.log").read_text()
+    )
     # back to the passing config for the tests that follow
     smk(wf, "qualify", "--configfile", "tiny.yaml", cores=2, check=True)
 
 
 @pytest.mark.slow
 def test_ctrl_c_during_serving_session_leaves_no_server(tiny_qualify):
-    """Real `-R aiperf_profile` run, interrupted (SIGINT to the process group, like a terminal Ctrl-C)
-    once the server is up; the run starts only downstream jobs, and nothing is left running."""
+    """Real `-R aiperf_profile` run, interrupted (SIGINT to the process group, like a terminal
+    Ctrl-C) once the server is up; the run starts only downstream jobs, and nothing is left
+    running."""
     wf = tiny_qualify.wf
     sess = wf / "results" / "session" / SWKEY / "embedded" / "fp16"
-    cmd = [sys.executable, "-m", "snakemake", "--cores", "2", "qualify", "--configfile", "tiny.yaml", "-R",
-           "aiperf_profile"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--cores",
+        "2",
+        "qualify",
+        "--configfile",
+        "tiny.yaml",
+        "-R",
+        "aiperf_profile",
+    ]
     for old in (wf / "logs" / "aiperf_profile").rglob("*.log"):
         old.unlink()  # so that the server pid read below is the new one
     log = open(wf / "interrupted.log", "w")
-    p = subprocess.Popen(cmd, cwd=wf, env=smk_env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    p = subprocess.Popen(
+        cmd, cwd=wf, env=smk_env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    )
     job_log = wf / "logs" / "aiperf_profile" / SWKEY / "embedded" / "fp16.log"
     deadline = time.monotonic() + 300
     pid = None
@@ -212,7 +263,9 @@ def test_ctrl_c_during_serving_session_leaves_no_server(tiny_qualify):
     assert not any(j in jobs for j in UPSTREAM), jobs
     assert rc != 0
     time.sleep(1)
-    assert not Path(f"/proc/{pid}").exists() or Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
+    assert (
+        not Path(f"/proc/{pid}").exists() or Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
+    )
     assert port_is_free("127.0.0.1", port)
     assert not pids_in(wf)
     assert "session: server stopped" in job_log.read_text()

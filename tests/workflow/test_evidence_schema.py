@@ -2,16 +2,18 @@
 order and arrow types, and the run keeps its statuses: both compared with a committed snapshot,
 tests/fixtures/evidence_schema.json, taken from the code before the issue-20 refactor.
 
-How an all-empty column compares: parquet stores a column that holds no value in any row (an object
-column of Nones, e.g. `client_error` when nothing failed) with arrow's `null` type, and the snapshot
-records it as that, `null`. It compares like any other type, exactly: in this run (fixed config,
-every request matched, every rung passed) which columns hold values is part of what the tables
-hold, so a column that used to be filled and is now empty (a step that stopped writing it), or one
-that used to be empty and now holds values, fails here as a type change; a column empty in both
-compares equal. A change that is meant to change the tables regenerates the snapshot:
-`QUALFLOW_WRITE_EVIDENCE_SCHEMA=1 python -m pytest tests/workflow/test_evidence_schema.py` writes it
-from the run (and skips), for the diff to be reviewed. (The status table's columns output_tps,
-ttft_p50_ms and itl_p50_ms were added to the snapshot with the change that added them to the table.)"""
+How an all-empty column compares: parquet stores a column that holds no value in any row (an
+object column of Nones, e.g. `client_error` when nothing failed) with arrow's `null` type, and
+the snapshot records it as that, `null`. It compares like any other type, exactly: in this run
+(fixed config, every request matched, every rung passed) which columns hold values is part of
+what the tables hold, so a column that used to be filled and is now empty (a step that stopped
+writing it), or one that used to be empty and now holds values, fails here as a type change; a
+column empty in both compares equal. A change that is meant to change the tables regenerates the
+snapshot: `QUALFLOW_WRITE_EVIDENCE_SCHEMA=1 python -m pytest
+tests/workflow/test_evidence_schema.py` writes it from the run (and skips), for the diff to be
+reviewed. (The status table's columns output_tps, ttft_p50_ms and itl_p50_ms were added to the
+snapshot with the change that added them to the table.)"""
+
 from __future__ import annotations
 
 import json
@@ -46,8 +48,10 @@ def run_statuses(tsv) -> dict:
 @pytest.fixture(scope="module")
 def observed(tiny_qualify) -> dict:
     ev = tiny_qualify.evidence()
-    found = {"tables": {t: arrow_schema(ev / f"{t}.parquet") for t in TABLES},
-             "status": run_statuses(tiny_qualify.results / "status" / f"{SWKEY}.tsv")}
+    found = {
+        "tables": {t: arrow_schema(ev / f"{t}.parquet") for t in TABLES},
+        "status": run_statuses(tiny_qualify.results / "status" / f"{SWKEY}.tsv"),
+    }
     if os.environ.get("QUALFLOW_WRITE_EVIDENCE_SCHEMA") == "1":
         SNAPSHOT.write_text(json.dumps(found, indent=1) + "\n")
         pytest.skip(f"wrote {SNAPSHOT}")

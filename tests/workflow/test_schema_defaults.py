@@ -1,5 +1,6 @@
 """The workflow schema's defaults are the config dataclasses' defaults: each schema setting that a
 stage takes maps to one field, and the two defaults are equal (one default per setting)."""
+
 from __future__ import annotations
 
 import importlib
@@ -67,16 +68,19 @@ def field_default(cls_ref: tuple[str, str], name: str):
 @pytest.mark.parametrize("path", sorted(FIELD_OF), ids=".".join)
 def test_schema_default_is_the_field_default(path):
     cls_ref, name = FIELD_OF[path]
-    assert schema_default(path) == field_default(cls_ref, name), \
+    assert schema_default(path) == field_default(cls_ref, name), (
         f"schema {'.'.join(path)} and {cls_ref[1]}.{name} disagree on the default"
+    )
 
 
 def test_every_stage_setting_of_the_schema_is_mapped():
     props = _schema()
     keys = {(s, k) for s in SECTIONS for k in props[s]["properties"]}
-    assert keys <= set(FIELD_OF), f"schema settings with no config field: {sorted(keys - set(FIELD_OF))}"
+    assert keys <= set(FIELD_OF), (
+        f"schema settings with no config field: {sorted(keys - set(FIELD_OF))}"
+    )
     for path in FIELD_OF:
-        schema_default(path)   # every mapped key is in the schema, with a default
+        schema_default(path)  # every mapped key is in the schema, with a default
 
 
 def test_the_mapping_notices_a_changed_default(monkeypatch):
@@ -89,9 +93,10 @@ def test_the_mapping_notices_a_changed_default(monkeypatch):
 
 
 def test_workload_vocabularies_are_the_commands():
-    """The schema's workload enums are the AIPerf command's vocabularies (qualflow.aiperf.command), and
-    its defaults are the point's (AiperfPoint)."""
+    """The schema's workload enums are the AIPerf command's vocabularies
+    (qualflow.aiperf.command), and its defaults are the point's (AiperfPoint)."""
     from qualflow.aiperf.command import ARRIVAL_PATTERNS, PROMPT_CORPORA, AiperfPoint
+
     props = _schema()["workloads"]["additionalProperties"]["properties"]
     assert set(props["arrival_pattern"]["enum"]) == set(ARRIVAL_PATTERNS)
     assert set(props["prompt_corpus"]["enum"]) - {None} == set(PROMPT_CORPORA)

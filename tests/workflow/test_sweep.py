@@ -1,6 +1,7 @@
 """End-to-end: the real `snakemake` over an SLO sweep, in its own copy of the workflow with its own
 software key: SLOs judged per point, the max load meeting them per sweep, repeats with a CI, and a
 real prompt file as the dataset's identity."""
+
 from __future__ import annotations
 
 import hashlib
@@ -9,32 +10,35 @@ import re
 import pandas as pd
 import pytest
 
-from qualflow.evidence import store
-from qualflow.evidence.slo import max_load_meeting
-
 from fixtures import REPO
 from fixtures.snakemake import SWEEP_KEY, copy_workflow, pids_in, smk, sweep_config
+from qualflow.evidence import store
+from qualflow.evidence.slo import max_load_meeting
 
 
 @pytest.mark.slow
 @pytest.mark.timing
 def test_slos_sweep_repeats_and_real_prompts(tmp_path):
-    """One qualify over a concurrency sweep (c1 with the embedded default's SLOs, loosened, c2 with an
-    impossible TTFT bound) and the real-prompt workload with sampling as a Poisson rate point with
-    `repeats: 2`: the points meeting their SLOs reach slo-met, c2 stops below naming the metric, each
-    sweep reports its max load meeting the SLO, the repeats are two runs with a CI, and the prompt
-    file's sha256 is in provenance. Its SLOs are measured latencies: the passing points' bounds are
-    loose enough for a loaded 2-core machine (fixtures.snakemake.loose)."""
-    key = SWEEP_KEY   # its own copy and evidence
+    """One qualify over a concurrency sweep (c1 with the embedded default's SLOs, loosened, c2
+    with an impossible TTFT bound) and the real-prompt workload with sampling as a Poisson rate
+    point with `repeats: 2`: the points meeting their SLOs reach slo-met, c2 stops below naming
+    the metric, each sweep reports its max load meeting the SLO, the repeats are two runs with a
+    CI, and the prompt file's sha256 is in provenance. Its SLOs are measured latencies: the
+    passing points' bounds are loose enough for a loaded 2-core machine
+    (fixtures.snakemake.loose)."""
+    key = SWEEP_KEY  # its own copy and evidence
     wf = copy_workflow(tmp_path, config=sweep_config(), configfile="targets.yaml")
     r = smk(wf, "qualify", "--configfile", "targets.yaml", cores=2, check=False)
-    assert r.returncode != 0                                   # c2 is below slo-met
+    assert r.returncode != 0  # c2 is below slo-met
     assert "below slo-met" in (wf / "logs" / "qualify" / f"{key}.log").read_text()
     ev = wf / "results" / "evidence" / key / "embedded" / "fp16"
     runs = pd.read_parquet(ev / "runs.parquet")
     st = runs.groupby("point_id")["status"].agg(set).to_dict()
-    assert st == {"tiny_c1": {"slo-met"}, "tiny_c2": {"aiperf-qualified"}, "chat_r2": {"slo-met"}}, \
-        runs[["run_id", "point_id", "status", "status_reasons"]].to_string()
+    assert st == {
+        "tiny_c1": {"slo-met"},
+        "tiny_c2": {"aiperf-qualified"},
+        "chat_r2": {"slo-met"},
+    }, runs[["run_id", "point_id", "status", "status_reasons"]].to_string()
     why = runs.set_index("point_id").loc["tiny_c2", "status_reasons"]
     assert "SLO ttft_ms.p50 missed: client_ttft_ms_p50 <= 0.001 ms required, measured" in why
     # repeats: two runs of chat_r2 in the store, a CI in the targets
@@ -45,7 +49,9 @@ def test_slos_sweep_repeats_and_real_prompts(tmp_path):
     ttft = t[(t["point_id"] == "chat_r2") & (t["figure"] == "client_ttft_ms_p50")].iloc[0]
     assert ttft["n_repeats"] == 2 and ttft["ci_low"] <= ttft["mean"] <= ttft["ci_high"]
     # the prompt file is the dataset identity
-    sha = hashlib.sha256((REPO / "workloads" / "prompts" / "chat-v1.jsonl").read_bytes()).hexdigest()
+    sha = hashlib.sha256(
+        (REPO / "workloads" / "prompts" / "chat-v1.jsonl").read_bytes()
+    ).hexdigest()
     assert set(chat["input_file_sha256"]) == {sha}
     summ = pd.read_parquet(ev / "summary.parquet")
     assert summ.set_index(["point_id", "repeat"]).loc[("chat_r2", 1), "load_kind"] == "request_rate"

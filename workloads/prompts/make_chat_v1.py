@@ -1,23 +1,60 @@
 """Writes chat-v1.jsonl: 288 varied single-turn chat prompts in AIPerf's single_turn JSONL format
-({"text": ...} per line), written for qualflow (no external dataset; CC0, like the rest of the repo's
-data). Deterministic: rerun it and the file (and its sha256, the dataset identity) is unchanged.
+({"text": ...} per line), written for qualflow (no external dataset; CC0, like the rest of the
+repo's data). Deterministic: rerun it and the file (and its sha256, the dataset identity) is
+unchanged.
 
     python workloads/prompts/make_chat_v1.py > workloads/prompts/chat-v1.jsonl
 """
+
 import json
 import random
 
 SUBJECTS = [
-    "a hash map", "binary search", "the TCP handshake", "photosynthesis", "compound interest", "a B-tree",
-    "garbage collection", "the French Revolution", "plate tectonics", "a sourdough starter", "vaccines",
-    "public-key cryptography", "the water cycle", "supply and demand", "a Kalman filter", "black holes",
-    "the immune system", "git rebase", "a load balancer", "Roman aqueducts", "the Krebs cycle",
-    "a mechanical watch", "inflation", "KV caches in transformer inference", "the Doppler effect",
-    "container orchestration", "a bicycle gear system", "ocean tides", "recursion", "the printing press",
-    "PID controllers", "coral reefs", "SQL joins", "jet engines", "the placebo effect", "CRDTs",
+    "a hash map",
+    "binary search",
+    "the TCP handshake",
+    "photosynthesis",
+    "compound interest",
+    "a B-tree",
+    "garbage collection",
+    "the French Revolution",
+    "plate tectonics",
+    "a sourdough starter",
+    "vaccines",
+    "public-key cryptography",
+    "the water cycle",
+    "supply and demand",
+    "a Kalman filter",
+    "black holes",
+    "the immune system",
+    "git rebase",
+    "a load balancer",
+    "Roman aqueducts",
+    "the Krebs cycle",
+    "a mechanical watch",
+    "inflation",
+    "KV caches in transformer inference",
+    "the Doppler effect",
+    "container orchestration",
+    "a bicycle gear system",
+    "ocean tides",
+    "recursion",
+    "the printing press",
+    "PID controllers",
+    "coral reefs",
+    "SQL joins",
+    "jet engines",
+    "the placebo effect",
+    "CRDTs",
 ]
-AUDIENCES = ["a ten-year-old", "a new engineer on my team", "my grandmother", "a busy executive",
-             "a first-year university student", "someone who has never programmed"]
+AUDIENCES = [
+    "a ten-year-old",
+    "a new engineer on my team",
+    "my grandmother",
+    "a busy executive",
+    "a first-year university student",
+    "someone who has never programmed",
+]
 TASKS = [
     "Explain {s} to {a} in three short paragraphs.",
     "Give me five bullet points on the most common misconceptions about {s}.",

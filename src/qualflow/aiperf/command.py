@@ -1,4 +1,5 @@
 """The pinned `aiperf profile` command for one workload point."""
+
 from __future__ import annotations
 
 import json
@@ -10,51 +11,67 @@ from qualflow.phases import PHASE_HEADER
 
 PINNED_AIPERF = "0.13.0"
 ARRIVAL_PATTERNS = ("poisson", "constant", "gamma")
-PROMPT_CORPORA = ("sonnet", "coding", "random")   # AIPerf --prompt-corpus: the text synthetic prompts are cut from
+PROMPT_CORPORA = (
+    "sonnet",
+    "coding",
+    "random",
+)  # AIPerf --prompt-corpus: the text synthetic prompts are cut from
 # per-request goodput bounds: our name -> AIPerf metric tag (values in ms, AIPerf's display unit)
-GOODPUT_TAGS = {"ttft_ms": "time_to_first_token", "itl_ms": "inter_token_latency",
-                "request_latency_ms": "request_latency"}
+GOODPUT_TAGS = {
+    "ttft_ms": "time_to_first_token",
+    "itl_ms": "inter_token_latency",
+    "request_latency_ms": "request_latency",
+}
 
 
 @dataclass(frozen=True)
 class AiperfPoint:
     """One workload point: everything that changes the requests AIPerf sends."""
+
     point_id: str
-    concurrency: int | None       # closed loop; with request_rate: a cap on requests in flight (None: none)
-    isl: int | None               # synthetic prompts; None with input_file
+    concurrency: (
+        int | None
+    )  # closed loop; with request_rate: a cap on requests in flight (None: none)
+    isl: int | None  # synthetic prompts; None with input_file
     osl: int
     isl_stddev: int = 0
     osl_stddev: int = 0
     request_count: int = 16
     warmup_request_count: int = 4
-    num_dataset_entries: int = 0          # 0: request_count + warmup_request_count
+    num_dataset_entries: int = 0  # 0: request_count + warmup_request_count
     seed: int = 42
     streaming: bool = True
     ignore_eos: bool = True
-    min_tokens: int | None = None         # None: equal to osl (with ignore_eos: exact OSL)
+    min_tokens: int | None = None  # None: equal to osl (with ignore_eos: exact OSL)
     request_timeout_s: float = 600.0
     extra_inputs: dict = field(default_factory=dict)
-    workload: str | None = None           # the workload the point belongs to
-    request_rate: float | None = None     # open loop, requests/s (AIPerf --request-rate)
-    arrival_pattern: str = "poisson"      # AIPerf --request-rate-mode for request_rate points
-    input_file: str | None = None         # single-turn JSONL prompt file (AIPerf --input-file)
-    # where synthetic prompts come from (AIPerf --prompt-corpus, PROMPT_CORPORA; None: AIPerf's default,
-    # Shakespeare's sonnets); `random`: random token ids, as vLLM's random dataset (AIPerf then skips
-    # tokenizing its 5 MB corpus, about 2 CPU-s a run)
+    workload: str | None = None  # the workload the point belongs to
+    request_rate: float | None = None  # open loop, requests/s (AIPerf --request-rate)
+    arrival_pattern: str = "poisson"  # AIPerf --request-rate-mode for request_rate points
+    input_file: str | None = None  # single-turn JSONL prompt file (AIPerf --input-file)
+    # where synthetic prompts come from (AIPerf --prompt-corpus, PROMPT_CORPORA; None: AIPerf's
+    # default, Shakespeare's sonnets); `random`: random token ids, as vLLM's random dataset (AIPerf
+    # then skips tokenizing its 5 MB corpus, about 2 CPU-s a run)
     prompt_corpus: str | None = None
-    sampling: dict = field(default_factory=dict)   # temperature / top_p / top_k, sent via --extra-inputs
-    reasoning: dict = field(default_factory=dict)  # Responses `reasoning` ({effort}), via --extra-inputs; {}: none
-    goodput: dict = field(default_factory=dict)    # per-request bounds (GOODPUT_TAGS keys) for AIPerf --goodput
-    repeats: int = 1                      # AIPerf runs of this point against the same warmed server
+    sampling: dict = field(
+        default_factory=dict
+    )  # temperature / top_p / top_k, sent via --extra-inputs
+    reasoning: dict = field(
+        default_factory=dict
+    )  # Responses `reasoning` ({effort}), via --extra-inputs; {}: none
+    goodput: dict = field(
+        default_factory=dict
+    )  # per-request bounds (GOODPUT_TAGS keys) for AIPerf --goodput
+    repeats: int = 1  # AIPerf runs of this point against the same warmed server
     # qualflow's request extensions (ignore_eos, min_tokens); false: standard Responses fields only,
     # for an endpoint that rejects (or would silently ignore) fields outside the spec
     request_extensions: bool = True
-    # also run the point against a synthetic-engine server (the session's harness ceiling): no change
-    # to the requests, recorded as the ceiling's runs, never as the stack's
+    # also run the point against a synthetic-engine server (the session's harness ceiling): no
+    # change to the requests, recorded as the ceiling's runs, never as the stack's
     harness_ceiling: bool = False
 
     @classmethod
-    def from_dict(cls, d: dict) -> "AiperfPoint":
+    def from_dict(cls, d: dict) -> AiperfPoint:
         known = set(cls.__dataclass_fields__)
         unknown = set(d) - known
         if unknown:
@@ -67,10 +84,14 @@ class AiperfPoint:
     def extra_inputs_payload(self) -> dict:
         extra = {"store": False}
         if self.request_extensions:
-            extra.update(ignore_eos=bool(self.ignore_eos),
-                         min_tokens=int(self.osl if self.min_tokens is None else self.min_tokens))
+            extra.update(
+                ignore_eos=bool(self.ignore_eos),
+                min_tokens=int(self.osl if self.min_tokens is None else self.min_tokens),
+            )
         extra.update(self.sampling)
-        if self.reasoning:   # a standard Responses field: sent with or without the request extensions
+        if (
+            self.reasoning
+        ):  # a standard Responses field: sent with or without the request extensions
             extra["reasoning"] = dict(self.reasoning)
         extra.update(self.extra_inputs)
         return extra
@@ -79,8 +100,10 @@ class AiperfPoint:
         """AIPerf --goodput 'tag:ms ...' for the per-request bounds, or None."""
         unknown = set(self.goodput) - set(GOODPUT_TAGS)
         if unknown:
-            raise ValueError(f"workload point {self.point_id}: goodput bounds {sorted(unknown)} unknown "
-                             f"(known: {sorted(GOODPUT_TAGS)})")
+            raise ValueError(
+                f"workload point {self.point_id}: goodput bounds {sorted(unknown)} unknown "
+                f"(known: {sorted(GOODPUT_TAGS)})"
+            )
         return " ".join(f"{GOODPUT_TAGS[k]}:{v:g}" for k, v in sorted(self.goodput.items())) or None
 
     def entries(self) -> int:
@@ -89,53 +112,96 @@ class AiperfPoint:
 
 def _check(point: AiperfPoint) -> None:
     """Refuse a point AIPerf would run differently from what it says."""
-    if (point.concurrency is not None and point.concurrency < 1) or point.request_count < 1 or point.osl < 1 \
-            or (point.isl is not None and point.isl < 1):
-        raise ValueError(f"workload point {point.point_id}: concurrency, request_count, isl, osl must be >= 1")
+    if (
+        (point.concurrency is not None and point.concurrency < 1)
+        or point.request_count < 1
+        or point.osl < 1
+        or (point.isl is not None and point.isl < 1)
+    ):
+        raise ValueError(
+            f"workload point {point.point_id}: concurrency, request_count, isl, osl must be >= 1"
+        )
     if point.concurrency is None and point.request_rate is None:
         raise ValueError(f"workload point {point.point_id}: needs a concurrency or a request_rate")
     if (point.isl is None) == (point.input_file is None):
-        raise ValueError(f"workload point {point.point_id}: exactly one of isl (synthetic) or input_file")
-    if point.prompt_corpus is not None and (point.input_file is not None or point.prompt_corpus not in PROMPT_CORPORA):
-        raise ValueError(f"workload point {point.point_id}: prompt_corpus is one of {PROMPT_CORPORA}, for synthetic "
-                         f"prompts only (not with input_file)")
-    if point.request_rate is not None and (point.request_rate <= 0 or point.arrival_pattern not in ARRIVAL_PATTERNS):
-        raise ValueError(f"workload point {point.point_id}: request_rate must be > 0 and arrival_pattern one of "
-                         f"{ARRIVAL_PATTERNS}")
+        raise ValueError(
+            f"workload point {point.point_id}: exactly one of isl (synthetic) or input_file"
+        )
+    if point.prompt_corpus is not None and (
+        point.input_file is not None or point.prompt_corpus not in PROMPT_CORPORA
+    ):
+        raise ValueError(
+            f"workload point {point.point_id}: prompt_corpus is one of {PROMPT_CORPORA}, for synthetic "
+            f"prompts only (not with input_file)"
+        )
+    if point.request_rate is not None and (
+        point.request_rate <= 0 or point.arrival_pattern not in ARRIVAL_PATTERNS
+    ):
+        raise ValueError(
+            f"workload point {point.point_id}: request_rate must be > 0 and arrival_pattern one of "
+            f"{ARRIVAL_PATTERNS}"
+        )
 
 
-def build_command(point: AiperfPoint, client: ClientOptions, *, artifact_dir: str, phase_header: str | None = None,
-                  options: AiperfOptions = AiperfOptions()) -> list[str]:
-    """The exact argv. Every flag that changes the workload is explicit (no AIPerf defaults relied on)."""
+def build_command(
+    point: AiperfPoint,
+    client: ClientOptions,
+    *,
+    artifact_dir: str,
+    phase_header: str | None = None,
+    options: AiperfOptions = AiperfOptions(),
+) -> list[str]:
+    """The exact argv. Every flag that changes the workload is explicit (no AIPerf defaults
+    relied on)."""
     _check(point)
     cmd = [
-        options.aiperf_bin, "profile",
-        "--model", client.model_name,
-        "--tokenizer", str(client.tokenizer),
-        "--url", client.url,
-        "--endpoint-type", "responses",
+        options.aiperf_bin,
+        "profile",
+        "--model",
+        client.model_name,
+        "--tokenizer",
+        str(client.tokenizer),
+        "--url",
+        client.url,
+        "--endpoint-type",
+        "responses",
     ]
     if point.streaming:
         cmd.append("--streaming")
     if point.input_file is not None:
         cmd += ["--input-file", str(point.input_file), "--custom-dataset-type", "single_turn"]
     else:
-        cmd += ["--synthetic-input-tokens-mean", str(point.isl),
-                "--synthetic-input-tokens-stddev", str(point.isl_stddev),
-                "--num-dataset-entries", str(point.entries())]
+        cmd += [
+            "--synthetic-input-tokens-mean",
+            str(point.isl),
+            "--synthetic-input-tokens-stddev",
+            str(point.isl_stddev),
+            "--num-dataset-entries",
+            str(point.entries()),
+        ]
         if point.prompt_corpus is not None:
             cmd += ["--prompt-corpus", point.prompt_corpus]
     cmd += [
-        "--output-tokens-mean", str(point.osl),
-        "--output-tokens-stddev", str(point.osl_stddev),
-        "--extra-inputs", json.dumps(point.extra_inputs_payload(), sort_keys=True, separators=(",", ":")),
-        "--random-seed", str(point.seed),
-        "--dataset-sampling-strategy", "sequential",
+        "--output-tokens-mean",
+        str(point.osl),
+        "--output-tokens-stddev",
+        str(point.osl_stddev),
+        "--extra-inputs",
+        json.dumps(point.extra_inputs_payload(), sort_keys=True, separators=(",", ":")),
+        "--random-seed",
+        str(point.seed),
+        "--dataset-sampling-strategy",
+        "sequential",
     ]
     if point.concurrency is not None:
         cmd += ["--concurrency", str(point.concurrency)]
     if point.request_rate is not None:
-        cmd += ["--request-rate", f"{point.request_rate:g}", "--request-rate-mode", point.arrival_pattern]
+        cmd += [
+            "--request-rate",
+            f"{point.request_rate:g}",
+            "--request-rate-mode",
+            point.arrival_pattern,
+        ]
     cmd += ["--request-count", str(point.request_count)]
     goodput = point.goodput_arg()
     if goodput:
@@ -145,14 +211,21 @@ def build_command(point: AiperfPoint, client: ClientOptions, *, artifact_dir: st
     if phase_header:
         cmd += ["--header", f"{PHASE_HEADER}:{phase_header}"]
     cmd += [
-        "--workers-max", str(options.workers_max),
-        "--record-processors", str(options.record_processors),
-        "--no-server-metrics", "--no-gpu-telemetry",
-        "--ui-type", "none",
-        "--export-level", client.export_level,
+        "--workers-max",
+        str(options.workers_max),
+        "--record-processors",
+        str(options.record_processors),
+        "--no-server-metrics",
+        "--no-gpu-telemetry",
+        "--ui-type",
+        "none",
+        "--export-level",
+        client.export_level,
         "--export-outputs-json",
-        "--request-timeout-seconds", f"{point.request_timeout_s:g}",
-        "--artifact-dir", str(artifact_dir),
+        "--request-timeout-seconds",
+        f"{point.request_timeout_s:g}",
+        "--artifact-dir",
+        str(artifact_dir),
     ]
     if client.api_key:
         cmd += ["--api-key", client.api_key]

@@ -3,6 +3,7 @@ inputs.json, outputs.json, .aiperf_results_ready.json).
 
 Success is judged from these files, not from AIPerf's exit code: 0.13.0 exits 0 when some requests
 failed, on Ctrl-C and on a threshold abort."""
+
 from __future__ import annotations
 
 import hashlib
@@ -19,13 +20,24 @@ INPUTS = "inputs.json"
 OUTPUTS = "outputs.json"
 
 # client metric tags copied into the requests table (value in the exported unit, ms or tokens)
-CLIENT_METRICS = ("request_latency", "time_to_first_token", "time_to_second_token", "inter_token_latency",
-                  "decode_duration", "input_sequence_length", "output_sequence_length",
-                  "output_token_count", "osl_mismatch_diff_pct", "output_token_throughput_per_user",
-                  "usage_prompt_tokens", "usage_completion_tokens",
-                  # with reasoning events (response.reasoning_text.delta): the first non-reasoning
-                  # content event's time, and the reasoning text's tokens (client tokenizer)
-                  "time_to_first_output_token", "reasoning_token_count")
+CLIENT_METRICS = (
+    "request_latency",
+    "time_to_first_token",
+    "time_to_second_token",
+    "inter_token_latency",
+    "decode_duration",
+    "input_sequence_length",
+    "output_sequence_length",
+    "output_token_count",
+    "osl_mismatch_diff_pct",
+    "output_token_throughput_per_user",
+    "usage_prompt_tokens",
+    "usage_completion_tokens",
+    # with reasoning events (response.reasoning_text.delta): the first non-reasoning
+    # content event's time, and the reasoning text's tokens (client tokenizer)
+    "time_to_first_output_token",
+    "reasoning_token_count",
+)
 
 
 def sha256_text(s: str | None) -> str | None:
@@ -39,7 +51,9 @@ class ExportError(ValueError):
 def _jsonl(path: Path, problems: list[str] | None) -> list[tuple[int, dict]]:
     """(line index, record) of a JSONL export. A truncated *last* line (the writer was stopped
     mid-line) is left out and said so in `problems`; a bad line elsewhere is an ExportError."""
-    lines = [(n, ln) for n, ln in enumerate(path.read_text(errors="replace").splitlines()) if ln.strip()]
+    lines = [
+        (n, ln) for n, ln in enumerate(path.read_text(errors="replace").splitlines()) if ln.strip()
+    ]
     out = []
     for i, (n, line) in enumerate(lines):
         try:
@@ -48,7 +62,9 @@ def _jsonl(path: Path, problems: list[str] | None) -> list[tuple[int, dict]]:
             if i < len(lines) - 1:
                 raise ExportError(f"{path}:{n + 1}: not a JSON record: {e}") from None
             if problems is not None:
-                problems.append(f"{path.name}: the last line ({n + 1}) is truncated and was left out")
+                problems.append(
+                    f"{path.name}: the last line ({n + 1}) is truncated and was left out"
+                )
     return out
 
 
@@ -80,7 +96,11 @@ def read_records(artifact_dir: str | Path, problems: list[str] | None = None) ->
         }
         for tag in CLIENT_METRICS:
             m = metrics.get(tag)
-            row[tag] = None if not isinstance(m, dict) or isinstance(m.get("value"), list) else m.get("value")
+            row[tag] = (
+                None
+                if not isinstance(m, dict) or isinstance(m.get("value"), list)
+                else m.get("value")
+            )
         rows.append(row)
     return rows
 
@@ -103,13 +123,19 @@ def read_inputs(artifact_dir: str | Path) -> dict[tuple[str, int], dict]:
 
 
 def payloads_sha256(artifact_dir: str | Path) -> str | None:
-    """sha256 of every payload of inputs.json with the `model` field left out: the same requests sent
-    to two stacks that name the model differently (a cross-stack comparison's dataset identity)."""
+    """sha256 of every payload of inputs.json with the `model` field left out: the same requests
+    sent to two stacks that name the model differently (a cross-stack comparison's dataset
+    identity)."""
     inputs = read_inputs(artifact_dir)
     if not inputs:
         return None
-    rows = [[k[0], k[1], {f: v for f, v in p.items() if f != "model"}] for k, p in sorted(inputs.items())]
-    return hashlib.sha256(json.dumps(rows, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    rows = [
+        [k[0], k[1], {f: v for f, v in p.items() if f != "model"}]
+        for k, p in sorted(inputs.items())
+    ]
+    return hashlib.sha256(
+        json.dumps(rows, sort_keys=True, separators=(",", ":")).encode()
+    ).hexdigest()
 
 
 def read_outputs(artifact_dir: str | Path) -> dict[str, str]:
@@ -117,8 +143,11 @@ def read_outputs(artifact_dir: str | Path) -> dict[str, str]:
     path = Path(artifact_dir) / OUTPUTS
     if not path.exists():
         return {}
-    return {d.get("x_request_id"): d.get("response_text")
-            for d in json.loads(path.read_text()).get("data", []) if d.get("x_request_id")}
+    return {
+        d.get("x_request_id"): d.get("response_text")
+        for d in json.loads(path.read_text()).get("data", [])
+        if d.get("x_request_id")
+    }
 
 
 def payload_text(payload: dict | None) -> str | None:
@@ -163,15 +192,21 @@ class Verdict:
         return dict(self.__dict__)
 
     @classmethod
-    def from_dict(cls, d: dict) -> "Verdict":
+    def from_dict(cls, d: dict) -> Verdict:
         """A verdict as `to_dict` wrote it, or a part of one (absent keys keep their defaults)."""
         known = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
         return cls(**{"ok": False, **known})
 
 
-def judge_run(artifact_dir: str | Path, *, expected_requests: int, expected_warmup: int = 0,
-              expected_seed: int | None = None, exit_code: int | None = None,
-              check_osl: bool = False) -> Verdict:
+def judge_run(
+    artifact_dir: str | Path,
+    *,
+    expected_requests: int,
+    expected_warmup: int = 0,
+    expected_seed: int | None = None,
+    exit_code: int | None = None,
+    check_osl: bool = False,
+) -> Verdict:
     """Decide whether an AIPerf run qualifies, from its export files only."""
     d = Path(artifact_dir)
     v = Verdict(ok=False, expected_requests=expected_requests, exit_code=exit_code)
@@ -202,10 +237,13 @@ def judge_run(artifact_dir: str | Path, *, expected_requests: int, expected_warm
         v.osl_mismatch_count = _stat(s, "osl_mismatch_count", default=0) or 0
         if v.osl_mismatch_count:
             # The client re-tokenizes the output text; with a model whose detokenized text does not
-            # re-tokenize to the same ids (random weights) this differs from the generated count. The
-            # authoritative OSL check is the server's output_tokens in the join; opt in to this one.
-            msg = (f"osl_mismatch_count {v.osl_mismatch_count:g}: client-tokenized OSL differs from "
-                   "max_output_tokens by > 5% on some requests")
+            # re-tokenize to the same ids (random weights) this differs from the generated count.
+            # The authoritative OSL check is the server's output_tokens in the join; opt in to this
+            # one.
+            msg = (
+                f"osl_mismatch_count {v.osl_mismatch_count:g}: client-tokenized OSL differs from "
+                "max_output_tokens by > 5% on some requests"
+            )
             (reasons if check_osl else v.warnings).append(msg)
         if expected_seed is not None and v.random_seed != expected_seed:
             reasons.append(f"random_seed {v.random_seed} != expected {expected_seed}")
@@ -218,9 +256,13 @@ def judge_run(artifact_dir: str | Path, *, expected_requests: int, expected_warm
     v.warmup_records = sum(r["benchmark_phase"] == "warmup" for r in records)
     v.error_records = sum(r["client_error"] is not None for r in records)
     if v.profiling_records != expected_requests:
-        reasons.append(f"{v.profiling_records} profiling records in {RECORDS}, expected {expected_requests}")
+        reasons.append(
+            f"{v.profiling_records} profiling records in {RECORDS}, expected {expected_requests}"
+        )
     if v.warmup_records != expected_warmup:
-        reasons.append(f"{v.warmup_records} warmup records in {RECORDS}, expected {expected_warmup}")
+        reasons.append(
+            f"{v.warmup_records} warmup records in {RECORDS}, expected {expected_warmup}"
+        )
     if v.error_records:
         reasons.append(f"{v.error_records} error records in {RECORDS}")
     ids = [r["request_id"] for r in records]

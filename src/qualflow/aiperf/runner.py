@@ -1,4 +1,6 @@
-"""Run one pinned AIPerf point with a fixed environment, save the exact command, judge the exports."""
+"""Run one pinned AIPerf point with a fixed environment, save the exact command, judge the
+exports."""
+
 from __future__ import annotations
 
 import os
@@ -16,7 +18,6 @@ from qualflow.aiperf.record import PointRun
 from qualflow.files import sha256_file
 from qualflow.lifetime import die_with_parent
 
-
 TMP_PREFIX = "qf-aiperf-"
 
 
@@ -30,7 +31,7 @@ def remove_stale_tmpdirs(base: str | None = None) -> list[Path]:
     ran its cleanup. Removed; returns what was removed."""
     gone = []
     for d in Path(base or _tmp_base()).glob(f"{TMP_PREFIX}*-*"):
-        pid = d.name[len(TMP_PREFIX):].split("-", 1)[0]
+        pid = d.name[len(TMP_PREFIX) :].split("-", 1)[0]
         if pid.isdigit() and not Path(f"/proc/{pid}").exists():
             shutil.rmtree(d, ignore_errors=True)
             gone.append(d)
@@ -53,18 +54,27 @@ def _signal_group(pgid: int, sig: int) -> None:
 
 
 # Set for every AIPerf run (and recorded with its command): the tokenizer is a local directory (the
-# bundle's, or the pin's), so the parent's cache pre-warm has nothing to fetch; it would only load the
-# tokenizer once more in a spawned process (about 2.5 CPU-s a run on a 2-core machine). Each service
-# still loads the tokenizer itself.
+# bundle's, or the pin's), so the parent's cache pre-warm has nothing to fetch; it would only load
+# the tokenizer once more in a spawned process (about 2.5 CPU-s a run on a 2-core machine). Each
+# service still loads the tokenizer itself.
 FIXED_ENV = {"AIPERF_TOKENIZER_SKIP_PRELOAD": "true"}
 
 
 def aiperf_env(tmpdir: Path) -> dict:
     """AIPerf's environment: HF_HUB_OFFLINE unset (a local tokenizer dir fails under it in 0.13.0),
     a private TMPDIR per run (AIPerf leaves mmap/tmp dirs there), no colour, FIXED_ENV."""
-    env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
-    env.update({"TMPDIR": str(tmpdir), "NO_COLOR": "1", "PYTHONUNBUFFERED": "1",
-                "TOKENIZERS_PARALLELISM": "false", **FIXED_ENV})
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+    }
+    env.update(
+        {
+            "TMPDIR": str(tmpdir),
+            "NO_COLOR": "1",
+            "PYTHONUNBUFFERED": "1",
+            "TOKENIZERS_PARALLELISM": "false",
+            **FIXED_ENV,
+        }
+    )
     return env
 
 
@@ -78,7 +88,7 @@ class Progress:
     def line(self, done: int, now: float) -> str:
         elapsed = now - self.start
         eta = f"{elapsed / done * (self.expected - done):.0f}s" if 0 < done < self.expected else "-"
-        return (f"progress {self.label}: {done}/{self.expected} requests, elapsed {elapsed:.0f}s, ETA {eta}")
+        return f"progress {self.label}: {done}/{self.expected} requests, elapsed {elapsed:.0f}s, ETA {eta}"
 
     def tick(self, done_fn, now: float | None = None) -> str | None:
         now = time.monotonic() if now is None else now
@@ -91,21 +101,40 @@ class Progress:
 
 
 def _start(cmd: list[str], tmpdir: Path, log_path: Path) -> tuple[subprocess.Popen, object]:
-    """AIPerf in its own process group (all of its services), which dies with this process (PDEATHSIG)."""
+    """AIPerf in its own process group (all of its services), which dies with this process
+    (PDEATHSIG)."""
     out = open(log_path, "w")
-    proc = subprocess.Popen(cmd, env=aiperf_env(tmpdir), stdout=out, stderr=subprocess.STDOUT,
-                            stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=die_with_parent)
+    proc = subprocess.Popen(
+        cmd,
+        env=aiperf_env(tmpdir),
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+        preexec_fn=die_with_parent,
+    )
     return proc, out
 
 
-def _wait(proc: subprocess.Popen, point: AiperfPoint, options: AiperfOptions, alive_check, progress,
-          label: str | None) -> int:
-    """AIPerf's exit code; `alive_check()` and a progress line every `progress_every_s` meanwhile."""
+def _wait(
+    proc: subprocess.Popen,
+    point: AiperfPoint,
+    options: AiperfOptions,
+    alive_check,
+    progress,
+    label: str | None,
+) -> int:
+    """AIPerf's exit code; `alive_check()` and a progress line every `progress_every_s`
+    meanwhile."""
     rc = None
     start = time.monotonic()
     deadline = start + options.timeout_s
-    report = Progress(label or point.point_id, point.request_count + point.warmup_request_count, start,
-                      options.progress_every_s)
+    report = Progress(
+        label or point.point_id,
+        point.request_count + point.warmup_request_count,
+        start,
+        options.progress_every_s,
+    )
     while rc is None:
         try:
             rc = proc.wait(timeout=1.0)
@@ -115,7 +144,9 @@ def _wait(proc: subprocess.Popen, point: AiperfPoint, options: AiperfOptions, al
             if progress is not None:
                 report.tick(progress)
             if time.monotonic() > deadline:
-                raise TimeoutError(f"AIPerf point {point.point_id} ran past {options.timeout_s:.0f}s")
+                raise TimeoutError(
+                    f"AIPerf point {point.point_id} ran past {options.timeout_s:.0f}s"
+                )
     return rc
 
 
@@ -128,7 +159,8 @@ NOTHING_DONE_GRACE_S = 2.0
 
 
 def stop_grace_s(done: int | None) -> float:
-    """The graceful-stop wait for an AIPerf run with `done` requests finished (None: not counted)."""
+    """The graceful-stop wait for an AIPerf run with `done` requests finished (None: not
+    counted)."""
     return NOTHING_DONE_GRACE_S if done == 0 else EXPORT_GRACE_S
 
 
@@ -141,12 +173,20 @@ def _stop(proc: subprocess.Popen, grace_s: float) -> None:
         except subprocess.TimeoutExpired:
             _signal_group(proc.pid, signal.SIGKILL)
             proc.wait()
-    _signal_group(proc.pid, signal.SIGKILL)   # services AIPerf left behind in its group
+    _signal_group(proc.pid, signal.SIGKILL)  # services AIPerf left behind in its group
 
 
-def run_point(point: AiperfPoint, client: ClientOptions, *, point_dir: str | Path, phase_header: str | None = None,
-              options: AiperfOptions = AiperfOptions(), alive_check=None, progress=None,
-              label: str | None = None) -> PointRun:
+def run_point(
+    point: AiperfPoint,
+    client: ClientOptions,
+    *,
+    point_dir: str | Path,
+    phase_header: str | None = None,
+    options: AiperfOptions = AiperfOptions(),
+    alive_check=None,
+    progress=None,
+    label: str | None = None,
+) -> PointRun:
     """Run AIPerf for `point` into `point_dir/aiperf`; returns the run record (also written to
     `point_dir/run.json`). `alive_check()` is polled while AIPerf runs and may raise to abort it.
     `progress()` returns the requests done so far (warm-up included); every `progress_every_s` a
@@ -154,33 +194,55 @@ def run_point(point: AiperfPoint, client: ClientOptions, *, point_dir: str | Pat
     point_dir = Path(point_dir)
     artifact_dir = point_dir / "aiperf"
     if artifact_dir.exists():
-        shutil.rmtree(artifact_dir)          # AIPerf overwrites files in place; never mix two runs
+        shutil.rmtree(artifact_dir)  # AIPerf overwrites files in place; never mix two runs
     point_dir.mkdir(parents=True, exist_ok=True)
     tmpdir = private_tmpdir()
-    cmd = build_command(point, client, artifact_dir=str(artifact_dir), phase_header=phase_header, options=options)
+    cmd = build_command(
+        point, client, artifact_dir=str(artifact_dir), phase_header=phase_header, options=options
+    )
     if shutil.which(options.aiperf_bin) is None:
-        raise FileNotFoundError("the `aiperf` executable is not on PATH (pip install aiperf==0.13.0)")
-    shown = [("<api key from the environment>" if client.api_key and a == client.api_key else a) for a in cmd]
-    record = PointRun(point=point, argv=shown,
-                      input_file_sha256=sha256_file(point.input_file) if point.input_file else None,
-                      command=command_to_str(shown), env={"HF_HUB_OFFLINE": "<unset>", "TMPDIR": str(tmpdir), **FIXED_ENV},
-                      started_ns=time.time_ns())
+        raise FileNotFoundError(
+            "the `aiperf` executable is not on PATH (pip install aiperf==0.13.0)"
+        )
+    shown = [
+        ("<api key from the environment>" if client.api_key and a == client.api_key else a)
+        for a in cmd
+    ]
+    record = PointRun(
+        point=point,
+        argv=shown,
+        input_file_sha256=sha256_file(point.input_file) if point.input_file else None,
+        command=command_to_str(shown),
+        env={"HF_HUB_OFFLINE": "<unset>", "TMPDIR": str(tmpdir), **FIXED_ENV},
+        started_ns=time.time_ns(),
+    )
     (point_dir / "command.sh").write_text(
         "# exact AIPerf command run by qualflow (env: HF_HUB_OFFLINE unset, TMPDIR private, "
-        + " ".join(f"{k}={v}" for k, v in FIXED_ENV.items()) + ")\n"
-        + record.command + "\n")
+        + " ".join(f"{k}={v}" for k, v in FIXED_ENV.items())
+        + ")\n"
+        + record.command
+        + "\n"
+    )
     proc, out = _start(cmd, tmpdir, point_dir / "aiperf.log")
     rc = None
     try:
         rc = _wait(proc, point, options, alive_check, progress, label)
     finally:
-        _stop(proc, stop_grace_s(None if progress is None or proc.poll() is not None else int(progress())))
+        _stop(
+            proc,
+            stop_grace_s(None if progress is None or proc.poll() is not None else int(progress())),
+        )
         out.close()
         shutil.rmtree(tmpdir, ignore_errors=True)
     record.ended_ns = time.time_ns()
     record.exit_code = rc
-    record.verdict = judge_run(artifact_dir, expected_requests=point.request_count,
-                               expected_warmup=point.warmup_request_count, expected_seed=point.seed, exit_code=rc)
+    record.verdict = judge_run(
+        artifact_dir,
+        expected_requests=point.request_count,
+        expected_warmup=point.warmup_request_count,
+        expected_seed=point.seed,
+        exit_code=rc,
+    )
     record.dataset_sha256 = record.verdict.dataset_sha256
     record.write(point_dir / "run.json")
     return record

@@ -1,4 +1,5 @@
-"""Terminal events of AIPerf's requests, read from `profile_export_raw.jsonl` (`--export-level raw`).
+"""Terminal events of AIPerf's requests, read from `profile_export_raw.jsonl` (`--export-level
+raw`).
 
 AIPerf 0.13 ignores `response.completed`, `response.incomplete` and `response.failed`: a stream that
 was cut off, failed after some deltas, or never sent its terminal event is recorded as a success
@@ -9,7 +10,9 @@ failure can be seen, so every request's terminal event is checked here:
   `incomplete_details.reason == "max_output_tokens"` (cut at the requested length: expected);
 - not streamed: the body's `status` must be `completed` (or `incomplete` for max_output_tokens).
 
-Anything else (response.failed, an error event, no terminal event, an unparsable body) is an error."""
+Anything else (response.failed, an error event, no terminal event, an unparsable body) is an
+error."""
+
 from __future__ import annotations
 
 import json
@@ -22,8 +25,8 @@ TERMINAL = ("response.completed", "response.incomplete", "response.failed")
 
 @dataclass(frozen=True)
 class Terminal:
-    event: str | None     # the terminal event type (streamed) or "body:<status>" (not streamed)
-    error: str | None     # why it does not count as a complete response; None when it does
+    event: str | None  # the terminal event type (streamed) or "body:<status>" (not streamed)
+    error: str | None  # why it does not count as a complete response; None when it does
 
 
 def _judge_response(kind: str, resp: dict | None) -> str | None:
@@ -39,7 +42,8 @@ def _judge_response(kind: str, resp: dict | None) -> str | None:
 
 
 def _events(record: dict) -> list[tuple[str | None, dict | None]]:
-    """(event type, parsed data) of every SSE message; the type from the `event:` line or the data's `type`."""
+    """(event type, parsed data) of every SSE message; the type from the `event:` line or the
+    data's `type`."""
     out = []
     for r in record.get("responses") or []:
         packets = r.get("packets")
@@ -62,7 +66,7 @@ def _events(record: dict) -> list[tuple[str | None, dict | None]]:
 
 def terminal_of(record: dict) -> Terminal:
     if record.get("error"):
-        return Terminal(None, None)         # already an error record; AIPerf counts it
+        return Terminal(None, None)  # already an error record; AIPerf counts it
     events = _events(record)
     if events:
         last, data = events[-1]
@@ -77,12 +81,17 @@ def terminal_of(record: dict) -> Terminal:
     except ValueError:
         return Terminal(None, "response body is not JSON")
     status = body.get("status") if isinstance(body, dict) else None
-    kind = {"completed": "response.completed", "incomplete": "response.incomplete"}.get(status, "response.failed")
-    return Terminal(f"body:{status}", _judge_response(kind, body if isinstance(body, dict) else None))
+    kind = {"completed": "response.completed", "incomplete": "response.incomplete"}.get(
+        status, "response.failed"
+    )
+    return Terminal(
+        f"body:{status}", _judge_response(kind, body if isinstance(body, dict) else None)
+    )
 
 
 def read_terminals(artifact_dir: str | Path) -> dict[str, Terminal] | None:
-    """request id -> Terminal, or None when the run has no raw export (terminal events not checked)."""
+    """request id -> Terminal, or None when the run has no raw export (terminal events not
+    checked)."""
     path = Path(artifact_dir) / RAW
     if not path.exists():
         return None
@@ -93,7 +102,7 @@ def read_terminals(artifact_dir: str | Path) -> dict[str, Terminal] | None:
         try:
             rec = json.loads(line)
         except ValueError:
-            continue          # a truncated last line: its record is missing from the jsonl too
+            continue  # a truncated last line: its record is missing from the jsonl too
         rid = (rec.get("metadata") or {}).get("x_request_id")
         if rid:
             out[rid] = terminal_of(rec)

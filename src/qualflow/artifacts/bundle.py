@@ -3,17 +3,18 @@
 `build_bundle(pin_path, profile, out)` verifies every pinned hash, converts the HF weights with the
 family (fused qkv / gate_up), casts them to the profile's dtype and writes:
 
-  weights.safetensors       runtime layout, profile dtype, sorted keys
-  config.json, generation_config.json, tokenizer.json, tokenizer_config.json   (copied)
-  chat_template.jinja       the chat template (from tokenizer_config.json or chat_template.jinja)
-  manifest.json             identity, precision, context limit, hashes of every file, bundle_hash,
-                            and the `qualflow build` command line that wrote it (`command`, not hashed)
+  weights.safetensors       runtime layout, profile dtype, sorted keys config.json,
+  generation_config.json, tokenizer.json, tokenizer_config.json   (copied) chat_template.jinja
+  the chat template (from tokenizer_config.json or chat_template.jinja) manifest.json
+  identity, precision, context limit, hashes of every file, bundle_hash, and the `qualflow build`
+  command line that wrote it (`command`, not hashed)
 
 bundle_hash = sha256 over the sorted 'path sha256' lines of every bundle file except the manifest,
 followed by the canonical JSON of the manifest's content fields (HASHED_FIELDS). It depends only on
 content, never on where the checkpoint lay or when the bundle was built, so building twice (on any
 machine) gives the same hash. `load_bundle` re-verifies every hash.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,9 +37,18 @@ CHAT_TEMPLATE = "chat_template.jinja"
 COPIED = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json")
 # Manifest fields covered by bundle_hash (besides the files). Paths and pin file hashes are not:
 # they say where things lay, not what the bundle is.
-HASHED_FIELDS = ("schema_version", "family", "profile", "precision", "context_limit",
-                 "generation_config", "builder", "checkpoint_content_sha256", "chat_template_sha256",
-                 "tokenizer_sha256")
+HASHED_FIELDS = (
+    "schema_version",
+    "family",
+    "profile",
+    "precision",
+    "context_limit",
+    "generation_config",
+    "builder",
+    "checkpoint_content_sha256",
+    "chat_template_sha256",
+    "tokenizer_sha256",
+)
 
 
 class BundleError(ValueError):
@@ -50,6 +60,7 @@ class BundleIntegrityError(BundleError):
 
 
 # ---------------------------------------------------------------------------------------- build
+
 
 def _canonical(obj) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
@@ -69,13 +80,16 @@ def _chat_template(src: Path, tok_cfg: dict) -> str:
     if not tmpl and (src / CHAT_TEMPLATE).is_file():
         tmpl = (src / CHAT_TEMPLATE).read_text(encoding="utf-8")
     if not tmpl:
-        raise BundleError(f"checkpoint {src} has no chat template (tokenizer_config.json chat_template "
-                          f"or {CHAT_TEMPLATE})")
+        raise BundleError(
+            f"checkpoint {src} has no chat template (tokenizer_config.json chat_template "
+            f"or {CHAT_TEMPLATE})"
+        )
     return tmpl
 
 
 def _load_hf_weights(src: Path, pin_files: dict) -> dict:
     from safetensors.torch import load_file
+
     shards = sorted(p for p in pin_files if p.endswith(".safetensors") and "/" not in p)
     if not shards:
         raise BundleError(f"checkpoint {src} has no *.safetensors weights")
@@ -92,12 +106,13 @@ def _load_hf_weights(src: Path, pin_files: dict) -> dict:
 @dataclass(frozen=True)
 class _Sources:
     """What a build reads from the pinned checkpoint (every pinned hash verified first)."""
+
     pin_path: Path
     pin: dict
-    src: Path                 # the checkpoint directory
-    config: dict              # config.json
-    template: str             # the chat template
-    generation_config: dict   # generation_config.json, or the stop tokens derived from config.json
+    src: Path  # the checkpoint directory
+    config: dict  # config.json
+    template: str  # the chat template
+    generation_config: dict  # generation_config.json, or the stop tokens derived from config.json
 
 
 def _check_out(out: Path, force: bool) -> None:
@@ -124,9 +139,12 @@ def _read_sources(pin_path: Path) -> _Sources:
 def _native_weights(s: _Sources, dtype) -> dict:
     """The checkpoint's weights in the family's runtime layout, floating tensors cast to `dtype`."""
     from qualflow.families import get_family
+
     family = get_family(s.pin["family"])
     native = family.convert_weights(_load_hf_weights(s.src, s.pin["files"]), s.config)
-    return {k: (v.to(dtype) if v.is_floating_point() else v).contiguous() for k, v in native.items()}
+    return {
+        k: (v.to(dtype) if v.is_floating_point() else v).contiguous() for k, v in native.items()
+    }
 
 
 def _context_limit(s: _Sources, profile: str, prof: dict) -> int:
@@ -136,8 +154,10 @@ def _context_limit(s: _Sources, profile: str, prof: dict) -> int:
     if cap:
         limit = min(limit, int(cap)) if limit else int(cap)
     if not limit:
-        raise BundleError(f"{s.src / 'config.json'} has no max_position_embeddings and profile "
-                          f"{profile!r} no context_cap")
+        raise BundleError(
+            f"{s.src / 'config.json'} has no max_position_embeddings and profile "
+            f"{profile!r} no context_cap"
+        )
     return limit
 
 
@@ -151,18 +171,24 @@ def _fresh_tmp(out: Path) -> Path:
 
 
 def _copy_files(tmp: Path, s: _Sources) -> None:
-    """The copied checkpoint files (a derived generation_config.json when none was pinned) and the chat template."""
+    """The copied checkpoint files (a derived generation_config.json when none was pinned) and
+    the chat template."""
     for name in COPIED:
         if name == "generation_config.json" and name not in s.pin["files"]:
-            (tmp / name).write_text(json.dumps(s.generation_config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+            (tmp / name).write_text(
+                json.dumps(s.generation_config, indent=2, sort_keys=True) + "\n", encoding="utf-8"
+            )
         else:
             shutil.copyfile(s.src / name, tmp / name)
     (tmp / CHAT_TEMPLATE).write_text(s.template, encoding="utf-8")
 
 
-def _manifest(tmp: Path, s: _Sources, profile: str, prof: dict, limit: int, command: str | None) -> dict:
+def _manifest(
+    tmp: Path, s: _Sources, profile: str, prof: dict, limit: int, command: str | None
+) -> dict:
     """The manifest of the files in `tmp`, with its bundle_hash."""
     from qualflow import __version__
+
     files = {}
     for p in sorted(tmp.iterdir()):
         files[p.name] = {"sha256": sha256_file(p), "size": p.stat().st_size}
@@ -178,8 +204,13 @@ def _manifest(tmp: Path, s: _Sources, profile: str, prof: dict, limit: int, comm
         "checkpoint_content_sha256": ck["content_sha256"],
         "chat_template_sha256": hashlib.sha256(s.template.encode("utf-8")).hexdigest(),
         "tokenizer_sha256": s.pin["tokenizer"]["sha256"],
-        "checkpoint": {"id": ck["id"], "source": ck["source"], "revision": ck["revision"],
-                       "requested_revision": ck.get("requested_revision"), "path": str(s.src)},
+        "checkpoint": {
+            "id": ck["id"],
+            "source": ck["source"],
+            "revision": ck["revision"],
+            "requested_revision": ck.get("requested_revision"),
+            "path": str(s.src),
+        },
         "pin": {"path": str(s.pin_path.resolve()), "sha256": sha256_file(s.pin_path)},
         "files": files,
         "hashed_fields": list(HASHED_FIELDS),
@@ -198,8 +229,13 @@ def _move_into_place(tmp: Path, out: Path) -> None:
     os.replace(tmp, out)
 
 
-def build_bundle(pin_path: str | os.PathLike, profile: str, out: str | os.PathLike,
-                 force: bool = False, command: str | None = None) -> dict:
+def build_bundle(
+    pin_path: str | os.PathLike,
+    profile: str,
+    out: str | os.PathLike,
+    force: bool = False,
+    command: str | None = None,
+) -> dict:
     """Build the bundle; returns its manifest. The output is written to a temporary sibling
     directory and renamed into place, so a failed build leaves no half bundle. `command`: the
     command line that builds it, recorded in the manifest (None in-process)."""
@@ -216,7 +252,9 @@ def build_bundle(pin_path: str | os.PathLike, profile: str, out: str | os.PathLi
         del native
         _copy_files(tmp, s)
         manifest = _manifest(tmp, s, profile, prof, limit, command)
-        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        (tmp / MANIFEST).write_text(
+            json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8"
+        )
         _move_into_place(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -225,6 +263,7 @@ def build_bundle(pin_path: str | os.PathLike, profile: str, out: str | os.PathLi
 
 
 # ----------------------------------------------------------------------------------------- load
+
 
 @dataclass
 class Bundle:
@@ -241,6 +280,7 @@ class Bundle:
 
     def weights(self, device: str = "cpu") -> dict:
         from safetensors.torch import load_file
+
         return load_file(str(self.path / WEIGHTS), device=str(device))
 
 
@@ -250,8 +290,10 @@ def _read_manifest(path: Path) -> dict:
         raise BundleError(f"not a bundle: {mpath} not found")
     manifest = load_json(mpath, BundleIntegrityError)
     if not isinstance(manifest, dict) or manifest.get("schema_version") != SCHEMA_VERSION:
-        raise BundleError(f"{mpath}: unsupported bundle schema_version "
-                          f"{manifest.get('schema_version') if isinstance(manifest, dict) else None!r}")
+        raise BundleError(
+            f"{mpath}: unsupported bundle schema_version "
+            f"{manifest.get('schema_version') if isinstance(manifest, dict) else None!r}"
+        )
     return manifest
 
 
@@ -266,7 +308,9 @@ def verify_bundle(path: str | os.PathLike) -> dict:
         if not p.is_file():
             raise BundleIntegrityError(f"bundle file is missing: {p}")
         if p.stat().st_size != want["size"] or sha256_file(p) != want["sha256"]:
-            raise BundleIntegrityError(f"bundle file was modified: {p} (sha256 differs from {MANIFEST})")
+            raise BundleIntegrityError(
+                f"bundle file was modified: {p} (sha256 differs from {MANIFEST})"
+            )
     if compute_bundle_hash(manifest) != manifest.get("bundle_hash"):
         raise BundleIntegrityError(f"{mpath}: bundle_hash does not match the manifest's content")
     return manifest
@@ -274,10 +318,12 @@ def verify_bundle(path: str | os.PathLike) -> dict:
 
 def load_bundle(path: str | os.PathLike, verify: bool = True) -> Bundle:
     from tokenizers import Tokenizer
+
     path = Path(path)
     manifest = verify_bundle(path) if verify else _read_manifest(path)
     return Bundle(
-        path=path, manifest=manifest,
+        path=path,
+        manifest=manifest,
         config=json.loads((path / "config.json").read_text(encoding="utf-8")),
         generation_config=json.loads((path / "generation_config.json").read_text(encoding="utf-8")),
         tokenizer=Tokenizer.from_file(str(path / "tokenizer.json")),
@@ -287,17 +333,28 @@ def load_bundle(path: str | os.PathLike, verify: bool = True) -> Bundle:
 
 # ------------------------------------------------------------------------------------------ cli
 
+
 def add_build_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pin", required=True, help="pin.json from `qualflow pin`")
-    p.add_argument("--profile", default="fp16", help="profile name (see qualflow/artifacts/profiles.yaml)")
+    p.add_argument(
+        "--profile", default="fp16", help="profile name (see qualflow/artifacts/profiles.yaml)"
+    )
     p.add_argument("--out", required=True, help="bundle directory")
     p.add_argument("--force", action="store_true", help="replace an existing non-empty output")
 
 
 def main_build(args: argparse.Namespace) -> int:
     from qualflow.invocation import current_command
-    m = build_bundle(args.pin, args.profile, args.out, force=getattr(args, "force", False),
-                     command=current_command())
-    print(f"built {args.profile} bundle {args.out} ({m['family']}, {m['precision']}, "
-          f"context {m['context_limit']}) bundle_hash={m['bundle_hash']}")
+
+    m = build_bundle(
+        args.pin,
+        args.profile,
+        args.out,
+        force=getattr(args, "force", False),
+        command=current_command(),
+    )
+    print(
+        f"built {args.profile} bundle {args.out} ({m['family']}, {m['precision']}, "
+        f"context {m['context_limit']}) bundle_hash={m['bundle_hash']}"
+    )
     return 0

@@ -14,6 +14,7 @@ pin.json (schema_version 1):
   config_sha256
   command         the `qualflow pin` command line that wrote it (absent when pinned in-process)
 """
+
 from __future__ import annotations
 
 import argparse
@@ -48,41 +49,55 @@ class PinMismatch(CheckpointError):
 
 # ------------------------------------------------------------------------------------------ hub
 
+
 def _hub_resolve(repo_id: str, revision: str | None) -> str:
     import huggingface_hub
+
     try:
         info = huggingface_hub.HfApi().model_info(repo_id, revision=revision)
     except Exception as e:  # the hub client's own errors (network, auth, not found) at its boundary
-        raise CheckpointError(f"could not resolve hub checkpoint {repo_id}@{revision}: "
-                              f"{type(e).__name__}: {e}") from e
+        raise CheckpointError(
+            f"could not resolve hub checkpoint {repo_id}@{revision}: {type(e).__name__}: {e}"
+        ) from e
     sha = getattr(info, "sha", None)
     if not sha or not SHA_RE.match(sha):
-        raise CheckpointError(f"hub did not resolve {repo_id}@{revision} to a commit sha (got {sha!r})")
+        raise CheckpointError(
+            f"hub did not resolve {repo_id}@{revision} to a commit sha (got {sha!r})"
+        )
     return sha
 
 
 def _hub_download(repo_id: str, sha: str) -> str:
     import huggingface_hub
+
     try:
         return huggingface_hub.snapshot_download(repo_id=repo_id, revision=sha)
     except Exception as e:  # the hub client's own errors (network, auth, not found) at its boundary
-        raise CheckpointError(f"could not download hub checkpoint {repo_id}@{sha}: "
-                              f"{type(e).__name__}: {e}") from e
+        raise CheckpointError(
+            f"could not download hub checkpoint {repo_id}@{sha}: {type(e).__name__}: {e}"
+        ) from e
 
 
 def is_local_ref(ref: str) -> bool:
-    return (os.path.isabs(ref) or ref.startswith(("./", "../", "~")) or os.path.exists(ref)
-            or not HUB_ID_RE.match(ref))
+    return (
+        os.path.isabs(ref)
+        or ref.startswith(("./", "../", "~"))
+        or os.path.exists(ref)
+        or not HUB_ID_RE.match(ref)
+    )
 
 
 # ------------------------------------------------------------------------------------------ pin
+
 
 def pin_checkpoint(ref: str, revision: str | None = None, allow_unpinned: bool = False) -> dict:
     """Resolve `ref` (hub id or local dir) and return the pin record (see module doc)."""
     if is_local_ref(ref):
         if revision:
-            raise CheckpointError(f"--revision {revision!r} given for local checkpoint {ref!r}; "
-                                  "revisions only apply to hub ids")
+            raise CheckpointError(
+                f"--revision {revision!r} given for local checkpoint {ref!r}; "
+                "revisions only apply to hub ids"
+            )
         path = Path(ref).expanduser().resolve()
         if not path.is_dir():
             raise CheckpointNotFound(f"checkpoint directory not found: {path}")
@@ -97,7 +112,8 @@ def pin_checkpoint(ref: str, revision: str | None = None, allow_unpinned: bool =
             raise UnpinnedRevision(
                 f"hub checkpoint {ref!r} needs --revision with a full 40-hex commit sha "
                 f"(got {revision!r}); a branch or tag moves. Pass --allow-unpinned to resolve it now "
-                f"(no local directory {os.path.abspath(ref)} exists either)")
+                f"(no local directory {os.path.abspath(ref)} exists either)"
+            )
         path = Path(_hub_download(ref, sha)).resolve()
         if not path.is_dir():
             raise CheckpointNotFound(f"download of {ref}@{sha} gave no directory: {path}")
@@ -107,6 +123,7 @@ def pin_checkpoint(ref: str, revision: str | None = None, allow_unpinned: bool =
 
 def describe_dir(path: Path, ident: dict) -> dict:
     from qualflow.families import UnknownFamily, family_of_config
+
     cfg_path = path / "config.json"
     if not cfg_path.is_file():
         raise CheckpointError(f"checkpoint {path} has no config.json")
@@ -125,15 +142,20 @@ def describe_dir(path: Path, ident: dict) -> dict:
     gen_path = path / "generation_config.json"
     gen = {"sha256": None, "content": None}
     if gen_path.is_file():
-        gen = {"sha256": files["generation_config.json"]["sha256"],
-               "content": json.loads(gen_path.read_text(encoding="utf-8"))}
+        gen = {
+            "sha256": files["generation_config.json"]["sha256"],
+            "content": json.loads(gen_path.read_text(encoding="utf-8")),
+        }
     return {
         "schema_version": SCHEMA_VERSION,
         "checkpoint": {**ident, "content_sha256": hash_lines(files)},
         "path": str(path),
         "family": family,
         "config_sha256": files["config.json"]["sha256"],
-        "tokenizer": {"sha256": hash_lines({n: {"sha256": s} for n, s in tok.items()}), "files": tok},
+        "tokenizer": {
+            "sha256": hash_lines({n: {"sha256": s} for n, s in tok.items()}),
+            "files": tok,
+        },
         "generation_config": gen,
         "files": files,
     }
@@ -152,9 +174,11 @@ def read_pin(path: str | os.PathLike) -> dict:
         raise PinMismatch(f"pin file not found: {path}")
     pin = load_json(path, PinMismatch)
     if not isinstance(pin, dict) or pin.get("schema_version") != SCHEMA_VERSION:
-        raise PinMismatch(f"{path}: unsupported pin schema_version "
-                          f"{pin.get('schema_version') if isinstance(pin, dict) else None!r}; "
-                          f"expected {SCHEMA_VERSION}")
+        raise PinMismatch(
+            f"{path}: unsupported pin schema_version "
+            f"{pin.get('schema_version') if isinstance(pin, dict) else None!r}; "
+            f"expected {SCHEMA_VERSION}"
+        )
     for key in ("path", "files", "family", "checkpoint"):
         if key not in pin:
             raise PinMismatch(f"{path}: pin lacks {key!r}")
@@ -171,27 +195,39 @@ def verify_pin(pin: dict) -> Path:
         if not p.is_file():
             raise PinMismatch(f"pinned file is missing: {p}")
         if p.stat().st_size != want["size"] or sha256_file(p) != want["sha256"]:
-            raise PinMismatch(f"pinned file changed since pinning: {p} (sha256 no longer "
-                              f"{want['sha256'][:12]}...)")
+            raise PinMismatch(
+                f"pinned file changed since pinning: {p} (sha256 no longer "
+                f"{want['sha256'][:12]}...)"
+            )
     return root
 
 
 # ------------------------------------------------------------------------------------------ cli
 
+
 def add_pin_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--checkpoint", required=True, help="hub repo id or local directory")
     p.add_argument("--revision", help="hub commit sha (40 hex)")
-    p.add_argument("--allow-unpinned", action="store_true",
-                   help="accept a branch/tag (or no revision) and record the sha it resolves to")
+    p.add_argument(
+        "--allow-unpinned",
+        action="store_true",
+        help="accept a branch/tag (or no revision) and record the sha it resolves to",
+    )
     p.add_argument("--out", required=True, help="pin.json to write")
 
 
 def main_pin(args: argparse.Namespace) -> int:
     from qualflow.invocation import current_command
-    pin = {**pin_checkpoint(args.checkpoint, args.revision, getattr(args, "allow_unpinned", False)),
-           "command": current_command()}
+
+    pin = {
+        **pin_checkpoint(args.checkpoint, args.revision, getattr(args, "allow_unpinned", False)),
+        "command": current_command(),
+    }
     out = write_pin(pin, args.out)
     c = pin["checkpoint"]
-    print(f"pinned {c['id']}" + (f"@{c['revision']}" if c["revision"] else "")
-          + f" ({pin['family']}, {len(pin['files'])} files) -> {out}")
+    print(
+        f"pinned {c['id']}"
+        + (f"@{c['revision']}" if c["revision"] else "")
+        + f" ({pin['family']}, {len(pin['files'])} files) -> {out}"
+    )
     return 0

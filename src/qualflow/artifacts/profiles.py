@@ -1,5 +1,6 @@
 """Build profiles as data (profiles.yaml beside this file): the dtype a bundle is stored in and an
 optional context cap."""
+
 from __future__ import annotations
 
 from functools import lru_cache
@@ -13,7 +14,10 @@ class UnknownProfile(ValueError):
 @lru_cache(maxsize=1)
 def profiles() -> dict[str, dict]:
     import yaml
-    doc = yaml.safe_load(resources.files(__package__).joinpath("profiles.yaml").read_text(encoding="utf-8"))
+
+    doc = yaml.safe_load(
+        resources.files(__package__).joinpath("profiles.yaml").read_text(encoding="utf-8")
+    )
     return doc["profiles"]
 
 
@@ -26,6 +30,7 @@ def get_profile(name: str) -> dict:
 
 def torch_dtype(name: str):
     import torch
+
     dt = getattr(torch, name, None)
     if not isinstance(dt, torch.dtype):
         raise UnknownProfile(f"profile dtype {name!r} is not a torch dtype")

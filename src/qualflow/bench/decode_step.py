@@ -3,6 +3,7 @@ time at a few (batch, context) shapes, and the kernels of one step counted by to
 the replayed graph and over the same step run uncaptured on the same static buffers (the two counts
 agree when the profiler sees a graph's kernels; the uncaptured one is there in case it does not).
 The step's padding rows and real rows alike write their K/V to the scratch slot 0 here."""
+
 from __future__ import annotations
 
 import torch
@@ -14,7 +15,9 @@ def _fill(task, bs: int, ctx: int) -> None:
     graphs = task.engine.runner.graphs
     nblk = -(-ctx // graphs.block_size)
     free = task.engine.scheduler.blocks.num_blocks - 1
-    graphs.tables[:bs, :nblk] = (torch.arange(bs * nblk, device=graphs.device).view(bs, nblk) % free + 1).to(torch.int32)
+    graphs.tables[:bs, :nblk] = (
+        torch.arange(bs * nblk, device=graphs.device).view(bs, nblk) % free + 1
+    ).to(torch.int32)
     graphs.lens[:bs] = ctx
     graphs.slots.zero_()
 
@@ -27,8 +30,8 @@ def _reset(task) -> None:
 
 
 def _captured(task, shapes):
-    """(key, batch, graph) of each (batch, context) of `shapes` the Task captured a decode graph for,
-    its static buffers filled for that shape while the caller measures it, reset after."""
+    """(key, batch, graph) of each (batch, context) of `shapes` the Task captured a decode graph
+    for, its static buffers filled for that shape while the caller measures it, reset after."""
     graphs = task.engine.runner.graphs
     if graphs is None:
         return
@@ -68,18 +71,30 @@ def _profiled(step, n: int = 5) -> dict:
             torch.cuda.synchronize()
     ev = [e for e in prof.key_averages() if e.self_device_time_total > 0]
     top = sorted(ev, key=lambda e: -e.self_device_time_total)[:10]
-    return {"kernels_per_step": sum(e.count for e in ev) / n,
-            "kernel_us_per_step": sum(e.self_device_time_total for e in ev) / n,
-            "top": [{"kernel": e.key[:80], "per_step": e.count / n, "us_per_step": e.self_device_time_total / n}
-                    for e in top]}
+    return {
+        "kernels_per_step": sum(e.count for e in ev) / n,
+        "kernel_us_per_step": sum(e.self_device_time_total for e in ev) / n,
+        "top": [
+            {
+                "kernel": e.key[:80],
+                "per_step": e.count / n,
+                "us_per_step": e.self_device_time_total / n,
+            }
+            for e in top
+        ],
+    }
 
 
 def decode_kernels(task, shapes=((1, 256), (64, 256))) -> dict:
-    """Kernels per decode step and their summed GPU time, replayed and uncaptured, per (batch, ctx)."""
+    """Kernels per decode step and their summed GPU time, replayed and uncaptured, per (batch,
+    ctx)."""
     graphs, out = task.engine.runner.graphs, {}
     for key, bs, g in _captured(task, shapes):
         try:
-            out[key] = {"replay": _profiled(g.replay), "uncaptured": _profiled(lambda: graphs._run(bs))}
+            out[key] = {
+                "replay": _profiled(g.replay),
+                "uncaptured": _profiled(lambda: graphs._run(bs)),
+            }
         except Exception as e:  # noqa: BLE001 - a profiler that cannot run here: the figures are optional
             out[key] = {"error": repr(e)}
     return out

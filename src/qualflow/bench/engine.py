@@ -16,6 +16,7 @@ near-tie, or (cuda) did not get the fused kernels or prefill graphs it asked for
 
     qualflow bench engine --work /tmp/gpu --out benchmarks/results --plan v3 --skip-hf
     qualflow bench engine --tiny --work /tmp/gpu-smoke --out /tmp/gpu-smoke/results   # on cpu"""
+
 from __future__ import annotations
 
 import argparse
@@ -36,17 +37,21 @@ from . import report, results
 from .config import EngineBenchConfig
 from .machine import correctness, device_figures, hf_points, machine, prepare_bundle
 from .points import POINTS, measure
-from .variants import ASYNC_POINTS, plan
 from .variant_load import first_load, load_figures, problems, variant_overrides
+from .variants import ASYNC_POINTS, plan
 
 
 def previous_figures(out: Path, gpu: str) -> dict:
     """The newest committed Task-level run (an engine result: points and copy bandwidth) of this GPU
     model in its folder of `out`, by its date, as this benchmark recorded it (the record's detail);
     the older tree's side of an A/B (a name ending in -old or -oldN) is not this code's past."""
-    found = [r["detail"] for p, r in results.runs(out, gpu, "engine")
-             if not re.search(r"-old\d*$", p.stem)
-             and "points" in r["detail"] and "copy_bandwidth_tb_s" in r["detail"]]
+    found = [
+        r["detail"]
+        for p, r in results.runs(out, gpu, "engine")
+        if not re.search(r"-old\d*$", p.stem)
+        and "points" in r["detail"]
+        and "copy_bandwidth_tb_s" in r["detail"]
+    ]
     return found[-1] if found else {}
 
 
@@ -61,15 +66,20 @@ class Run:
         self.ckpt = prepare_bundle(self.work, cfg.shape)
         self.result = machine(self.device, "tiny" if cfg.tiny else "Qwen3-0.6B")
         self.result.update(device_figures(self.device, cfg.tiny))
-        self.result.update({"plan": cfg.plan, "async_scheduling": cfg.async_scheduling,
-                            "variants": {}})
+        self.result.update(
+            {"plan": cfg.plan, "async_scheduling": cfg.async_scheduling, "variants": {}}
+        )
         out = Path(cfg.out) / results.gpu_dir(self.result["gpu"])
         out.mkdir(parents=True, exist_ok=True)
         self.path = out / f"{dt.date.today().isoformat()}-engine-{cfg.plan}{cfg.suffix}.json"
-        self.engine = EngineConfig(device=self.device.type, max_batch=8 if cfg.tiny else 256,
-                                   max_context=2048 + 64, kv_cache_gb=cfg.kv_cache_gb,
-                                   max_num_batched_tokens=cfg.max_num_batched_tokens,
-                                   engine_process="off")
+        self.engine = EngineConfig(
+            device=self.device.type,
+            max_batch=8 if cfg.tiny else 256,
+            max_context=2048 + 64,
+            kv_cache_gb=cfg.kv_cache_gb,
+            max_num_batched_tokens=cfg.max_num_batched_tokens,
+            engine_process="off",
+        )
 
     def save(self) -> None:
         r = self.result
@@ -85,7 +95,7 @@ class Run:
     def release(self, task) -> None:
         task.close()
         del task
-        gc.collect()   # the engine's reference cycles, so that its pool goes back before the next
+        gc.collect()  # the engine's reference cycles, so that its pool goes back before the next
         if self.device.type == "cuda":
             torch.cuda.empty_cache()
 
@@ -93,8 +103,11 @@ class Run:
 def run_variants(run: Run) -> list:
     cfg, result = run.cfg, run.result
     variants, _ = plan(cfg.plan, cfg.async_scheduling)
-    default = list(ASYNC_POINTS) if cfg.plan == "async" and cfg.async_scheduling == "ab" \
+    default = (
+        list(ASYNC_POINTS)
+        if cfg.plan == "async" and cfg.async_scheduling == "ab"
         else [p[0] for p in POINTS]
+    )
     base_probe = None
     for i, variant in enumerate(variants):
         try:
@@ -113,8 +126,15 @@ def run_variants(run: Run) -> list:
                 v["correctness"] = result["correctness"] = correctness(task, run.ckpt)
             run.save()
             names = cfg.points.split(",") if cfg.points else list(variant.points or default)
-            measure(task, result, variant.tag, names[:1] if run.late() else names, run.save, cfg,
-                    offline=variant.main or variant.offline)
+            measure(
+                task,
+                result,
+                variant.tag,
+                names[:1] if run.late() else names,
+                run.save,
+                cfg,
+                offline=variant.main or variant.offline,
+            )
         except Exception as e:  # noqa: BLE001
             result["variants"].setdefault(variant.tag, {})["error"] = f"failed: {e!r}"
             print(f"[{variant.tag}] failed: {e!r}", flush=True)
@@ -138,12 +158,17 @@ def measure_engine_process(run: Run) -> None:
         print(f"[{tag}] load failed: {e!r}", flush=True)
         return
     try:
-        result["variants"][tag] = {"label": f"{main.label or main.tag}, engine process",
-                                   "engine": {**main.engine, "engine_process": "on"},
-                                   "task_info": task.info, "load_s": task.load_timing["load_s"],
-                                   "graph_capture_s": task.load_timing.get("graph_capture_s")}
-        print(f"[{tag}] engine process: load {task.load_timing['load_s']:.1f}s  {task.info}",
-              flush=True)
+        result["variants"][tag] = {
+            "label": f"{main.label or main.tag}, engine process",
+            "engine": {**main.engine, "engine_process": "on"},
+            "task_info": task.info,
+            "load_s": task.load_timing["load_s"],
+            "graph_capture_s": task.load_timing.get("graph_capture_s"),
+        }
+        print(
+            f"[{tag}] engine process: load {task.load_timing['load_s']:.1f}s  {task.info}",
+            flush=True,
+        )
         run.save()
         names = cfg.points.split(",") if cfg.points else [p[0] for p in POINTS]
         measure(task, result, tag, names, run.save, cfg, offline=True)
@@ -155,10 +180,15 @@ def measure_mixed(run: Run) -> None:
     """Plan async: a load with mixed prefill + decode steps (Inductor's cache is warm now)."""
     task = run.load(mixed=True)
     r = run.result
-    r["warm_load_s"], r["warm_graph_capture_s"] = (task.load_timing["load_s"],
-                                                   task.load_timing["graph_capture_s"])
-    print(f"warm start: load {r['warm_load_s']:.1f}s, compile + capture "
-          f"{r['warm_graph_capture_s']:.1f}s", flush=True)
+    r["warm_load_s"], r["warm_graph_capture_s"] = (
+        task.load_timing["load_s"],
+        task.load_timing["graph_capture_s"],
+    )
+    print(
+        f"warm start: load {r['warm_load_s']:.1f}s, compile + capture "
+        f"{r['warm_graph_capture_s']:.1f}s",
+        flush=True,
+    )
     measure(task, r, "_mixed", ["c64_isl1024_osl256", "c256_isl128_osl128"], run.save, run.cfg)
     run.release(task)
 
@@ -184,8 +214,15 @@ def run_engine(cfg: EngineBenchConfig) -> int:
     run.save()
     print(f"wrote {run.path}")
     if result["problems"]:
-        print("\n" + "!" * 100 + "\nRUN FAILED:\n  " + "\n  ".join(result["problems"]) + "\n"
-              + "!" * 100, flush=True)
+        print(
+            "\n"
+            + "!" * 100
+            + "\nRUN FAILED:\n  "
+            + "\n  ".join(result["problems"])
+            + "\n"
+            + "!" * 100,
+            flush=True,
+        )
         return 1
     return 0
 

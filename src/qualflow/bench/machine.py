@@ -1,6 +1,7 @@
 """What the engine benchmark measures besides its points: the checkpoint and bundle it runs on, the
 machine it ran on, the device's copy bandwidth and matmul peak (the rooflines' inputs), family
 correctness, and HF transformers' `generate` on the same weights."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -34,20 +35,33 @@ def prepare_bundle(work: Path, shape: str) -> Path:
 def machine(device: torch.device, shape: str) -> dict:
     """The run's record as it starts: date, GPU model, software, model."""
     if device.type == "cuda":
-        gpu, driver = torch.cuda.get_device_name(device), subprocess.run(
-            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-            capture_output=True, text=True).stdout.strip()
+        gpu, driver = (
+            torch.cuda.get_device_name(device),
+            subprocess.run(
+                ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                capture_output=True,
+                text=True,
+            ).stdout.strip(),
+        )
     else:
         gpu, driver = f"cpu-{platform.machine()}", None
-    return {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "gpu": gpu,
-            "git_sha": results.git_sha(), "torch": torch.__version__, "cuda": torch.version.cuda,
-            "driver": driver, "model": f"{shape} shape, seeded random weights, fp16", "points": {}}
+    return {
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "gpu": gpu,
+        "git_sha": results.git_sha(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "driver": driver,
+        "model": f"{shape} shape, seeded random weights, fp16",
+        "points": {},
+    }
 
 
 def device_figures(device: torch.device, tiny: bool) -> dict:
     bw = copy_bandwidth(device, 0.05 if tiny else 2.0)
-    tf = matmul_tflops(device, 512 if tiny else 8192,
-                       torch.float32 if device.type == "cpu" else torch.float16)
+    tf = matmul_tflops(
+        device, 512 if tiny else 8192, torch.float32 if device.type == "cpu" else torch.float16
+    )
     print(f"copy bandwidth {bw:.3f} TB/s, matmul {tf:.1f} TFLOP/s", flush=True)
     return {"copy_bandwidth_tb_s": bw, "matmul_tflops": tf}
 
@@ -56,14 +70,19 @@ def correctness(task, ckpt: Path) -> dict:
     """Family correctness, recorded (an error is recorded too: the measurement goes on)."""
     try:
         from qualflow.correctness.criteria import run_correctness
+
         t = time.perf_counter()
         corr = run_correctness(task, str(ckpt))
-        res = {"passed": int(corr.passed.sum()), "total": len(corr),
-               "thresholds_version": corr.thresholds_version.iloc[0],
-               "precision": corr.effective_precision.iloc[0],
-               "max_rel_logit_diff":
-                   float(corr[corr.criterion == "max_rel_logit_diff"].measured.max()),
-               "max_kl": float(corr[corr.criterion == "max_kl"].measured.max())}
+        res = {
+            "passed": int(corr.passed.sum()),
+            "total": len(corr),
+            "thresholds_version": corr.thresholds_version.iloc[0],
+            "precision": corr.effective_precision.iloc[0],
+            "max_rel_logit_diff": float(
+                corr[corr.criterion == "max_rel_logit_diff"].measured.max()
+            ),
+            "max_kl": float(corr[corr.criterion == "max_kl"].measured.max()),
+        }
         print(f"correctness {res} in {time.perf_counter() - t:.1f}s", flush=True)
         if not corr.passed.all():
             print(corr[~corr.passed].to_string())
@@ -76,6 +95,7 @@ def correctness(task, ckpt: Path) -> dict:
 def hf_point(ckpt: Path, concurrency: int, isl: int, osl: int) -> dict:
     """HF transformers' `generate` on the same weights, one batch of `concurrency` (cuda)."""
     from transformers import AutoModelForCausalLM
+
     model = AutoModelForCausalLM.from_pretrained(ckpt, dtype=torch.float16).cuda().eval()
     gen = torch.Generator().manual_seed(0)
     ids = torch.randint(1000, 100_000, (concurrency, isl), generator=gen).cuda()

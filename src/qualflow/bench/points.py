@@ -1,6 +1,7 @@
 """The engine benchmark's points, measured through a loaded Task: each in steady state (repeats of
 whole waves after a calibration wave, the median with its spread) beside its roofline, and
 nano-vllm's offline workload."""
+
 from __future__ import annotations
 
 import asyncio
@@ -37,28 +38,42 @@ async def offline_workload(task, n: int = 256, seed: int = 0) -> dict:
     reqs = []
     for i in range(n):
         ids = [rng.randint(0, 10000) for _ in range(rng.randint(100, 1024))]
-        reqs.append(GenerationRequest(f"offline-{i}", ids, task.default_params(
-            max_new_tokens=rng.randint(100, 1024), temperature=0.0, ignore_eos=True)))
+        reqs.append(
+            GenerationRequest(
+                f"offline-{i}",
+                ids,
+                task.default_params(
+                    max_new_tokens=rng.randint(100, 1024), temperature=0.0, ignore_eos=True
+                ),
+            )
+        )
 
     async def one(r):
         final = None
         async for ev in task.generate(r):
             final = ev
         return final
+
     sched = scheduler_of(task)
     steps0 = (sched.num_prefill_steps, sched.num_decode_steps) if sched else (0, 0)
     t0 = time.perf_counter()
     finals = await asyncio.gather(*[one(r) for r in reqs])
     wall = time.perf_counter() - t0
     tokens = sum(f.completion_tokens for f in finals)
-    assert tokens == sum(r.params.max_new_tokens for r in reqs), \
+    assert tokens == sum(r.params.max_new_tokens for r in reqs), (
         "offline requests did not all run to length"
-    return {"requests": n, "output_tokens": tokens, "wall_s": wall, "output_tok_per_s": tokens / wall,
-            "preemptions": sched.num_preemptions if sched else None,
-            "prefill_steps": sched.num_prefill_steps - steps0[0] if sched else None,
-            "decode_steps": sched.num_decode_steps - steps0[1] if sched else None,
-            "target": {"output_tok_per_s": OFFLINE_TARGET},
-            "met": tokens / wall >= OFFLINE_TARGET}
+    )
+    return {
+        "requests": n,
+        "output_tokens": tokens,
+        "wall_s": wall,
+        "output_tok_per_s": tokens / wall,
+        "preemptions": sched.num_preemptions if sched else None,
+        "prefill_steps": sched.num_prefill_steps - steps0[0] if sched else None,
+        "decode_steps": sched.num_decode_steps - steps0[1] if sched else None,
+        "target": {"output_tok_per_s": OFFLINE_TARGET},
+        "met": tokens / wall >= OFFLINE_TARGET,
+    }
 
 
 def steady_point(task, c: int, isl: int, osl: int, min_s: float, min_repeats: int) -> dict:
@@ -75,8 +90,14 @@ def steady_point(task, c: int, isl: int, osl: int, min_s: float, min_repeats: in
         total += r["wall_s"]
     keys = ("output_tok_per_s", "ttft_ms_p50", "ttft_ms_p99", "itl_ms_p50", "itl_ms_p99")
     out = {k: runs[0][k] for k in ("concurrency", "input_len", "output_len")}
-    out.update({"requests": wave * waves, "repeats": len(runs), "measured_s": total,
-                "output_tokens": sum(r["output_tokens"] for r in runs)})
+    out.update(
+        {
+            "requests": wave * waves,
+            "repeats": len(runs),
+            "measured_s": total,
+            "output_tokens": sum(r["output_tokens"] for r in runs),
+        }
+    )
     for k in keys:
         vals = [r[k] for r in runs]
         out[k] = statistics.median(vals)
@@ -91,20 +112,25 @@ def _judged(task, r: dict, tag: str, target: dict, result: dict) -> dict:
     r["met"] = all((r[k] >= v) if k.endswith("per_s") else (r[k] <= v) for k, v in target.items())
     sched = scheduler_of(task)
     r["preemptions_total"] = sched.num_preemptions if sched else None
-    r["roofline"] = point_roofline(result["shape"], r["concurrency"], r["input_len"],
-                                   r["output_len"], result)
+    r["roofline"] = point_roofline(
+        result["shape"], r["concurrency"], r["input_len"], r["output_len"], result
+    )
     r["pct_of_roofline"] = 100 * r["output_tok_per_s"] / r["roofline"]["limit_tok_per_s"]
-    r["pct_of_decode_roofline"] = \
+    r["pct_of_decode_roofline"] = (
         100 * r["output_tok_per_s"] / r["roofline"]["decode_limit_tok_per_s"]
+    )
     return r
 
 
 def _print_point(key: str, r: dict) -> None:
-    print(f"{key}: {r['output_tok_per_s']:.0f} tok/s [{r['output_tok_per_s_min']:.0f}, "
-          f"{r['output_tok_per_s_max']:.0f}] over {r['repeats']} x {r['requests']} req "
-          f"({r['measured_s']:.1f}s)  TTFT p50 {r['ttft_ms_p50']:.2f} ms  "
-          f"ITL p50 {r['itl_ms_p50']:.3f} ms  {r['pct_of_roofline']:.1f}% of roofline "
-          f"{r['roofline']['limit_tok_per_s']:.0f}  met={r['met']}", flush=True)
+    print(
+        f"{key}: {r['output_tok_per_s']:.0f} tok/s [{r['output_tok_per_s_min']:.0f}, "
+        f"{r['output_tok_per_s_max']:.0f}] over {r['repeats']} x {r['requests']} req "
+        f"({r['measured_s']:.1f}s)  TTFT p50 {r['ttft_ms_p50']:.2f} ms  "
+        f"ITL p50 {r['itl_ms_p50']:.3f} ms  {r['pct_of_roofline']:.1f}% of roofline "
+        f"{r['roofline']['limit_tok_per_s']:.0f}  met={r['met']}",
+        flush=True,
+    )
 
 
 def measure(task, result: dict, tag: str, names, save, cfg, offline: bool = True) -> None:

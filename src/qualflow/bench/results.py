@@ -15,6 +15,7 @@ roofline is the point's own (roofline.py: weight and KV reads at the measured co
 matmul peak); a kernel's is the copy bandwidth over the bytes it must read; the server's points set
 the Task's and the harness ceiling's figures beside the server's, with no roofline. `gpu_dir` names
 the folder of a GPU model; `record` wraps a run; `runs` reads the committed ones back."""
+
 from __future__ import annotations
 
 import json
@@ -33,60 +34,100 @@ def gpu_dir(gpu: str) -> str:
 
 def git_sha(root: Path | None = None) -> str | None:
     """The tree's commit (with `+` when it has uncommitted changes), or None outside a checkout."""
-    root = root or Path(__file__).resolve().parent   # any folder of the checkout
+    root = root or Path(__file__).resolve().parent  # any folder of the checkout
     try:
-        sha = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=root, capture_output=True,
-                             text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
-                               capture_output=True, text=True).stdout.strip()
+        sha = subprocess.run(
+            ["git", "rev-parse", "--short=12", "HEAD"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return None
     return sha + ("+" if dirty else "")
 
 
-def point(name: str, figures: dict, roofline: dict | None = None, share: float | None = None) -> dict:
-    return {"name": name, "figures": figures, "roofline": roofline or {}, "share_of_roofline": share}
+def point(
+    name: str, figures: dict, roofline: dict | None = None, share: float | None = None
+) -> dict:
+    return {
+        "name": name,
+        "figures": figures,
+        "roofline": roofline or {},
+        "share_of_roofline": share,
+    }
 
 
 def engine_points(raw: dict) -> list[dict]:
-    """The engine benchmark's points and offline workloads: output tok/s, TTFT and ITL p50 beside the
-    point's roofline."""
+    """The engine benchmark's points and offline workloads: output tok/s, TTFT and ITL p50 beside
+    the point's roofline."""
     out = []
     for name, p in raw.get("points", {}).items():
         if "error" in p:
             continue
         limit = p.get("roofline", {}).get("limit_tok_per_s")
-        out.append(point(name, {k: p.get(k) for k in ("output_tok_per_s", "ttft_ms_p50", "itl_ms_p50")},
-                         {"output_tok_per_s": limit} if limit else {},
-                         p["output_tok_per_s"] / limit if limit else None))
+        out.append(
+            point(
+                name,
+                {k: p.get(k) for k in ("output_tok_per_s", "ttft_ms_p50", "itl_ms_p50")},
+                {"output_tok_per_s": limit} if limit else {},
+                p["output_tok_per_s"] / limit if limit else None,
+            )
+        )
     for key in sorted(k for k in raw if k.startswith("offline") and "output_tok_per_s" in raw[k]):
         out.append(point(key, {"output_tok_per_s": raw[key]["output_tok_per_s"]}))
     return out
 
 
 def server_points(raw: dict) -> list[dict]:
-    """The server benchmark's points: the server's, the Task's and the harness ceiling's output tok/s,
-    ITL p50 and the client-minus-Task gap p50."""
-    keys = ("server_output_tok_per_s", "task_output_tok_per_s", "ceiling_output_tok_per_s",
-            "itl_ms_p50", "task_itl_ms_p50", "client_minus_task_ms_p50")
-    return [point(f"{k}_isl{raw.get('isl')}_osl{raw.get('osl')}", {f: raw[k].get(f) for f in keys})
-            for k in sorted((k for k in raw if re.fullmatch(r"c\d+", k)), key=lambda k: int(k[1:]))]
+    """The server benchmark's points: the server's, the Task's and the harness ceiling's output
+    tok/s, ITL p50 and the client-minus-Task gap p50."""
+    keys = (
+        "server_output_tok_per_s",
+        "task_output_tok_per_s",
+        "ceiling_output_tok_per_s",
+        "itl_ms_p50",
+        "task_itl_ms_p50",
+        "client_minus_task_ms_p50",
+    )
+    return [
+        point(f"{k}_isl{raw.get('isl')}_osl{raw.get('osl')}", {f: raw[k].get(f) for f in keys})
+        for k in sorted((k for k in raw if re.fullmatch(r"c\d+", k)), key=lambda k: int(k[1:]))
+    ]
 
 
 def kernel_points(raw: dict) -> list[dict]:
-    """A tuner's shapes: the best launch's time and its share of the copy bandwidth (the roofline)."""
+    """A tuner's shapes: the best launch's time and its share of the copy bandwidth (the
+    roofline)."""
     out = []
     for r in raw.get("shapes") or raw.get("results") or []:
         best = r.get("best") or min(r.get("grid", []), key=lambda g: g["us"], default=None)
         if not best:
             continue
-        name = r.get("shape") or "_".join(f"{k}{r[k]}" for k in ("n", "k", "rows", "tokens") if k in r)
+        name = r.get("shape") or "_".join(
+            f"{k}{r[k]}" for k in ("n", "k", "rows", "tokens") if k in r
+        )
         if "shape" in r and "rows" in r:
             name += f"_rows{r['rows']}"
-        launch = {k: v for k, v in best.items() if k not in ("us", "rel_err", "gbps", "share_of_copy")}
+        launch = {
+            k: v for k, v in best.items() if k not in ("us", "rel_err", "gbps", "share_of_copy")
+        }
         share = best.get("share_of_copy")
-        out.append(point(name, {"us": best["us"], "launch": launch},
-                         {"us": round(best["us"] * share, 3)} if share else {}, share))
+        out.append(
+            point(
+                name,
+                {"us": best["us"], "launch": launch},
+                {"us": round(best["us"] * share, 3)} if share else {},
+                share,
+            )
+        )
     return out
 
 
@@ -94,14 +135,26 @@ def pilot_points(raw: dict) -> list[dict]:
     """A pilot qualify's points: status, output tok/s, TTFT and ITL p50 through the whole stack."""
     out = []
     for row in raw["status"]:
-        out.append(point(row["point_id"], {"status": row["status"], "output_tok_per_s": row["output_tps"],
-                                           "ttft_ms_p50": row["ttft_p50_ms"],
-                                           "itl_ms_p50": row["itl_p50_ms"]}))
+        out.append(
+            point(
+                row["point_id"],
+                {
+                    "status": row["status"],
+                    "output_tok_per_s": row["output_tps"],
+                    "ttft_ms_p50": row["ttft_p50_ms"],
+                    "itl_ms_p50": row["itl_p50_ms"],
+                },
+            )
+        )
     return out
 
 
-POINTS = {"engine": engine_points, "server": server_points, "kernel": kernel_points,
-          "pilot": pilot_points}
+POINTS = {
+    "engine": engine_points,
+    "server": server_points,
+    "kernel": kernel_points,
+    "pilot": pilot_points,
+}
 
 
 def record(kind: str, name: str, gpu: str, date: str, software: dict, raw) -> dict:
@@ -109,8 +162,16 @@ def record(kind: str, name: str, gpu: str, date: str, software: dict, raw) -> di
     if kind not in KINDS:
         raise ValueError(f"kind {kind!r}: one of {', '.join(KINDS)}")
     sw = {k: software.get(k) for k in ("git_sha", "torch", "cuda", "driver")}
-    return {"schema": SCHEMA, "kind": kind, "name": name, "gpu": gpu, "date": date, "software": sw,
-            "points": POINTS[kind](raw), "detail": raw}
+    return {
+        "schema": SCHEMA,
+        "kind": kind,
+        "name": name,
+        "gpu": gpu,
+        "date": date,
+        "software": sw,
+        "points": POINTS[kind](raw),
+        "detail": raw,
+    }
 
 
 def runs(root: Path, gpu: str | None = None, kind: str | None = None) -> list[tuple[Path, dict]]:

@@ -15,6 +15,7 @@ the ceiling at each AIPerf workers:record_processors pair of --grid (the figures
 `aiperf:` section from).
 
     qualflow bench server --work /tmp/speed --out $OUT"""
+
 from __future__ import annotations
 
 import argparse
@@ -37,25 +38,39 @@ from .server_procs import Server, aiperf_point, qualflow
 def _device_name(device: str) -> str:
     if device == "cpu":
         return "cpu"
-    return subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
-                          capture_output=True, text=True).stdout.splitlines()[0].strip()
+    return (
+        subprocess.run(
+            ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+        )
+        .stdout.splitlines()[0]
+        .strip()
+    )
 
 
 def resolved(cfg: ServerBenchConfig) -> ServerBenchConfig:
     """The settings a run uses: each 0 or empty field at its device's default."""
     device = cfg.device
     if device == "auto":
-        gpu = shutil.which("nvidia-smi") and subprocess.run(
-            ["nvidia-smi", "-L"], capture_output=True).returncode == 0
+        gpu = (
+            shutil.which("nvidia-smi")
+            and subprocess.run(["nvidia-smi", "-L"], capture_output=True).returncode == 0
+        )
         device = "cuda" if gpu else "cpu"
     cuda = device == "cuda"
     preset = cfg.preset or ("qwen3-0.6b" if cuda and cfg.mode == "speed" else "tiny")
     return dataclasses.replace(
-        cfg, device=device, preset=preset, out=cfg.out or str(Path(cfg.work) / "out"),
+        cfg,
+        device=device,
+        preset=preset,
+        out=cfg.out or str(Path(cfg.work) / "out"),
         points=cfg.points or ("64 256" if cfg.mode == "scaling" else "1 64 256"),
-        max_batch=cfg.max_batch or (64 if cuda else 8), workers=cfg.workers or (8 if cuda else 1),
+        max_batch=cfg.max_batch or (64 if cuda else 8),
+        workers=cfg.workers or (8 if cuda else 1),
         record_processors=cfg.record_processors or (4 if cuda else 1),
-        ceiling_api_servers=cfg.ceiling_api_servers or cfg.api_servers)
+        ceiling_api_servers=cfg.ceiling_api_servers or cfg.api_servers,
+    )
 
 
 def requests(cfg: ServerBenchConfig, c: int) -> int:
@@ -65,14 +80,26 @@ def requests(cfg: ServerBenchConfig, c: int) -> int:
 
 def settings(cfg: ServerBenchConfig, device_name: str, ceiling_batch: int) -> dict:
     """What the result records of its settings (as strings: what a baseline is matched on)."""
-    return {k: str(v) for k, v in {
-        "device": cfg.device, "device_name": device_name, "preset": cfg.preset, "isl": cfg.isl,
-        "osl": cfg.osl, "max_batch": cfg.max_batch, "aiperf_workers": cfg.workers,
-        "aiperf_record_processors": cfg.record_processors,
-        "ceiling_step_ms": f"{cfg.ceiling_step_ms:g}", "ceiling_max_batch": ceiling_batch,
-        "serve_flags": cfg.serve_flags, "request_sampling": cfg.request_sampling,
-        "mode": cfg.mode, "api_servers": cfg.api_servers,
-        "ceiling_api_servers": cfg.ceiling_api_servers}.items()}
+    return {
+        k: str(v)
+        for k, v in {
+            "device": cfg.device,
+            "device_name": device_name,
+            "preset": cfg.preset,
+            "isl": cfg.isl,
+            "osl": cfg.osl,
+            "max_batch": cfg.max_batch,
+            "aiperf_workers": cfg.workers,
+            "aiperf_record_processors": cfg.record_processors,
+            "ceiling_step_ms": f"{cfg.ceiling_step_ms:g}",
+            "ceiling_max_batch": ceiling_batch,
+            "serve_flags": cfg.serve_flags,
+            "request_sampling": cfg.request_sampling,
+            "mode": cfg.mode,
+            "api_servers": cfg.api_servers,
+            "ceiling_api_servers": cfg.ceiling_api_servers,
+        }.items()
+    }
 
 
 def bundle_of(cfg: ServerBenchConfig) -> Path:
@@ -81,10 +108,23 @@ def bundle_of(cfg: ServerBenchConfig) -> Path:
     bundle = work / f"bundle-{preset}"
     if not (bundle / "manifest.json").exists():
         qualflow("embedded", "--out", str(work / f"ckpt-{preset}"), "--preset", preset)
-        qualflow("pin", "--checkpoint", str(work / f"ckpt-{preset}"),
-                 "--out", str(work / f"pin-{preset}.json"))
-        qualflow("build", "--pin", str(work / f"pin-{preset}.json"), "--profile", "fp16",
-                 "--out", str(bundle), "--force")
+        qualflow(
+            "pin",
+            "--checkpoint",
+            str(work / f"ckpt-{preset}"),
+            "--out",
+            str(work / f"pin-{preset}.json"),
+        )
+        qualflow(
+            "build",
+            "--pin",
+            str(work / f"pin-{preset}.json"),
+            "--profile",
+            "fp16",
+            "--out",
+            str(bundle),
+            "--force",
+        )
     return bundle
 
 
@@ -94,15 +134,21 @@ def run_task(cfg: ServerBenchConfig, bundle: Path, points: list[int]) -> None:
     from qualflow.runtime import EngineConfig, load_task
 
     from .point import run_point
-    task = load_task(str(bundle), EngineConfig(device=cfg.device, max_batch=cfg.max_batch,
-                                               max_context=cfg.max_context))
+
+    task = load_task(
+        str(bundle),
+        EngineConfig(device=cfg.device, max_batch=cfg.max_batch, max_context=cfg.max_context),
+    )
     res = {"load_timing": task.load_timing, "isl": cfg.isl, "osl": cfg.osl}
-    try:   # warm-up: every batch size once
+    try:  # warm-up: every batch size once
         asyncio.run(run_point(task, cfg.max_batch, cfg.isl, min(16, cfg.osl), cfg.max_batch))
         for c in points:
             r = res[f"c{c}"] = asyncio.run(run_point(task, c, cfg.isl, cfg.osl, requests(cfg, c)))
-            print(f"Task c{c}: {r['output_tok_per_s']:.0f} tok/s  TTFT p50 "
-                  f"{r['ttft_ms_p50']:.1f} ms  ITL p50 {r['itl_ms_p50']:.2f} ms", flush=True)
+            print(
+                f"Task c{c}: {r['output_tok_per_s']:.0f} tok/s  TTFT p50 "
+                f"{r['ttft_ms_p50']:.1f} ms  ITL p50 {r['itl_ms_p50']:.2f} ms",
+                flush=True,
+            )
     finally:
         task.close()
     Path(cfg.work, "task_level.json").write_text(json.dumps(res, indent=2))
@@ -111,8 +157,9 @@ def run_task(cfg: ServerBenchConfig, bundle: Path, points: list[int]) -> None:
 def _aiperf_points(cfg, bundle: Path, folder: Path, server: Server, points: list[int]) -> None:
     try:
         for c in points:
-            aiperf_point(cfg, bundle, folder, c, requests(cfg, c),
-                         (cfg.workers, cfg.record_processors))
+            aiperf_point(
+                cfg, bundle, folder, c, requests(cfg, c), (cfg.workers, cfg.record_processors)
+            )
     finally:
         server.stop()
 
@@ -127,10 +174,16 @@ def speed(cfg: ServerBenchConfig, bundle: Path, points: list[int], sets: dict) -
     server = Server(cfg, bundle, work / "server", cfg.max_batch, cfg.api_servers, flags)
     _aiperf_points(cfg, bundle, work / "server", server, points)
     if not cfg.skip_ceiling:
-        ceiling = Server(cfg, bundle, work / "ceiling", int(sets["ceiling_max_batch"]),
-                         cfg.ceiling_api_servers, _ceiling_flags(cfg))
+        ceiling = Server(
+            cfg,
+            bundle,
+            work / "ceiling",
+            int(sets["ceiling_max_batch"]),
+            cfg.ceiling_api_servers,
+            _ceiling_flags(cfg),
+        )
         _aiperf_points(cfg, bundle, work / "ceiling", ceiling, points)
-    name = cfg.name or f"{dt.datetime.now(dt.timezone.utc).date()}-server.json"
+    name = cfg.name or f"{dt.datetime.now(dt.UTC).date()}-server.json"
     server_report.report(cfg.work, cfg.out, name, cfg.baseline, points, sets, Path(cfg.results))
 
 
@@ -141,19 +194,26 @@ def _ceiling_flags(cfg: ServerBenchConfig) -> list[str]:
 def scaling(cfg: ServerBenchConfig, bundle: Path, points: list[int], sets: dict) -> None:
     folder = Path(cfg.work) / "scaling"
     shutil.rmtree(folder, ignore_errors=True)
-    ceiling = Server(cfg, bundle, folder, int(sets["ceiling_max_batch"]), cfg.ceiling_api_servers,
-                     _ceiling_flags(cfg))
+    ceiling = Server(
+        cfg,
+        bundle,
+        folder,
+        int(sets["ceiling_max_batch"]),
+        cfg.ceiling_api_servers,
+        _ceiling_flags(cfg),
+    )
     grid = cfg.grid.split()
     try:
         for pair in grid:
             w, rp = (int(x) for x in pair.split(":"))
             for c in points:
-                aiperf_point(cfg, bundle, folder / f"w{w}_rp{rp}", c, c * cfg.scaling_requests_per_c,
-                             (w, rp))
+                aiperf_point(
+                    cfg, bundle, folder / f"w{w}_rp{rp}", c, c * cfg.scaling_requests_per_c, (w, rp)
+                )
     finally:
         ceiling.stop()
     tag = server_report.device_tag(sets["device_name"])
-    name = cfg.name or f"{dt.datetime.now(dt.timezone.utc).date()}-{tag}-ceiling-scaling.json"
+    name = cfg.name or f"{dt.datetime.now(dt.UTC).date()}-{tag}-ceiling-scaling.json"
     server_report.scaling(cfg.work, cfg.out, name, grid, points, sets)
 
 

@@ -1,5 +1,6 @@
 """The processes `qualflow bench server` runs: a `qualflow serve` on the bench's port (the stack's
 server, or the ceiling's synthetic engine) and one published AIPerf point against it."""
+
 from __future__ import annotations
 
 import json
@@ -25,15 +26,39 @@ class Server:
     """One `qualflow serve` on the port, its timing log and log in `folder`; `stop()` ends it and
     prints what each API process said it admitted (the spread over several)."""
 
-    def __init__(self, cfg: ServerBenchConfig, bundle: Path, folder: Path, max_batch: int,
-                 api: int, flags: list[str]):
+    def __init__(
+        self,
+        cfg: ServerBenchConfig,
+        bundle: Path,
+        folder: Path,
+        max_batch: int,
+        api: int,
+        flags: list[str],
+    ):
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "timing.jsonl").unlink(missing_ok=True)
         self.api, self.log = api, folder / "server.log"
-        cmd = [*QUALFLOW, "serve", "--bundle", str(bundle), "--port", str(cfg.port),
-               "--model-name", "speed", "--max-batch", str(max_batch),
-               "--max-context", str(cfg.max_context), "--timing-log", str(folder / "timing.jsonl"),
-               "--log-level", "warning", "--api-server-count", str(api), *flags]
+        cmd = [
+            *QUALFLOW,
+            "serve",
+            "--bundle",
+            str(bundle),
+            "--port",
+            str(cfg.port),
+            "--model-name",
+            "speed",
+            "--max-batch",
+            str(max_batch),
+            "--max-context",
+            str(cfg.max_context),
+            "--timing-log",
+            str(folder / "timing.jsonl"),
+            "--log-level",
+            "warning",
+            "--api-server-count",
+            str(api),
+            *flags,
+        ]
         with open(self.log, "w") as log:
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
         self._wait_healthy(cfg.port)
@@ -62,26 +87,72 @@ class Server:
 def extra_inputs(cfg: ServerBenchConfig) -> str:
     """What every AIPerf request carries beside the prompt: ignore_eos, min_tokens and the sampling
     fields of --request-sampling."""
-    return json.dumps({"ignore_eos": True, "min_tokens": cfg.osl, "store": False,
-                       **json.loads(cfg.request_sampling)}, separators=(",", ":"))
+    return json.dumps(
+        {
+            "ignore_eos": True,
+            "min_tokens": cfg.osl,
+            "store": False,
+            **json.loads(cfg.request_sampling),
+        },
+        separators=(",", ":"),
+    )
 
 
-def aiperf_point(cfg: ServerBenchConfig, bundle: Path, folder: Path, c: int, n: int,
-                 procs: tuple[int, int]) -> float:
+def aiperf_point(
+    cfg: ServerBenchConfig, bundle: Path, folder: Path, c: int, n: int, procs: tuple[int, int]
+) -> float:
     """One AIPerf run into <folder>/aiperf_c<C> (`procs`: workers_max, record_processors); its
     output tok/s."""
     folder.mkdir(parents=True, exist_ok=True)
-    cmd = ["aiperf", "profile", "--model", "speed", "--tokenizer", str(bundle),
-           "--url", f"http://127.0.0.1:{cfg.port}", "--endpoint-type", "responses", "--streaming",
-           "--synthetic-input-tokens-mean", str(cfg.isl), "--synthetic-input-tokens-stddev", "0",
-           "--output-tokens-mean", str(cfg.osl), "--output-tokens-stddev", "0",
-           "--extra-inputs", extra_inputs(cfg), "--random-seed", "42",
-           "--num-dataset-entries", "300", "--dataset-sampling-strategy", "sequential",
-           "--concurrency", str(c), "--request-count", str(n),
-           "--warmup-request-count", str(max(c, 8)), "--header", f"X-Qualflow-Phase:aiperf:c{c}",
-           "--workers-max", str(procs[0]), "--record-processors", str(procs[1]),
-           "--no-server-metrics", "--no-gpu-telemetry", "--ui-type", "none",
-           "--export-level", "records", "--artifact-dir", str(folder / f"aiperf_c{c}")]
+    cmd = [
+        "aiperf",
+        "profile",
+        "--model",
+        "speed",
+        "--tokenizer",
+        str(bundle),
+        "--url",
+        f"http://127.0.0.1:{cfg.port}",
+        "--endpoint-type",
+        "responses",
+        "--streaming",
+        "--synthetic-input-tokens-mean",
+        str(cfg.isl),
+        "--synthetic-input-tokens-stddev",
+        "0",
+        "--output-tokens-mean",
+        str(cfg.osl),
+        "--output-tokens-stddev",
+        "0",
+        "--extra-inputs",
+        extra_inputs(cfg),
+        "--random-seed",
+        "42",
+        "--num-dataset-entries",
+        "300",
+        "--dataset-sampling-strategy",
+        "sequential",
+        "--concurrency",
+        str(c),
+        "--request-count",
+        str(n),
+        "--warmup-request-count",
+        str(max(c, 8)),
+        "--header",
+        f"X-Qualflow-Phase:aiperf:c{c}",
+        "--workers-max",
+        str(procs[0]),
+        "--record-processors",
+        str(procs[1]),
+        "--no-server-metrics",
+        "--no-gpu-telemetry",
+        "--ui-type",
+        "none",
+        "--export-level",
+        "records",
+        "--artifact-dir",
+        str(folder / f"aiperf_c{c}"),
+    ]
     env = {k: v for k, v in os.environ.items() if k != "HF_HUB_OFFLINE"}
     log = folder / f"aiperf_c{c}.log"
     with open(log, "w") as f:

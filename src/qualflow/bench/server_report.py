@@ -7,6 +7,7 @@ point of a written result (`brief`).
 WORK holds task_level.json, server/ (timing.jsonl, aiperf_c<C>/) and ceiling/ (aiperf_c<C>/), or
 scaling/w<W>_rp<RP>/aiperf_c<C>/. The figures are AIPerf's own (profile_export_aiperf.json); the
 client-minus-Task gap pairs each profiling record with the server's timing record by request id."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -16,10 +17,10 @@ from pathlib import Path
 
 from . import results as results_schema
 
-RESULTS = Path("benchmarks/results")   # the committed results, a folder per device (device_tag)
-# what a result recorded before a setting existed ran with: request_sampling came in after runs whose
-# requests carried no sampling fields (the server's default, temperature 1); api_servers after runs of
-# one API process
+RESULTS = Path("benchmarks/results")  # the committed results, a folder per device (device_tag)
+# what a result recorded before a setting existed ran with: request_sampling came in after runs
+# whose requests carried no sampling fields (the server's default, temperature 1); api_servers after
+# runs of one API process
 OLD_DEFAULTS = {"request_sampling": "{}", "api_servers": "1", "ceiling_api_servers": "1"}
 
 
@@ -34,17 +35,25 @@ def _stat(j: dict | None, tag: str, key: str = "avg"):
 
 
 def matched(d: Path, records: dict) -> list[tuple[dict, dict]]:
-    """(AIPerf's profiling record, the server's timing record) per request of the point's export that
-    the timing log has; AIPerf's records read by the project's reader (qualflow.aiperf.exports)."""
+    """(AIPerf's profiling record, the server's timing record) per request of the point's export
+    that the timing log has; AIPerf's records read by the project's reader
+    (qualflow.aiperf.exports)."""
     from qualflow.aiperf.exports import read_records
-    return [(r, records[r["request_id"]]) for r in read_records(d)
-            if r["benchmark_phase"] == "profiling" and r["request_id"] in records]
+
+    return [
+        (r, records[r["request_id"]])
+        for r in read_records(d)
+        if r["benchmark_phase"] == "profiling" and r["request_id"] in records
+    ]
 
 
 def _gaps(pairs: list[tuple[dict, dict]]) -> list[float]:
     """Client latency minus the Task's wall time, per request, sorted."""
-    return sorted(r["request_latency"] - rec["public_task_call_wall_ns"] / 1e6
-                  for r, rec in pairs if r["request_latency"] is not None)
+    return sorted(
+        r["request_latency"] - rec["public_task_call_wall_ns"] / 1e6
+        for r, rec in pairs
+        if r["request_latency"] is not None
+    )
 
 
 def _ms(a: int | None, b: int | None) -> float | None:
@@ -52,17 +61,32 @@ def _ms(a: int | None, b: int | None) -> float | None:
 
 
 def breakdown(pairs: list[tuple[dict, dict]]) -> dict:
-    """Where a profiling request's time went, p50 over the requests the server's timing log matches:
-    HTTP arrival -> Task submit, submit -> first scheduled, the Task's TTFT and per-token decode time,
-    the Task's end -> last byte sent, and the client's latency beyond the server's HTTP time."""
-    parts: dict[str, list[float]] = {k: [] for k in ("http_in_ms", "queue_ms", "task_ttft_ms", "task_itl_ms",
-                                                     "http_out_ms", "client_beyond_http_ms")}
+    """Where a profiling request's time went, p50 over the requests the server's timing log
+    matches: HTTP arrival -> Task submit, submit -> first scheduled, the Task's TTFT and
+    per-token decode time, the Task's end -> last byte sent, and the client's latency beyond the
+    server's HTTP time."""
+    parts: dict[str, list[float]] = {
+        k: []
+        for k in (
+            "http_in_ms",
+            "queue_ms",
+            "task_ttft_ms",
+            "task_itl_ms",
+            "http_out_ms",
+            "client_beyond_http_ms",
+        )
+    }
     for r, rec in pairs:
         sub, first, fin = rec.get("submitted_ns"), rec.get("first_token_ns"), rec.get("finished_ns")
-        vals = {"http_in_ms": _ms(rec.get("http_received_ns"), sub), "queue_ms": _ms(sub, rec.get("first_scheduled_ns")),
-                "task_ttft_ms": _ms(sub, first), "http_out_ms": _ms(fin, rec.get("http_sent_ns")),
-                "task_itl_ms": _ms(first, fin) / (rec["output_tokens"] - 1)
-                if first and fin and (rec.get("output_tokens") or 0) > 1 else None}
+        vals = {
+            "http_in_ms": _ms(rec.get("http_received_ns"), sub),
+            "queue_ms": _ms(sub, rec.get("first_scheduled_ns")),
+            "task_ttft_ms": _ms(sub, first),
+            "http_out_ms": _ms(fin, rec.get("http_sent_ns")),
+            "task_itl_ms": _ms(first, fin) / (rec["output_tokens"] - 1)
+            if first and fin and (rec.get("output_tokens") or 0) > 1
+            else None,
+        }
         http, lat = _ms(rec.get("http_received_ns"), rec.get("http_sent_ns")), r["request_latency"]
         vals["client_beyond_http_ms"] = lat - http if http is not None and lat is not None else None
         for k, v in vals.items():
@@ -80,23 +104,42 @@ def _ratio(a, b):
 
 
 def point_figures(work: Path, c: int, task: dict, records: dict) -> dict:
-    """One point: the Task's, the server's and the ceiling's figures (the server's keys as committed)."""
-    srv, ceil, t = _aiperf(work / "server" / f"aiperf_c{c}"), _aiperf(work / "ceiling" / f"aiperf_c{c}"), task.get(f"c{c}", {})
+    """One point: the Task's, the server's and the ceiling's figures (the server's keys as
+    committed)."""
+    srv, ceil, t = (
+        _aiperf(work / "server" / f"aiperf_c{c}"),
+        _aiperf(work / "ceiling" / f"aiperf_c{c}"),
+        task.get(f"c{c}", {}),
+    )
     pairs = matched(work / "server" / f"aiperf_c{c}", records)
     gaps = _gaps(pairs)
-    s_tps, c_tps, t_tps = (_stat(srv, "output_token_throughput"), _stat(ceil, "output_token_throughput"),
-                           t.get("output_tok_per_s"))
-    return {"server_output_tok_per_s": s_tps, "task_output_tok_per_s": t_tps, "server_share_of_task": _ratio(s_tps, t_tps),
-            "ttft_ms_p50": _stat(srv, "time_to_first_token", "p50"), "itl_ms_p50": _stat(srv, "inter_token_latency", "p50"),
-            "task_ttft_ms_p50": t.get("ttft_ms_p50"), "task_itl_ms_p50": t.get("itl_ms_p50"),
-            "errors": _stat(srv, "error_request_count") or 0, "requests": _stat(srv, "request_count"),
-            "matched": len(gaps), "client_minus_task_ms_p50": _pct(gaps, 0.5), "client_minus_task_ms_p99": _pct(gaps, 0.99),
-            "ceiling_output_tok_per_s": c_tps, "server_share_of_ceiling": _ratio(s_tps, c_tps),
-            "task_share_of_ceiling": _ratio(t_tps, c_tps),
-            "ceiling_ttft_ms_p50": _stat(ceil, "time_to_first_token", "p50"),
-            "ceiling_itl_ms_p50": _stat(ceil, "inter_token_latency", "p50"),
-            "ceiling_errors": _stat(ceil, "error_request_count") or 0, "ceiling_requests": _stat(ceil, "request_count"),
-            "server_breakdown": breakdown(pairs)}
+    s_tps, c_tps, t_tps = (
+        _stat(srv, "output_token_throughput"),
+        _stat(ceil, "output_token_throughput"),
+        t.get("output_tok_per_s"),
+    )
+    return {
+        "server_output_tok_per_s": s_tps,
+        "task_output_tok_per_s": t_tps,
+        "server_share_of_task": _ratio(s_tps, t_tps),
+        "ttft_ms_p50": _stat(srv, "time_to_first_token", "p50"),
+        "itl_ms_p50": _stat(srv, "inter_token_latency", "p50"),
+        "task_ttft_ms_p50": t.get("ttft_ms_p50"),
+        "task_itl_ms_p50": t.get("itl_ms_p50"),
+        "errors": _stat(srv, "error_request_count") or 0,
+        "requests": _stat(srv, "request_count"),
+        "matched": len(gaps),
+        "client_minus_task_ms_p50": _pct(gaps, 0.5),
+        "client_minus_task_ms_p99": _pct(gaps, 0.99),
+        "ceiling_output_tok_per_s": c_tps,
+        "server_share_of_ceiling": _ratio(s_tps, c_tps),
+        "task_share_of_ceiling": _ratio(t_tps, c_tps),
+        "ceiling_ttft_ms_p50": _stat(ceil, "time_to_first_token", "p50"),
+        "ceiling_itl_ms_p50": _stat(ceil, "inter_token_latency", "p50"),
+        "ceiling_errors": _stat(ceil, "error_request_count") or 0,
+        "ceiling_requests": _stat(ceil, "request_count"),
+        "server_breakdown": breakdown(pairs),
+    }
 
 
 def device_tag(name: str) -> str:
@@ -109,15 +152,39 @@ def newest_baseline(tag: str, settings: dict, root: Path | None = None) -> Path 
     OSL, serve flags, request sampling and API processes (a result that predates a setting ran with
     OLD_DEFAULTS): by the date its name starts with, then by the time it records (`recorded_utc`),
     then by modification time."""
+
     def same(d: dict) -> bool:
-        return all(str(d.get(k, OLD_DEFAULTS.get(k, settings.get(k)))) == str(settings.get(k, OLD_DEFAULTS.get(k)))
-                   for k in ("isl", "osl", "serve_flags", "request_sampling", "api_servers", "ceiling_api_servers"))
+        return all(
+            str(d.get(k, OLD_DEFAULTS.get(k, settings.get(k))))
+            == str(settings.get(k, OLD_DEFAULTS.get(k)))
+            for k in (
+                "isl",
+                "osl",
+                "serve_flags",
+                "request_sampling",
+                "api_servers",
+                "ceiling_api_servers",
+            )
+        )
 
     root = RESULTS if root is None else root
-    found = [(p, r["detail"]) for p, r in results_schema.runs(root, tag, "server")
-             if re.match(r"\d{4}-\d\d-\d\d-", p.name) and same(r["detail"])] if (root / tag).is_dir() else []
-    return max(found, key=lambda f: (f[0].name[:10], f[1].get("recorded_utc") or "", f[0].stat().st_mtime))[0] \
-        if found else None
+    found = (
+        [
+            (p, r["detail"])
+            for p, r in results_schema.runs(root, tag, "server")
+            if re.match(r"\d{4}-\d\d-\d\d-", p.name) and same(r["detail"])
+        ]
+        if (root / tag).is_dir()
+        else []
+    )
+    return (
+        max(
+            found,
+            key=lambda f: (f[0].name[:10], f[1].get("recorded_utc") or "", f[0].stat().st_mtime),
+        )[0]
+        if found
+        else None
+    )
 
 
 def _n(v, fmt="{:,.0f}") -> str:
@@ -129,38 +196,67 @@ def _pc(v) -> str:
 
 
 def api_processes(res: dict) -> str:
-    return (f"API processes (--api-server-count): server {res.get('api_servers', OLD_DEFAULTS['api_servers'])}, "
-            f"ceiling {res.get('ceiling_api_servers', OLD_DEFAULTS['ceiling_api_servers'])}")
+    return (
+        f"API processes (--api-server-count): server {res.get('api_servers', OLD_DEFAULTS['api_servers'])}, "
+        f"ceiling {res.get('ceiling_api_servers', OLD_DEFAULTS['ceiling_api_servers'])}"
+    )
 
 
 def print_side_by_side(res: dict, points: list[int]) -> None:
     print(f"\n{api_processes(res)}")
-    print(f"{'point':>6} | {'Task tok/s':>10} | {'server tok/s':>12} {'/Task':>5} | {'ceiling tok/s':>13} "
-          f"{'server/ceil':>11} | ITL p50 Task / server / ceiling | TTFT p50 server / ceiling | gap p50")
+    print(
+        f"{'point':>6} | {'Task tok/s':>10} | {'server tok/s':>12} {'/Task':>5} | {'ceiling tok/s':>13} "
+        f"{'server/ceil':>11} | ITL p50 Task / server / ceiling | TTFT p50 server / ceiling | gap p50"
+    )
     for c in points:
         r = res[f"c{c}"]
-        print(f"{'c' + str(c):>6} | {_n(r['task_output_tok_per_s']):>10} | {_n(r['server_output_tok_per_s']):>12} "
-              f"{_pc(r['server_share_of_task']):>5} | {_n(r['ceiling_output_tok_per_s']):>13} "
-              f"{_pc(r['server_share_of_ceiling']):>11} | {_n(r['task_itl_ms_p50'], '{:.2f}')} / "
-              f"{_n(r['itl_ms_p50'], '{:.2f}')} / {_n(r['ceiling_itl_ms_p50'], '{:.2f}')} ms | "
-              f"{_n(r['ttft_ms_p50'], '{:.1f}')} / {_n(r['ceiling_ttft_ms_p50'], '{:.1f}')} ms | "
-              f"{_n(r['client_minus_task_ms_p50'], '{:.2f}')} ms  (errors {r['errors']:.0f}/{r['ceiling_errors'] or 0:.0f})")
-    print("\nwhere a server request's time went (p50, ms): HTTP in | queue | Task TTFT | Task ms/token | HTTP out | "
-          "client beyond HTTP")
+        print(
+            f"{'c' + str(c):>6} | {_n(r['task_output_tok_per_s']):>10} | {_n(r['server_output_tok_per_s']):>12} "
+            f"{_pc(r['server_share_of_task']):>5} | {_n(r['ceiling_output_tok_per_s']):>13} "
+            f"{_pc(r['server_share_of_ceiling']):>11} | {_n(r['task_itl_ms_p50'], '{:.2f}')} / "
+            f"{_n(r['itl_ms_p50'], '{:.2f}')} / {_n(r['ceiling_itl_ms_p50'], '{:.2f}')} ms | "
+            f"{_n(r['ttft_ms_p50'], '{:.1f}')} / {_n(r['ceiling_ttft_ms_p50'], '{:.1f}')} ms | "
+            f"{_n(r['client_minus_task_ms_p50'], '{:.2f}')} ms  (errors {r['errors']:.0f}/{r['ceiling_errors'] or 0:.0f})"
+        )
+    print(
+        "\nwhere a server request's time went (p50, ms): HTTP in | queue | Task TTFT | Task ms/token | HTTP out | "
+        "client beyond HTTP"
+    )
     for c in points:
         b = res[f"c{c}"]["server_breakdown"]
-        print(f"{'c' + str(c):>6} | " + " | ".join(_n(b[f"{k}_p50"], "{:.2f}") for k in (
-            "http_in_ms", "queue_ms", "task_ttft_ms", "task_itl_ms", "http_out_ms", "client_beyond_http_ms")))
+        print(
+            f"{'c' + str(c):>6} | "
+            + " | ".join(
+                _n(b[f"{k}_p50"], "{:.2f}")
+                for k in (
+                    "http_in_ms",
+                    "queue_ms",
+                    "task_ttft_ms",
+                    "task_itl_ms",
+                    "http_out_ms",
+                    "client_beyond_http_ms",
+                )
+            )
+        )
 
 
 def against(res: dict, base: dict, points: list[int]) -> dict:
     """This run's figures over the baseline's, per point (None where either side lacks one)."""
-    keys = ("task_output_tok_per_s", "server_output_tok_per_s", "server_share_of_task", "ceiling_output_tok_per_s",
-            "itl_ms_p50", "client_minus_task_ms_p50")
+    keys = (
+        "task_output_tok_per_s",
+        "server_output_tok_per_s",
+        "server_share_of_task",
+        "ceiling_output_tok_per_s",
+        "itl_ms_p50",
+        "client_minus_task_ms_p50",
+    )
     out = {}
     for c in points:
         now, was = res.get(f"c{c}", {}), base.get(f"c{c}") or {}
-        out[f"c{c}"] = {k: {"base": was.get(k), "head": now.get(k), "ratio": _ratio(now.get(k), was.get(k))} for k in keys}
+        out[f"c{c}"] = {
+            k: {"base": was.get(k), "head": now.get(k), "ratio": _ratio(now.get(k), was.get(k))}
+            for k in keys
+        }
     return out
 
 
@@ -168,8 +264,11 @@ def print_against(vs: dict, name: str) -> None:
     print(f"\nthis version against {name} (head / base):")
     for point, figs in vs.items():
         cells = []
-        for k, label in (("task_output_tok_per_s", "Task"), ("server_output_tok_per_s", "server"),
-                         ("ceiling_output_tok_per_s", "ceiling")):
+        for k, label in (
+            ("task_output_tok_per_s", "Task"),
+            ("server_output_tok_per_s", "server"),
+            ("ceiling_output_tok_per_s", "ceiling"),
+        ):
             f = figs[k]
             cells.append(f"{label} {_n(f['head'])} / {_n(f['base'])} ({_n(f['ratio'], '{:.2f}x')})")
         sh = figs["server_share_of_task"]
@@ -177,16 +276,38 @@ def print_against(vs: dict, name: str) -> None:
         print(f"  {point}: " + "; ".join(cells))
 
 
-def report(work: str, out: str, name: str, baseline: str, points: list[int], settings: dict,
-           root: Path | None = None) -> dict:
+def report(
+    work: str,
+    out: str,
+    name: str,
+    baseline: str,
+    points: list[int],
+    settings: dict,
+    root: Path | None = None,
+) -> dict:
     work_p = Path(work)
-    task = json.loads((work_p / "task_level.json").read_text()) if (work_p / "task_level.json").exists() else {}
+    task = (
+        json.loads((work_p / "task_level.json").read_text())
+        if (work_p / "task_level.json").exists()
+        else {}
+    )
     timing = work_p / "server" / "timing.jsonl"
-    records = {r["request_id"]: r for r in map(json.loads, timing.read_text().splitlines())} if timing.exists() else {}
-    res = {"recorded_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), **settings,
-           "task_load_timing": task.get("load_timing")}
+    records = (
+        {r["request_id"]: r for r in map(json.loads, timing.read_text().splitlines())}
+        if timing.exists()
+        else {}
+    )
+    res = {
+        "recorded_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        **settings,
+        "task_load_timing": task.get("load_timing"),
+    }
     res.update({f"c{c}": point_figures(work_p, c, task, records) for c in points})
-    base_path = Path(baseline) if baseline else newest_baseline(device_tag(settings.get("device_name", "cpu")), settings, root)
+    base_path = (
+        Path(baseline)
+        if baseline
+        else newest_baseline(device_tag(settings.get("device_name", "cpu")), settings, root)
+    )
     print_side_by_side(res, points)
     if base_path is not None and base_path.exists():
         res["baseline"] = base_path.name
@@ -195,8 +316,14 @@ def report(work: str, out: str, name: str, baseline: str, points: list[int], set
     else:
         print("\nno committed result of this device to compare with")
     device = settings.get("device_name", "cpu")
-    rec = results_schema.record("server", settings.get("preset", ""), device, res["recorded_utc"],
-                                {"git_sha": results_schema.git_sha()}, res)
+    rec = results_schema.record(
+        "server",
+        settings.get("preset", ""),
+        device,
+        res["recorded_utc"],
+        {"git_sha": results_schema.git_sha()},
+        res,
+    )
     Path(out, name).write_text(json.dumps(rec, indent=1) + "\n")
     print(f"\nwrote {Path(out, name)}")
     return res
@@ -207,31 +334,60 @@ def _detail(r: dict) -> dict:
     return r["detail"] if r.get("schema") == results_schema.SCHEMA else r
 
 
-def scaling(work: str, out: str, name: str, grid: list[str], points: list[int], settings: dict) -> dict:
-    """The ceiling's output tok/s (and ITL p50, errors) per workers:record_processors pair and point,
-    and each pair's share of the best at that point."""
-    res = {"recorded_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), **settings, "runs": []}
+def scaling(
+    work: str, out: str, name: str, grid: list[str], points: list[int], settings: dict
+) -> dict:
+    """The ceiling's output tok/s (and ITL p50, errors) per workers:record_processors pair and
+    point, and each pair's share of the best at that point."""
+    res = {
+        "recorded_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        **settings,
+        "runs": [],
+    }
     for pair in grid:
         w, rp = pair.split(":")
         for c in points:
             j = _aiperf(Path(work) / "scaling" / f"w{w}_rp{rp}" / f"aiperf_c{c}")
-            res["runs"].append({"workers_max": int(w), "record_processors": int(rp), "concurrency": c,
-                                "output_tok_per_s": _stat(j, "output_token_throughput"),
-                                "itl_ms_p50": _stat(j, "inter_token_latency", "p50"),
-                                "ttft_ms_p50": _stat(j, "time_to_first_token", "p50"),
-                                "errors": _stat(j, "error_request_count") or 0, "requests": _stat(j, "request_count")})
+            res["runs"].append(
+                {
+                    "workers_max": int(w),
+                    "record_processors": int(rp),
+                    "concurrency": c,
+                    "output_tok_per_s": _stat(j, "output_token_throughput"),
+                    "itl_ms_p50": _stat(j, "inter_token_latency", "p50"),
+                    "ttft_ms_p50": _stat(j, "time_to_first_token", "p50"),
+                    "errors": _stat(j, "error_request_count") or 0,
+                    "requests": _stat(j, "request_count"),
+                }
+            )
     for c in points:
-        best = max((r["output_tok_per_s"] or 0 for r in res["runs"] if r["concurrency"] == c), default=0)
+        best = max(
+            (r["output_tok_per_s"] or 0 for r in res["runs"] if r["concurrency"] == c), default=0
+        )
         for r in res["runs"]:
             if r["concurrency"] == c:
                 r["share_of_best"] = _ratio(r["output_tok_per_s"], best)
-    print(f"\nceiling with {res.get('ceiling_api_servers', OLD_DEFAULTS['ceiling_api_servers'])} API processes")
-    print(f"{'workers:rp':>10} " + " ".join(f"{'c' + str(c) + ' tok/s (of best)':>24}" for c in points))
+    print(
+        f"\nceiling with {res.get('ceiling_api_servers', OLD_DEFAULTS['ceiling_api_servers'])} API processes"
+    )
+    print(
+        f"{'workers:rp':>10} "
+        + " ".join(f"{'c' + str(c) + ' tok/s (of best)':>24}" for c in points)
+    )
     for pair in grid:
         w, rp = (int(x) for x in pair.split(":"))
-        rows = {r["concurrency"]: r for r in res["runs"] if (r["workers_max"], r["record_processors"]) == (w, rp)}
-        print(f"{pair:>10} " + " ".join(f"{_n(rows[c]['output_tok_per_s']) + ' (' + _pc(rows[c]['share_of_best']) + ')':>24}"
-                                        for c in points))
+        rows = {
+            r["concurrency"]: r
+            for r in res["runs"]
+            if (r["workers_max"], r["record_processors"]) == (w, rp)
+        }
+        print(
+            f"{pair:>10} "
+            + " ".join(
+                f"{_n(rows[c]['output_tok_per_s']) + ' (' + _pc(rows[c]['share_of_best']) + ')':>24}"
+                for c in points
+            )
+        )
     Path(out, name).write_text(json.dumps(res, indent=2) + "\n")
     print(f"\nwrote {Path(out, name)}")
     return res
@@ -241,8 +397,11 @@ def brief(path: str) -> None:
     res = _detail(json.loads(Path(path).read_text()))
     for key in sorted((k for k in res if re.fullmatch(r"c\d+", k)), key=lambda k: int(k[1:])):
         r, b = res[key], res[key].get("server_breakdown", {})
-        print(f"  {key}: Task {_n(r['task_output_tok_per_s'])} server {_n(r['server_output_tok_per_s'])} tok/s, "
-              f"ITL p50 Task/server {_n(r['task_itl_ms_p50'], '{:.2f}')}/{_n(r['itl_ms_p50'], '{:.2f}')} ms, gap p50 "
-              f"{_n(r['client_minus_task_ms_p50'], '{:.2f}')} ms (HTTP in {_n(b.get('http_in_ms_p50'), '{:.2f}')}, queue "
-              f"{_n(b.get('queue_ms_p50'), '{:.2f}')}, HTTP out {_n(b.get('http_out_ms_p50'), '{:.2f}')}, client beyond "
-              f"HTTP {_n(b.get('client_beyond_http_ms_p50'), '{:.2f}')})", flush=True)
+        print(
+            f"  {key}: Task {_n(r['task_output_tok_per_s'])} server {_n(r['server_output_tok_per_s'])} tok/s, "
+            f"ITL p50 Task/server {_n(r['task_itl_ms_p50'], '{:.2f}')}/{_n(r['itl_ms_p50'], '{:.2f}')} ms, gap p50 "
+            f"{_n(r['client_minus_task_ms_p50'], '{:.2f}')} ms (HTTP in {_n(b.get('http_in_ms_p50'), '{:.2f}')}, queue "
+            f"{_n(b.get('queue_ms_p50'), '{:.2f}')}, HTTP out {_n(b.get('http_out_ms_p50'), '{:.2f}')}, client beyond "
+            f"HTTP {_n(b.get('client_beyond_http_ms_p50'), '{:.2f}')})",
+            flush=True,
+        )

@@ -5,6 +5,7 @@ The flags are BenchConfig's fields, the engine's included (EngineConfig, except 
 engine is sized to the point, prompt + output). The engine gets at least `concurrency` batch slots.
 This module is light at import (the CLI builds every stage's flags on each call); the Task and the
 measurement are imported when the benchmark runs."""
+
 from __future__ import annotations
 
 import argparse
@@ -35,8 +36,11 @@ class BenchConfig:
     def engine_config(self) -> EngineConfig:
         """The engine as configured, with room for the point: `concurrency` slots at least, and a
         context of exactly prompt + output (+ 8)."""
-        return dataclasses.replace(self.engine, max_batch=max(self.engine.max_batch, self.concurrency),
-                                   max_context=self.input_len + self.output_len + 8)
+        return dataclasses.replace(
+            self.engine,
+            max_batch=max(self.engine.max_batch, self.concurrency),
+            max_context=self.input_len + self.output_len + 8,
+        )
 
 
 def add_bench_args(p: argparse.ArgumentParser) -> None:
@@ -53,8 +57,9 @@ def run_bench(cfg: BenchConfig) -> int:
     from qualflow.runtime import load_task
 
     from .point import run_point
+
     engine = cfg.engine_config()
-    engine.apply_to_this_process()   # as `qualflow serve` does: the Task runs in this program
+    engine.apply_to_this_process()  # as `qualflow serve` does: the Task runs in this program
     task = load_task(cfg.bundle, engine)
     c, isl = cfg.concurrency, cfg.input_len
     try:
@@ -72,15 +77,27 @@ def run_bench(cfg: BenchConfig) -> int:
 
 def _provenance(task) -> dict:
     import torch
-    name = (torch.cuda.get_device_name() if task.device.type == "cuda"
-            else platform.processor() or platform.machine())
-    return {"device": str(task.device), "device_name": name, "torch": torch.__version__,
-            "bundle_hash": task.manifest.get("bundle_hash"), **task.info, **task.load_timing}
+
+    name = (
+        torch.cuda.get_device_name()
+        if task.device.type == "cuda"
+        else platform.processor() or platform.machine()
+    )
+    return {
+        "device": str(task.device),
+        "device_name": name,
+        "torch": torch.__version__,
+        "bundle_hash": task.manifest.get("bundle_hash"),
+        **task.info,
+        **task.load_timing,
+    }
 
 
 def _print_figures(r: dict, info: dict) -> None:
-    print(f"bench task  {info['device']} {info['effective_precision']}  "
-          f"concurrency {r['concurrency']}  ISL {r['input_len']} OSL {r['output_len']}  requests {r['requests']}")
+    print(
+        f"bench task  {info['device']} {info['effective_precision']}  "
+        f"concurrency {r['concurrency']}  ISL {r['input_len']} OSL {r['output_len']}  requests {r['requests']}"
+    )
     print(f"  output tokens/s   {r['output_tok_per_s']:10.1f}")
     print(f"  TTFT ms p50/p99   {r['ttft_ms_p50']:10.2f} / {r['ttft_ms_p99']:.2f}")
     print(f"  ITL  ms p50/p99   {r['itl_ms_p50']:10.3f} / {r['itl_ms_p99']:.3f}")

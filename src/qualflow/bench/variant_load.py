@@ -1,6 +1,7 @@
 """One engine variant's load in the engine benchmark: the engine settings it asks for, what its
 first load records for the run, its decode-step figures and greedy probe, and what makes the run
 fail loudly."""
+
 from __future__ import annotations
 
 from . import decode_step, equality
@@ -18,30 +19,44 @@ def variant_overrides(variant, tiny: bool) -> dict:
 
 def first_load(task, result: dict, save) -> None:
     """What the first Task of the run records: load times, shape and the weight-read floor."""
-    result["load_s"], result["graph_capture_s"] = (task.load_timing["load_s"],
-                                                   task.load_timing["graph_capture_s"])
+    result["load_s"], result["graph_capture_s"] = (
+        task.load_timing["load_s"],
+        task.load_timing["graph_capture_s"],
+    )
     result["task_info"] = task.info
     shape = model_shape(task)
     result["shape"], result["params"] = shape, shape["params"]
-    result["weight_read_floor_ms"] = \
+    result["weight_read_floor_ms"] = (
         shape["weight_bytes"] / (result["copy_bandwidth_tb_s"] * 1e12) * 1e3
+    )
     save()
 
 
 def load_figures(task, variant, cfg, base_probe: dict | None) -> tuple[dict, dict | None]:
     """One variant's load: its info, timings, decode-step figures and its greedy probe (compared
     with the baseline's when there is one). Returns (figures, probe)."""
-    v = {"label": variant.label, "engine": variant.engine, "task_info": task.info,
-         "load_s": task.load_timing["load_s"], "graph_capture_s": task.load_timing["graph_capture_s"]}
-    print(f"[{variant.tag or 'plain'}] {variant.label}: load {v['load_s']:.1f}s, compile + capture "
-          f"{v['graph_capture_s']:.1f}s  {task.info}", flush=True)
+    v = {
+        "label": variant.label,
+        "engine": variant.engine,
+        "task_info": task.info,
+        "load_s": task.load_timing["load_s"],
+        "graph_capture_s": task.load_timing["graph_capture_s"],
+    }
+    print(
+        f"[{variant.tag or 'plain'}] {variant.label}: load {v['load_s']:.1f}s, compile + capture "
+        f"{v['graph_capture_s']:.1f}s  {task.info}",
+        flush=True,
+    )
     if task.device.type == "cuda":
         v["graph_replay_ms"] = decode_step.graph_replay_ms(task)
         v["decode_kernels"] = decode_step.decode_kernels(task)
         k = v["decode_kernels"].get("b1_ctx256", {})
-        print(f"  graph replay ms/step {v['graph_replay_ms']}; b1 kernels/step replay "
-              f"{k.get('replay', {}).get('kernels_per_step')}, uncaptured "
-              f"{k.get('uncaptured', {}).get('kernels_per_step')}", flush=True)
+        print(
+            f"  graph replay ms/step {v['graph_replay_ms']}; b1 kernels/step replay "
+            f"{k.get('replay', {}).get('kernels_per_step')}, uncaptured "
+            f"{k.get('uncaptured', {}).get('kernels_per_step')}",
+            flush=True,
+        )
     pr = None
     if not cfg.skip_equality:
         pr = equality.probe(task, base_probe, tiny=cfg.tiny)
@@ -63,8 +78,10 @@ def problems(result: dict, variants, cuda: bool) -> list[str]:
             out.append(f"{variant.tag}: {v['error']}")
             continue
         if v.get("equality") and not v["equality"]["passed"]:
-            out.append(f"{variant.tag}: greedy output differs from {variants[0].tag} beyond a "
-                       f"near-tie: {v['equality']}")
+            out.append(
+                f"{variant.tag}: greedy output differs from {variants[0].tag} beyond a "
+                f"near-tie: {v['equality']}"
+            )
         if cuda:
             out += _not_got(variant, v.get("task_info", {}))
     out += [f"{k}: {r['error']}" for k, r in result["points"].items() if "error" in r]
@@ -78,6 +95,7 @@ def _not_got(variant, info: dict) -> list[str]:
     if asked.get("prefill_graphs") == "auto" and not info.get("prefill_graphs"):
         out.append(f"{variant.tag}: prefill graphs asked for, none captured")
     if asked.get("programmatic_launch") and info.get("programmatic_launch") != "on":
-        out.append(f"{variant.tag}: programmatic launch asked for, got "
-                   f"{info.get('programmatic_launch')!r}")
+        out.append(
+            f"{variant.tag}: programmatic launch asked for, got {info.get('programmatic_launch')!r}"
+        )
     return out

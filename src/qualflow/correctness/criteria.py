@@ -2,6 +2,7 @@
 on the family's versioned prompts, criteria and thresholds. One row per case and criterion. Each
 prompt is checked in every rendering the family declares (its `variants`, e.g. thinking on): the
 same criteria and thresholds, the native Task and the reference given the same rendered ids."""
+
 from __future__ import annotations
 
 import pandas as pd
@@ -9,8 +10,18 @@ import torch
 
 from qualflow.runtime import GenerationRequest, Task
 
-COLUMNS = ["case_id", "prompt_id", "criterion", "measured", "threshold", "passed", "detail",
-           "thresholds_version", "effective_precision", "device"]
+COLUMNS = [
+    "case_id",
+    "prompt_id",
+    "criterion",
+    "measured",
+    "threshold",
+    "passed",
+    "detail",
+    "thresholds_version",
+    "effective_precision",
+    "device",
+]
 
 
 def _margin(logits: torch.Tensor) -> torch.Tensor:
@@ -28,52 +39,89 @@ def variants(spec: dict) -> list[tuple[str, dict]]:
     for name, how in (spec.get("variants") or {}).items():
         unknown = set(how) - set(VARIANT_SETTINGS)
         if unknown:
-            raise ValueError(f"correctness variant {name!r}: unknown settings {sorted(unknown)} "
-                             f"(known: {list(VARIANT_SETTINGS)})")
+            raise ValueError(
+                f"correctness variant {name!r}: unknown settings {sorted(unknown)} "
+                f"(known: {list(VARIANT_SETTINGS)})"
+            )
         out.append((name, how))
     return out
 
 
-def check_case(task: Task, reference, prompt: dict, spec: dict, th: dict,
-               variant: tuple[str, dict] = ("", {})) -> list[dict]:
-    """The criteria on one prompt in one rendering; a variant's cases are `<prompt id>@<variant>`."""
+def check_case(
+    task: Task, reference, prompt: dict, spec: dict, th: dict, variant: tuple[str, dict] = ("", {})
+) -> list[dict]:
+    """The criteria on one prompt in one rendering; a variant's cases are `<prompt
+    id>@<variant>`."""
     name, how = variant
     messages = [{"role": "user", "content": prompt["input"]}]
-    ids = task.render_prompt(prompt.get("instructions"), messages, thinking=True) if how.get("thinking") \
+    ids = (
+        task.render_prompt(prompt.get("instructions"), messages, thinking=True)
+        if how.get("thinking")
         else task.render_prompt(prompt.get("instructions"), messages)
+    )
     pid = f"{prompt['id']}@{name}" if name else prompt["id"]
     n = spec["greedy_tokens"]
     ref_cont = reference.greedy(ids, n)
     seq = ids + ref_cont
     ref_logits, nat_logits = reference.logits(seq), task.score(seq)
     # positions that predict a generated token: the last prompt position onward
-    r, t = ref_logits[len(ids) - 1:-1], nat_logits[len(ids) - 1:-1]
+    r, t = ref_logits[len(ids) - 1 : -1], nat_logits[len(ids) - 1 : -1]
     rows = []
 
     def row(criterion, measured, threshold, passed, detail=""):
-        rows.append({"prompt_id": pid, "criterion": criterion, "measured": float(measured),
-                     "threshold": float(threshold), "passed": bool(passed), "detail": detail})
+        rows.append(
+            {
+                "prompt_id": pid,
+                "criterion": criterion,
+                "measured": float(measured),
+                "threshold": float(threshold),
+                "passed": bool(passed),
+                "detail": detail,
+            }
+        )
 
     diff = (nat_logits - ref_logits).abs().max().item()
     rel = diff / ref_logits.abs().max().item()
-    row("max_rel_logit_diff", rel, th["max_rel_logit_diff"], rel <= th["max_rel_logit_diff"],
-        f"max abs diff {diff:.4g} over {len(seq)} positions x {ref_logits.shape[-1]} logits")
+    row(
+        "max_rel_logit_diff",
+        rel,
+        th["max_rel_logit_diff"],
+        rel <= th["max_rel_logit_diff"],
+        f"max abs diff {diff:.4g} over {len(seq)} positions x {ref_logits.shape[-1]} logits",
+    )
     lp_ref, lp_nat = ref_logits.log_softmax(-1), nat_logits.log_softmax(-1)
     kl = (lp_ref.exp() * (lp_ref - lp_nat)).sum(-1).max().item()
-    row("max_kl", kl, th["max_kl"], kl <= th["max_kl"], "KL(reference || native), nats, worst position")
+    row(
+        "max_kl",
+        kl,
+        th["max_kl"],
+        kl <= th["max_kl"],
+        "KL(reference || native), nats, worst position",
+    )
     margin = _margin(r)
     decisive = margin >= th["top1_margin_tol"]
     agree = (r.argmax(-1) == t.argmax(-1))[decisive]
     frac = agree.float().mean().item() if len(agree) else 1.0
-    row("top1_agreement", frac, th["top1_agreement"], frac >= th["top1_agreement"],
-        f"{int(agree.sum())}/{len(agree)} decisive positions ({int((~decisive).sum())} near-ties skipped)")
+    row(
+        "top1_agreement",
+        frac,
+        th["top1_agreement"],
+        frac >= th["top1_agreement"],
+        f"{int(agree.sum())}/{len(agree)} decisive positions ({int((~decisive).sum())} near-ties skipped)",
+    )
     params = task.default_params(max_new_tokens=n, temperature=0.0, ignore_eos=True)
     native = task.generate_sync(GenerationRequest(f"correctness-{pid}", ids, params)).token_ids
     matched = next((i for i, (a, b) in enumerate(zip(native, ref_cont)) if a != b), n)
     tie = matched < n and margin[matched].item() < th["top1_margin_tol"]
-    detail = "identical" if matched == n else (
-        f"diverged at token {matched} at a near-tie (margin {margin[matched].item():.4f})" if tie
-        else f"diverged at token {matched} (reference margin {margin[matched].item():.4f})")
+    detail = (
+        "identical"
+        if matched == n
+        else (
+            f"diverged at token {matched} at a near-tie (margin {margin[matched].item():.4f})"
+            if tie
+            else f"diverged at token {matched} (reference margin {margin[matched].item():.4f})"
+        )
+    )
     row("greedy_continuation", matched, n, matched == n or tie, detail)
     return rows
 

@@ -6,6 +6,7 @@ and its text is compared with the reference continuation token by token: the fir
 the first reference token whose text no longer continues the endpoint's text. Criterion, length,
 near-tie tolerance and version are family data (`endpoint_correctness_spec()`). One row per prompt,
 in the correctness table's columns."""
+
 from __future__ import annotations
 
 import json
@@ -22,25 +23,28 @@ from .criteria import COLUMNS, _margin
 @dataclass(frozen=True)
 class Divergence:
     """Where the endpoint's greedy text leaves the reference continuation."""
-    matched: int                 # reference tokens the endpoint reproduced
-    compared: int                # reference tokens compared (greedy_tokens, or up to a stop token)
+
+    matched: int  # reference tokens the endpoint reproduced
+    compared: int  # reference tokens compared (greedy_tokens, or up to a stop token)
     reference_piece: str | None  # the reference token's text at the divergence
-    endpoint_text: str | None    # the endpoint's text from there (a few characters)
+    endpoint_text: str | None  # the endpoint's text from there (a few characters)
 
 
 def first_divergence(ref_pieces: list[str], endpoint_text: str, strip_leading: bool) -> Divergence:
     """`ref_pieces[k]` is the text of reference tokens[:k+1] (cumulative decode). The k-th token
     matches when that text is a prefix of the endpoint's; a character still incomplete after token k
     (decoded as U+FFFD until the token that completes it) is left out of that test."""
+
     def norm(t: str) -> str:
         t = t.rstrip("\ufffd")
         return t.lstrip() if strip_leading else t
+
     text = endpoint_text.lstrip() if strip_leading else endpoint_text
     n = len(ref_pieces)
     for k, upto in enumerate(ref_pieces):
         if not text.startswith(norm(upto)):
             before = norm(ref_pieces[k - 1]) if k else ""
-            return Divergence(k, n, norm(upto)[len(before):], text[len(before):len(before) + 24])
+            return Divergence(k, n, norm(upto)[len(before) :], text[len(before) : len(before) + 24])
     return Divergence(n, n, None, None)
 
 
@@ -51,28 +55,52 @@ def _checkpoint_family(checkpoint_dir: str):
 
 def _render(checkpoint_dir: str, family, prompt: dict) -> tuple[list[int], object]:
     from tokenizers import Tokenizer
+
     tok = Tokenizer.from_file(str(Path(checkpoint_dir) / "tokenizer.json"))
-    template = json.loads((Path(checkpoint_dir) / "tokenizer_config.json").read_text())["chat_template"]
-    ids = family.render_prompt(tok, template, prompt.get("instructions"), [{"role": "user", "content": prompt["input"]}])
+    template = json.loads((Path(checkpoint_dir) / "tokenizer_config.json").read_text())[
+        "chat_template"
+    ]
+    ids = family.render_prompt(
+        tok, template, prompt.get("instructions"), [{"role": "user", "content": prompt["input"]}]
+    )
     return ids, tok
 
 
-def endpoint_greedy_text(client, model: str, prompt: dict, n: int, request_id: str,
-                         headers: dict) -> tuple[str, int | None]:
-    """The endpoint's greedy output text (output_text deltas, streamed) and its usage.output_tokens."""
+def endpoint_greedy_text(
+    client, model: str, prompt: dict, n: int, request_id: str, headers: dict
+) -> tuple[str, int | None]:
+    """The endpoint's greedy output text (output_text deltas, streamed) and its
+    usage.output_tokens."""
     kw = {"instructions": prompt["instructions"]} if prompt.get("instructions") else {}
-    events = client.responses.create(model=model, input=prompt["input"], temperature=0, max_output_tokens=n,
-                                     stream=True, store=False, extra_headers={"X-Request-ID": request_id, **headers},
-                                     **kw)
+    events = client.responses.create(
+        model=model,
+        input=prompt["input"],
+        temperature=0,
+        max_output_tokens=n,
+        stream=True,
+        store=False,
+        extra_headers={"X-Request-ID": request_id, **headers},
+        **kw,
+    )
     events = list(events)
     usage = getattr(getattr(events[-1], "response", None), "usage", None) if events else None
-    return ("".join(e.delta for e in events if e.type == "response.output_text.delta"),
-            getattr(usage, "output_tokens", None))
+    return (
+        "".join(e.delta for e in events if e.type == "response.output_text.delta"),
+        getattr(usage, "output_tokens", None),
+    )
 
 
-def run_endpoint_correctness(url: str, model: str, checkpoint_dir: str, *, api_key: str | None = None,
-                             headers: dict | None = None, timeout_s: float = 300.0) -> pd.DataFrame:
+def run_endpoint_correctness(
+    url: str,
+    model: str,
+    checkpoint_dir: str,
+    *,
+    api_key: str | None = None,
+    headers: dict | None = None,
+    timeout_s: float = 300.0,
+) -> pd.DataFrame:
     import openai
+
     family = _checkpoint_family(checkpoint_dir)
     spec = family.endpoint_correctness_spec()
     n, tol = int(spec["greedy_tokens"]), float(spec["near_tie_margin"])
@@ -80,51 +108,88 @@ def run_endpoint_correctness(url: str, model: str, checkpoint_dir: str, *, api_k
     gen = Path(checkpoint_dir) / "generation_config.json"
     stops = set(family.stop_token_ids(json.loads(gen.read_text()) if gen.exists() else {}))
     reference = family.load_reference(checkpoint_dir)
-    client = openai.OpenAI(base_url=url.rstrip("/") + "/v1", api_key=api_key or "qualflow-local",
-                           timeout=timeout_s, max_retries=0)
+    client = openai.OpenAI(
+        base_url=url.rstrip("/") + "/v1",
+        api_key=api_key or "qualflow-local",
+        timeout=timeout_s,
+        max_retries=0,
+    )
     rows = []
     for prompt in spec["prompts"]:
         ids, tok = _render(checkpoint_dir, family, prompt)
         cont = reference.greedy(ids, n)
-        upto = next((i for i, t in enumerate(cont) if t in stops), len(cont))  # the endpoint stops there
-        pieces = [tok.decode(cont[:k + 1], skip_special_tokens=True) for k in range(upto)]
+        upto = next(
+            (i for i, t in enumerate(cont) if t in stops), len(cont)
+        )  # the endpoint stops there
+        pieces = [tok.decode(cont[: k + 1], skip_special_tokens=True) for k in range(upto)]
         rid = f"endpoint-correctness-{prompt['id']}"
         try:
             text, n_out = endpoint_greedy_text(client, model, prompt, n, rid, headers or {})
         except Exception as e:  # noqa: BLE001 - a failed request is a failed case, with its reason
-            rows.append({"prompt_id": prompt["id"], "criterion": spec["criterion"], "measured": float("nan"),
-                         "threshold": float(upto), "passed": False,
-                         "detail": f"request {rid} failed: {type(e).__name__}: {str(e)[:300]}"})
+            rows.append(
+                {
+                    "prompt_id": prompt["id"],
+                    "criterion": spec["criterion"],
+                    "measured": float("nan"),
+                    "threshold": float(upto),
+                    "passed": False,
+                    "detail": f"request {rid} failed: {type(e).__name__}: {str(e)[:300]}",
+                }
+            )
             continue
         d = first_divergence(pieces, text, strip)
         tie, margins = False, None
-        if d.matched < d.compared:   # tolerated only at a near-tie, and only if the endpoint took the runner-up
-            logits = reference.logits(ids + cont)[len(ids) - 1:-1]
+        if (
+            d.matched < d.compared
+        ):  # tolerated only at a near-tie, and only if the endpoint took the runner-up
+            logits = reference.logits(ids + cont)[len(ids) - 1 : -1]
             margins = _margin(logits)
             runner_up = int(logits[d.matched].topk(2).indices[1])
-            alt = tok.decode(cont[:d.matched] + [runner_up], skip_special_tokens=True).rstrip("\ufffd")
+            alt = tok.decode(cont[: d.matched] + [runner_up], skip_special_tokens=True).rstrip(
+                "\ufffd"
+            )
             alt = alt.lstrip() if strip else alt
-            tie = margins[d.matched].item() < tol and (text.lstrip() if strip else text).startswith(alt)
+            tie = margins[d.matched].item() < tol and (text.lstrip() if strip else text).startswith(
+                alt
+            )
         # the endpoint generated every token but did not deliver text the reference cannot decode as
-        # valid UTF-8 either (a stack may hold back an invalid byte sequence): not comparable as text
-        tail = pieces[-1][len(pieces[d.matched - 1]) if d.matched else 0:] if d.matched < d.compared else ""
+        # valid UTF-8 either (a stack may hold back an invalid byte sequence): not comparable as
+        # text
+        tail = (
+            pieces[-1][len(pieces[d.matched - 1]) if d.matched else 0 :]
+            if d.matched < d.compared
+            else ""
+        )
         undeliverable = d.endpoint_text == "" and "\ufffd" in tail and (n_out or 0) >= d.compared
         if undeliverable:
-            detail = (f"identical for {d.matched} tokens; the endpoint generated {n_out} tokens but delivered no text "
-                      f"for the last {d.compared - d.matched}, which decode to invalid UTF-8 ({tail!r}): "
-                      "not comparable as text")
+            detail = (
+                f"identical for {d.matched} tokens; the endpoint generated {n_out} tokens but delivered no text "
+                f"for the last {d.compared - d.matched}, which decode to invalid UTF-8 ({tail!r}): "
+                "not comparable as text"
+            )
         elif d.matched == d.compared:
-            detail = f"identical for {d.compared} tokens" + ("" if upto == n else f" (reference stops at token {upto})")
+            detail = f"identical for {d.compared} tokens" + (
+                "" if upto == n else f" (reference stops at token {upto})"
+            )
         else:
-            detail = (f"first divergence at token {d.matched} of {d.compared}: reference {d.reference_piece!r}, "
-                      f"endpoint {d.endpoint_text!r} (reference top-1 margin {margins[d.matched].item():.4f}"
-                      + (", a near-tie and the endpoint took the runner-up: tolerated)" if tie else ")"))
-        rows.append({"prompt_id": prompt["id"], "criterion": spec["criterion"], "measured": float(d.matched),
-                     "threshold": float(d.compared), "passed": d.matched == d.compared or tie or undeliverable,
-                     "detail": detail})
+            detail = (
+                f"first divergence at token {d.matched} of {d.compared}: reference {d.reference_piece!r}, "
+                f"endpoint {d.endpoint_text!r} (reference top-1 margin {margins[d.matched].item():.4f}"
+                + (", a near-tie and the endpoint took the runner-up: tolerated)" if tie else ")")
+            )
+        rows.append(
+            {
+                "prompt_id": prompt["id"],
+                "criterion": spec["criterion"],
+                "measured": float(d.matched),
+                "threshold": float(d.compared),
+                "passed": d.matched == d.compared or tie or undeliverable,
+                "detail": detail,
+            }
+        )
     df = pd.DataFrame(rows)
     df.insert(0, "case_id", [f"{r['prompt_id']}/{r['criterion']}" for r in rows])
     df["thresholds_version"] = spec["version"]
-    df["effective_precision"] = "endpoint"      # the endpoint's precision is not ours to know
+    df["effective_precision"] = "endpoint"  # the endpoint's precision is not ours to know
     df["device"] = "endpoint"
     return df[COLUMNS]

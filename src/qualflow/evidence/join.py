@@ -3,13 +3,14 @@ protocol, runs, targets). In steps: read the session's records (`Sources`), join
 (evidence.requests), summarise and judge each AIPerf run of each point (evidence.summary,
 evidence.status), judge each point's SLOs over its repeats (evidence.slo), and write the tables, per
 run id too, into the store (evidence.store)."""
+
 from __future__ import annotations
 
 import datetime as dt
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
 
 import pandas as pd
 
@@ -30,21 +31,26 @@ from qualflow.phases import point_key
 from qualflow.session.points import read_points
 from qualflow.session.records import PointRun, reached, repeat_run_id, run_id_of
 
-SERVER_TIMING_UNAVAILABLE = ("server timing not available (external endpoint): accounted on the client side only "
-                             "(every AIPerf record once, no errors, each stream's terminal event checked); "
-                             "requests rows are client-only by design, and the latency figures and SLOs are "
-                             "taken over them; the server-side figures (" + ", ".join(SERVER_METRICS) + ") are null")
-SERVER_FIGURE_NULL = "null: server timing not available (external endpoint), so no server-side figure exists"
+SERVER_TIMING_UNAVAILABLE = (
+    "server timing not available (external endpoint): accounted on the client side only "
+    "(every AIPerf record once, no errors, each stream's terminal event checked); "
+    "requests rows are client-only by design, and the latency figures and SLOs are "
+    "taken over them; the server-side figures (" + ", ".join(SERVER_METRICS) + ") are null"
+)
+SERVER_FIGURE_NULL = (
+    "null: server timing not available (external endpoint), so no server-side figure exists"
+)
 
 
 def _iso(ns):
-    return None if ns is None else dt.datetime.fromtimestamp(ns / 1e9, dt.timezone.utc).isoformat()
+    return None if ns is None else dt.datetime.fromtimestamp(ns / 1e9, dt.UTC).isoformat()
 
 
 @dataclass(frozen=True, eq=False)
 class Joined:
     """What every point's judgement reads: the inputs and sources, the session's run id and key
     columns, its requests, correctness and protocol tables, and the `implemented` rung."""
+
     inputs: EvidenceInputs
     src: Sources
     run_id: str
@@ -54,12 +60,13 @@ class Joined:
     protocol: pd.DataFrame
     implemented: tuple[bool, list[str]]
     slos: Mapping[str, dict]
-    ceilings: Mapping[str, Ceiling]   # point id -> its harness-ceiling run (evidence.ceiling)
+    ceilings: Mapping[str, Ceiling]  # point id -> its harness-ceiling run (evidence.ceiling)
 
 
 @dataclass(frozen=True, eq=False)
 class Repeat:
     """One AIPerf run of a point: its run id, summary row, run.json and what its status rests on."""
+
     run_id: str
     summary: dict
     run: PointRun | None
@@ -78,55 +85,100 @@ def _implemented(inputs: EvidenceInputs, src: Sources) -> tuple[bool, list[str]]
     failure, healthy = src.session.failure(), src.startup.healthy
     if src.session.endpoint:
         ok = healthy and src.startup.serves_model
-        return ok, [failure] if failure and not ok else ([] if ok else ["endpoint not reachable or not serving the model"])
-    return bool(src.manifest) and healthy, (([] if src.manifest else [f"no bundle manifest in {inputs.bundle}"])
-                                           + ([failure] if failure and not healthy else []))
+        return ok, [failure] if failure and not ok else (
+            [] if ok else ["endpoint not reachable or not serving the model"]
+        )
+    return bool(src.manifest) and healthy, (
+        ([] if src.manifest else [f"no bundle manifest in {inputs.bundle}"])
+        + ([failure] if failure and not healthy else [])
+    )
 
 
-def _prepare(inputs: EvidenceInputs, points: Sequence[AiperfPoint], slos: Mapping[str, dict] | None) -> Joined:
+def _prepare(
+    inputs: EvidenceInputs, points: Sequence[AiperfPoint], slos: Mapping[str, dict] | None
+) -> Joined:
     src = Sources.read(inputs)
     session_dir = Path(inputs.session)
-    run_id = src.session.run_id or run_id_of(inputs.model, inputs.profile, src.session.session_started_ns or 0)
-    key = {"schema_version": SCHEMA_VERSION, "run_id": run_id, "software_key": inputs.software_key,
-           "model": inputs.model, "profile": inputs.profile}
-    corr = pd.read_parquet(inputs.correctness) if inputs.correctness and Path(inputs.correctness).exists() \
+    run_id = src.session.run_id or run_id_of(
+        inputs.model, inputs.profile, src.session.session_started_ns or 0
+    )
+    key = {
+        "schema_version": SCHEMA_VERSION,
+        "run_id": run_id,
+        "software_key": inputs.software_key,
+        "model": inputs.model,
+        "profile": inputs.profile,
+    }
+    corr = (
+        pd.read_parquet(inputs.correctness)
+        if inputs.correctness and Path(inputs.correctness).exists()
         else pd.DataFrame()
+    )
     proto_path = session_dir / "protocol.parquet"
-    proto = pd.read_parquet(proto_path) if proto_path.exists() \
+    proto = (
+        pd.read_parquet(proto_path)
+        if proto_path.exists()
         else pd.DataFrame(columns=["name", "passed", "detail", "request_id"])
-    return Joined(inputs=inputs, src=src, run_id=run_id, key=key, requests=request_table(session_dir, points, key, run_id),
-                  correctness=_keyed(corr, key, "correctness"), protocol=_keyed(proto, key, "protocol"),
-                  implemented=_implemented(inputs, src), slos=slos or {},
-                  ceilings=read_ceilings(session_dir, reached(src.session.ceiling)))
+    )
+    return Joined(
+        inputs=inputs,
+        src=src,
+        run_id=run_id,
+        key=key,
+        requests=request_table(session_dir, points, key, run_id),
+        correctness=_keyed(corr, key, "correctness"),
+        protocol=_keyed(proto, key, "protocol"),
+        implemented=_implemented(inputs, src),
+        slos=slos or {},
+        ceilings=read_ceilings(session_dir, reached(src.session.ceiling)),
+    )
 
 
 def _repeat(j: Joined, p: AiperfPoint, k: int) -> Repeat:
     rid = repeat_run_id(j.run_id, k)
     pdir = Path(j.inputs.session) / "points" / point_key(p.point_id, k)
     run = PointRun.read(pdir / "run.json")
-    srow = summarize_point(j.requests[j.requests["run_id"] == rid], p, run, exports.read_summary(pdir / "aiperf"),
-                           goodput=slo_mod.goodput_bounds(j.slos.get(p.point_id)),
-                           payloads_sha=exports.payloads_sha256(pdir / "aiperf"),
-                           server_timing=not j.src.session.endpoint)
+    srow = summarize_point(
+        j.requests[j.requests["run_id"] == rid],
+        p,
+        run,
+        exports.read_summary(pdir / "aiperf"),
+        goodput=slo_mod.goodput_bounds(j.slos.get(p.point_id)),
+        payloads_sha=exports.payloads_sha256(pdir / "aiperf"),
+        server_timing=not j.src.session.endpoint,
+    )
     srow.update(repeat=k, repeats=p.repeats)
     session = j.src.session
-    if p.harness_ceiling:   # beside the stack's figures, never part of its status
-        srow.update(ceiling_columns(j.ceilings.get(p.point_id), srow.get("output_token_throughput_tps"),
-                                    ceiling_failure(reached(session.ceiling))))
+    if p.harness_ceiling:  # beside the stack's figures, never part of its status
+        srow.update(
+            ceiling_columns(
+                j.ceilings.get(p.point_id),
+                srow.get("output_token_throughput_tps"),
+                ceiling_failure(reached(session.ceiling)),
+            )
+        )
     acc_ok, acc_reasons = accounting_ok(srow, server_timing=not session.endpoint)
     status = StatusInputs(
-        implemented=j.implemented[0], implemented_reasons=j.implemented[1], correctness=j.correctness,
-        protocol=j.protocol, protocol_enabled=session.protocol_checks,
+        implemented=j.implemented[0],
+        implemented_reasons=j.implemented[1],
+        correctness=j.correctness,
+        protocol=j.protocol,
+        protocol_enabled=session.protocol_checks,
         aiperf_ok=srow["aiperf_ok"] and not session.failure(),
         aiperf_reasons=run.verdict.reasons if run and run.verdict else ["AIPerf did not run"],
-        accounting_ok=acc_ok, accounting_reasons=acc_reasons,
-        expected_thresholds_version=j.inputs.thresholds_version, client_pin_reasons=session.client_pin_reasons or [])
+        accounting_ok=acc_ok,
+        accounting_reasons=acc_reasons,
+        expected_thresholds_version=j.inputs.thresholds_version,
+        client_pin_reasons=session.client_pin_reasons or [],
+    )
     return Repeat(rid, srow, run, status)
 
 
-def _slo_rung(j: Joined, p: AiperfPoint, reps: list[Repeat]) -> tuple[tuple[bool, list[str]], list[dict]]:
-    """The point's SLOs over every repeat (judged only when every repeat is qualified): the `slo-met`
-    rung and the `targets` rows."""
+def _slo_rung(
+    j: Joined, p: AiperfPoint, reps: list[Repeat]
+) -> tuple[tuple[bool, list[str]], list[dict]]:
+    """The point's SLOs over every repeat (judged only when every repeat is qualified): the
+    `slo-met` rung and the `targets` rows."""
     below = []
     for rep in reps:
         st, why = qualification_status(rep.status, slo=(True, []))
@@ -138,54 +190,93 @@ def _slo_rung(j: Joined, p: AiperfPoint, reps: list[Repeat]) -> tuple[tuple[bool
             if f.mean is None and is_server_metric(f.figure):
                 f.reason = f"{f.reason}; {SERVER_FIGURE_NULL}" if f.reason else SERVER_FIGURE_NULL
     rids = json.dumps([r.run_id for r in reps])
-    targets = [{**j.key, "point_id": p.point_id, "workload": p.workload, "load_kind": reps[0].summary["load_kind"],
-                "load": p.request_rate if p.request_rate is not None else p.concurrency,
-                **f.row(), "repeat_run_ids": rids} for f in figs]
+    targets = [
+        {
+            **j.key,
+            "point_id": p.point_id,
+            "workload": p.workload,
+            "load_kind": reps[0].summary["load_kind"],
+            "load": p.request_rate if p.request_rate is not None else p.concurrency,
+            **f.row(),
+            "repeat_run_ids": rids,
+        }
+        for f in figs
+    ]
     return slo_ok(configured, misses, below), targets
 
 
 def _session_cols(j: Joined) -> dict:
     """The `runs` columns every run of the session shares: provenance, the artifacts, the server."""
-    prov, manifest, session, ckpt = j.src.provenance, j.src.manifest, j.src.session, j.src.checkpoint()
+    prov, manifest, session, ckpt = (
+        j.src.provenance,
+        j.src.manifest,
+        j.src.session,
+        j.src.checkpoint(),
+    )
     return {
-        "qualflow_version": prov.get("qualflow_version"), "git_sha": prov.get("git_sha"),
-        "git_dirty": prov.get("git_dirty"), "packages": json.dumps(prov.get("packages"), sort_keys=True),
-        "python": prov.get("python"), "os": prov.get("os"),
+        "qualflow_version": prov.get("qualflow_version"),
+        "git_sha": prov.get("git_sha"),
+        "git_dirty": prov.get("git_dirty"),
+        "packages": json.dumps(prov.get("packages"), sort_keys=True),
+        "python": prov.get("python"),
+        "os": prov.get("os"),
         "hardware": json.dumps(prov.get("hardware"), sort_keys=True),
         "checkpoint": ckpt.get("id"),
-        "checkpoint_revision": ckpt.get("revision") or f"content-sha256:{ckpt.get('content_sha256')}",
+        "checkpoint_revision": ckpt.get("revision")
+        or f"content-sha256:{ckpt.get('content_sha256')}",
         "pin": json.dumps(j.src.pin, sort_keys=True, default=str)[:100000],
         "bundle_hash": manifest.get("bundle_hash"),
-        "bundle_manifest": json.dumps({k: v for k, v in manifest.items() if k != "files"}, sort_keys=True,
-                                      default=str)[:100000],
-        "stack": session.stack or "qualflow", "server_timing": session.server_timing or "available",
+        "bundle_manifest": json.dumps(
+            {k: v for k, v in manifest.items() if k != "files"}, sort_keys=True, default=str
+        )[:100000],
+        "stack": session.stack or "qualflow",
+        "server_timing": session.server_timing or "available",
         "served_model": session.model_name,
         "device": None if session.endpoint else (j.inputs.device or session.device),
         "precision": manifest.get("precision") or manifest.get("dtype") or manifest.get("profile"),
         "context_limit": manifest.get("context_limit"),
-        "generation_config": json.dumps(manifest.get("generation_config"), sort_keys=True, default=str),
+        "generation_config": json.dumps(
+            manifest.get("generation_config"), sort_keys=True, default=str
+        ),
         "endpoint": (session.url or "") + "/v1/responses",
         "server_settings": json.dumps(session.settings or {}, sort_keys=True),
-        "gpu": json.dumps({**session.gpu, "other_jobs": reached(session.other_gpu_jobs, [])}, sort_keys=True)
-        if session.gpu else None,
+        "gpu": json.dumps(
+            {**session.gpu, "other_jobs": reached(session.other_gpu_jobs, [])}, sort_keys=True
+        )
+        if session.gpu
+        else None,
         "startup": json.dumps(j.src.startup.figures()),
         "stage_times": json.dumps({k: v.wall_s for k, v in session.stages.items()}),
-        "started_utc": _iso(session.session_started_ns), "ended_utc": _iso(reached(session.session_ended_ns)),
+        "started_utc": _iso(session.session_started_ns),
+        "ended_utc": _iso(reached(session.session_ended_ns)),
     }
 
 
 def _commands(j: Joined, p: AiperfPoint, run: PointRun | None) -> str:
-    """`runs.commands`, with the harness ceiling's server and AIPerf commands where the point had one."""
-    commands, ceiling = j.src.commands(run), j.ceilings.get(p.point_id) if p.harness_ceiling else None
+    """`runs.commands`, with the harness ceiling's server and AIPerf commands where the point had
+    one."""
+    commands, ceiling = (
+        j.src.commands(run),
+        j.ceilings.get(p.point_id) if p.harness_ceiling else None,
+    )
     if ceiling is None:
         return commands
     record = reached(j.src.session.ceiling)
-    return json.dumps({**json.loads(commands), "ceiling_server": record.server_command if record else None,
-                       "ceiling_aiperf": ceiling.command}, default=str)
+    return json.dumps(
+        {
+            **json.loads(commands),
+            "ceiling_server": record.server_command if record else None,
+            "ceiling_aiperf": ceiling.command,
+        },
+        default=str,
+    )
 
 
-def _judge_point(j: Joined, p: AiperfPoint, shared: dict) -> tuple[list[dict], list[dict], list[dict]]:
-    """The point's summary, runs and targets rows: each repeat's status, the SLOs over all of them."""
+def _judge_point(
+    j: Joined, p: AiperfPoint, shared: dict
+) -> tuple[list[dict], list[dict], list[dict]]:
+    """The point's summary, runs and targets rows: each repeat's status, the SLOs over all of
+    them."""
     reps = [_repeat(j, p, k) for k in range(1, p.repeats + 1)]
     rung, targets = _slo_rung(j, p, reps)
     failure, summaries, runs = j.src.session.failure(), [], []
@@ -199,11 +290,21 @@ def _judge_point(j: Joined, p: AiperfPoint, shared: dict) -> tuple[list[dict], l
         rkey = {**j.key, "run_id": rep.run_id}
         summaries.append({**rkey, **rep.summary})
         run = rep.run
-        runs.append({**rkey, **shared, "point_id": p.point_id, "status": status,
-                     "status_reasons": "; ".join(reasons) or None,
-                     "dataset_sha256": run.dataset_sha256 if run else None, "seed": p.seed,
-                     "input_file_sha256": run.input_file_sha256 if run else None, "streaming": p.streaming,
-                     "workload": json.dumps(p.to_dict(), sort_keys=True), "commands": _commands(j, p, run)})
+        runs.append(
+            {
+                **rkey,
+                **shared,
+                "point_id": p.point_id,
+                "status": status,
+                "status_reasons": "; ".join(reasons) or None,
+                "dataset_sha256": run.dataset_sha256 if run else None,
+                "seed": p.seed,
+                "input_file_sha256": run.input_file_sha256 if run else None,
+                "streaming": p.streaming,
+                "workload": json.dumps(p.to_dict(), sort_keys=True),
+                "commands": _commands(j, p, run),
+            }
+        )
     return summaries, runs, targets
 
 
@@ -211,21 +312,34 @@ def _run_tables(rid, session_run_id, req, summ, corr, proto, runs, targ) -> dict
     """The tables of one run id: its own requests, summary and runs rows; the session's correctness
     and protocol results (a repeat run carries them under its own id, so it stands alone); the
     across-repeat targets only with the session's run id."""
+
     def own(df):
         return df[df["run_id"] == rid].reset_index(drop=True)
-    return {"requests": own(req), "summary": own(summ), "runs": own(runs),
-            "correctness": corr.assign(run_id=rid), "protocol": proto.assign(run_id=rid),
-            "targets": own(targ) if rid == session_run_id else targ.iloc[0:0]}
+
+    return {
+        "requests": own(req),
+        "summary": own(summ),
+        "runs": own(runs),
+        "correctness": corr.assign(run_id=rid),
+        "protocol": proto.assign(run_id=rid),
+        "targets": own(targ) if rid == session_run_id else targ.iloc[0:0],
+    }
 
 
-def _write(j: Joined, out: Path, summaries: list[dict], runs: list[dict], targets: list[dict]) -> dict:
+def _write(
+    j: Joined, out: Path, summaries: list[dict], runs: list[dict], targets: list[dict]
+) -> dict:
     """Every table into `out` (all the session's runs), and each run's into out/history/<run_id>/
     (never overwritten by another run); returns the result `qualflow join` prints."""
-    summ, runs_df, targ = (conform(pd.DataFrame(rows), name) for rows, name in
-                           ((summaries, "summary"), (runs, "runs"), (targets, "targets")))
+    summ, runs_df, targ = (
+        conform(pd.DataFrame(rows), name)
+        for rows, name in ((summaries, "summary"), (runs, "runs"), (targets, "targets"))
+    )
     run_ids = list(dict.fromkeys([j.run_id, *runs_df["run_id"]]))
-    per_run = {rid: _run_tables(rid, j.run_id, j.requests, summ, j.correctness, j.protocol, runs_df, targ)
-               for rid in run_ids}
+    per_run = {
+        rid: _run_tables(rid, j.run_id, j.requests, summ, j.correctness, j.protocol, runs_df, targ)
+        for rid in run_ids
+    }
     tables = {t: pd.concat([per_run[r][t] for r in run_ids], ignore_index=True) for t in TABLES}
     for name, df in tables.items():
         write_table(df, out / f"{name}.parquet")
@@ -234,13 +348,17 @@ def _write(j: Joined, out: Path, summaries: list[dict], runs: list[dict], target
         dest.mkdir(parents=True, exist_ok=True)
         for name, df in tabs.items():
             write_table(df, dest / f"{name}.parquet")
-    return {"run_id": j.run_id, "run_ids": run_ids,
-            "statuses": {r["point_id"]: r["status"] for r in runs if r["run_id"] == j.run_id},
-            "counts": {n: len(d) for n, d in tables.items()}}
+    return {
+        "run_id": j.run_id,
+        "run_ids": run_ids,
+        "statuses": {r["point_id"]: r["status"] for r in runs if r["run_id"] == j.run_id},
+        "counts": {n: len(d) for n, d in tables.items()},
+    }
 
 
-def build_evidence(inputs: EvidenceInputs, points: Sequence[AiperfPoint],
-                   slos: Mapping[str, dict] | None = None) -> dict:
+def build_evidence(
+    inputs: EvidenceInputs, points: Sequence[AiperfPoint], slos: Mapping[str, dict] | None = None
+) -> dict:
     """The evidence of the session in `inputs.session` over `points` (those it ran), each point's
     SLO from `slos` (point id -> SLO block, qualflow.evidence.slo)."""
     out = Path(inputs.out)
@@ -254,8 +372,15 @@ def build_evidence(inputs: EvidenceInputs, points: Sequence[AiperfPoint],
         runs += r
         targets += t
     res = _write(j, out, summaries, runs, targets)
-    Measured.of(out, inputs.session, j.run_id, inputs.model, inputs.profile, inputs.bundle,
-                j.src.manifest.get("bundle_hash")).write(out)
+    Measured.of(
+        out,
+        inputs.session,
+        j.run_id,
+        inputs.model,
+        inputs.profile,
+        inputs.bundle,
+        j.src.manifest.get("bundle_hash"),
+    ).write(out)
     return res
 
 
@@ -264,4 +389,3 @@ def main_join(a) -> int:
     res = build_evidence(from_args(EvidenceInputs, a), plan.points, plan.slos)
     print(json.dumps(res, indent=2))
     return 0
-

@@ -6,15 +6,16 @@
 - Without server timing (an external endpoint): its rows are client-only by design, so its samples
   are its client-only profiling rows without an error; the server-side metrics (`SERVER_METRICS`)
   stay null for it."""
+
 from __future__ import annotations
 
-from typing import Collection
+from collections.abc import Collection
 
 import pandas as pd
 
 from qualflow.evidence.schema import SERVER_METRICS
 
-SERVER_TIMING_UNAVAILABLE = "unavailable"     # runs.server_timing of a run without server records
+SERVER_TIMING_UNAVAILABLE = "unavailable"  # runs.server_timing of a run without server records
 
 
 def runs_without_server_timing(runs: pd.DataFrame) -> set[str]:
@@ -25,16 +26,20 @@ def runs_without_server_timing(runs: pd.DataFrame) -> set[str]:
 
 
 def sample_rows(req: pd.DataFrame, client_only_runs: Collection[str] = ()) -> pd.DataFrame:
-    """The rows of `req` that are samples of their point: matched profiling rows, and for the runs in
-    `client_only_runs` (no server timing) their client-only profiling rows without an error."""
+    """The rows of `req` that are samples of their point: matched profiling rows, and for the
+    runs in `client_only_runs` (no server timing) their client-only profiling rows without an
+    error."""
     if req.empty:
         return req.copy()
     prof = (req["phase"] == "profiling") & ~req["is_warmup"].fillna(False).astype(bool)
     keep = req["match_status"] == "matched"
     if client_only_runs:
         no_error = req["client_error"].isna() if "client_error" in req else True
-        keep = keep | (req["run_id"].astype(str).isin(set(client_only_runs))
-                       & (req["match_status"] == "client-only") & no_error)
+        keep = keep | (
+            req["run_id"].astype(str).isin(set(client_only_runs))
+            & (req["match_status"] == "client-only")
+            & no_error
+        )
     return req[prof & keep].copy()
 
 

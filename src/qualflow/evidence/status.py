@@ -1,20 +1,22 @@
 """The qualification status ladder, per model/profile/workload point. Each rung requires every rung
-below it; the status is the highest rung whose conditions hold, with the reasons the next one was not
-reached. This is the one place that decides a status.
+below it; the status is the highest rung whose conditions hold, with the reasons the next one was
+not reached. This is the one place that decides a status.
 
-- `planned`: configured. Nothing more is known (the bundle did not build, or the server never came up).
+- `planned`: configured. Nothing more is known (the bundle did not build, or the server never came
+  up).
 - `implemented`: the bundle builds and the server came up healthy with the Task loaded.
-- `family-validated`: family correctness ran and every criterion passed, with the family's thresholds
-  unchanged (one thresholds version, the expected one when the config names it).
+- `family-validated`: family correctness ran and every criterion passed, with the family's
+  thresholds unchanged (one thresholds version, the expected one when the config names it).
 - `protocol-conformant`: the Responses protocol checks ran and every one passed. With
   `protocol_checks: false` they did not run, so the status stops below this rung and says so.
 - `aiperf-qualified`: the pinned AIPerf run is judged successful from its exports, every request is
   accounted for on both sides exactly once (no client-only, server-only or duplicated request ids),
   no request failed, and the client tools are the pinned versions (with `allow_unpinned_client` a
   mismatch is allowed but caps the status here, with the reason).
-- `slo-met`: every repeat of the point is `aiperf-qualified` and every SLO of the point holds, judged
-  on the mean over repeats (qualflow.evidence.slo); each miss is a reason naming the metric, the
-  bound and the measured value, with its CI when repeats exist. A point without SLOs stops below.
+- `slo-met`: every repeat of the point is `aiperf-qualified` and every SLO of the point holds,
+  judged on the mean over repeats (qualflow.evidence.slo); each miss is a reason naming the metric,
+  the bound and the measured value, with its CI when repeats exist. A point without SLOs stops
+  below.
 
 For an external endpoint the rungs are the same, each defined for an endpoint: `implemented` =
 reachable and `/v1/models` names the configured model; `family-validated` = endpoint correctness
@@ -28,6 +30,7 @@ there, so it is missed.
 Evidence whose sources changed since the join (qualflow.evidence.freshness: the session rerun, the
 bundle edited or rebuilt) is stale: every point reads `planned`, the stale reasons first.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -40,6 +43,7 @@ from qualflow.evidence.schema import STATUS_LADDER
 @dataclass
 class Rung:
     """The outcome of one rung's conditions: `ok`, or the reasons it is not reached."""
+
     ok: bool
     reasons: list[str] = field(default_factory=list)
 
@@ -52,39 +56,57 @@ def accounting_ok(s: dict, server_timing: bool = True) -> tuple[bool, list[str]]
     n = s["request_count"]
     if not server_timing:
         if s["n_client"] != n:
-            reasons.append(f"accounting (client side): AIPerf records {s['n_client']}, expected {n}")
+            reasons.append(
+                f"accounting (client side): AIPerf records {s['n_client']}, expected {n}"
+            )
     elif not (s["n_client"] == s["n_server"] == s["n_matched"] == n):
-        reasons.append(f"accounting: AIPerf records {s['n_client']}, server records {s['n_server']}, "
-                       f"matched {s['n_matched']}, expected {n}")
+        reasons.append(
+            f"accounting: AIPerf records {s['n_client']}, server records {s['n_server']}, "
+            f"matched {s['n_matched']}, expected {n}"
+        )
     if s["n_client_only"] and server_timing:
         reasons.append(f"{s['n_client_only']} client-only requests")
     if s["n_server_only"]:
         reasons.append(f"{s['n_server_only']} server-only requests")
     if s.get("duplicate_request_ids"):
-        reasons.append(f"duplicated request ids (more than one record on a side): {s['duplicate_request_ids']}")
+        reasons.append(
+            f"duplicated request ids (more than one record on a side): {s['duplicate_request_ids']}"
+        )
     if s.get("n_server_osl_mismatch"):
-        reasons.append(f"{s['n_server_osl_mismatch']} requests where the server did not generate exactly "
-                       f"osl={s.get('osl')} tokens (max_output_tokens/ignore_eos not honoured)")
+        reasons.append(
+            f"{s['n_server_osl_mismatch']} requests where the server did not generate exactly "
+            f"osl={s.get('osl')} tokens (max_output_tokens/ignore_eos not honoured)"
+        )
     if s["n_errors"]:
         reasons.append(f"{s['n_errors']} requests with errors")
     return not reasons, reasons
 
 
-def correctness_ok(corr: pd.DataFrame, expected_thresholds_version: str | None = None) -> tuple[bool, list[str]]:
+def correctness_ok(
+    corr: pd.DataFrame, expected_thresholds_version: str | None = None
+) -> tuple[bool, list[str]]:
     if corr is None or len(corr) == 0:
         return False, ["no family correctness results"]
     reasons = []
     failed = corr[~corr["passed"].astype(bool)]
     if len(failed):
-        reasons.append(f"{len(failed)} of {len(corr)} correctness cases failed "
-                       f"(e.g. {failed.iloc[0]['case_id']}/{failed.iloc[0]['criterion']}"
-                       + (f": {failed.iloc[0]['detail']}" if "detail" in failed and failed.iloc[0]["detail"] else "")
-                       + ")")
+        reasons.append(
+            f"{len(failed)} of {len(corr)} correctness cases failed "
+            f"(e.g. {failed.iloc[0]['case_id']}/{failed.iloc[0]['criterion']}"
+            + (
+                f": {failed.iloc[0]['detail']}"
+                if "detail" in failed and failed.iloc[0]["detail"]
+                else ""
+            )
+            + ")"
+        )
     versions = set(corr["thresholds_version"].dropna().astype(str))
     if len(versions) != 1:
         reasons.append(f"correctness thresholds_version not unique: {sorted(versions)}")
     elif expected_thresholds_version is not None and versions != {str(expected_thresholds_version)}:
-        reasons.append(f"thresholds changed: applied {versions.pop()}, expected {expected_thresholds_version}")
+        reasons.append(
+            f"thresholds changed: applied {versions.pop()}, expected {expected_thresholds_version}"
+        )
     return not reasons, reasons
 
 
@@ -103,8 +125,11 @@ def protocol_ok(protocol: pd.DataFrame | None, enabled: bool) -> tuple[bool, lis
 NO_SLO = "no SLOs configured for this workload point (workloads.<name>.slo)"
 
 
-def slo_ok(configured: bool, misses: list[str], repeats_below: list[str] | None = None) -> tuple[bool, list[str]]:
-    """The `slo-met` rung: SLOs configured, every repeat qualified (else they are not judged), no miss."""
+def slo_ok(
+    configured: bool, misses: list[str], repeats_below: list[str] | None = None
+) -> tuple[bool, list[str]]:
+    """The `slo-met` rung: SLOs configured, every repeat qualified (else they are not judged), no
+    miss."""
     if not configured:
         return False, [NO_SLO]
     if repeats_below:
@@ -117,6 +142,7 @@ class StatusInputs:
     """What the rungs below `slo-met` are judged on, for one run of a point.
     `client_pin_reasons`: allowed mismatches of the client tools' pinned versions; each caps the
     status below `aiperf-qualified`."""
+
     implemented: bool
     correctness: pd.DataFrame
     protocol: pd.DataFrame | None
@@ -130,23 +156,34 @@ class StatusInputs:
     client_pin_reasons: list[str] | None = None
 
 
-def qualification_status(s: StatusInputs, slo: tuple[bool, list[str]] | None = None) -> tuple[str, list[str]]:
+def qualification_status(
+    s: StatusInputs, slo: tuple[bool, list[str]] | None = None
+) -> tuple[str, list[str]]:
     """The highest status whose conditions (and all below it) hold, with the reasons the next one
     was not reached. `slo`: the `slo-met` rung (`slo_ok`); None: no SLOs configured."""
     rungs = [
-        Rung(s.implemented, list(s.implemented_reasons or []) or ["bundle not built or Task/server did not load"]),
+        Rung(
+            s.implemented,
+            list(s.implemented_reasons or []) or ["bundle not built or Task/server did not load"],
+        ),
         Rung(*correctness_ok(s.correctness, s.expected_thresholds_version)),
         Rung(*protocol_ok(s.protocol, s.protocol_enabled)),
-        Rung(s.aiperf_ok and s.accounting_ok and not s.client_pin_reasons,
-             ([] if s.aiperf_ok else list(s.aiperf_reasons) or ["the AIPerf run was not judged successful"])
-             + ([] if s.accounting_ok else list(s.accounting_reasons) or ["accounting failed"])
-             + list(s.client_pin_reasons or [])),
+        Rung(
+            s.aiperf_ok and s.accounting_ok and not s.client_pin_reasons,
+            (
+                []
+                if s.aiperf_ok
+                else list(s.aiperf_reasons) or ["the AIPerf run was not judged successful"]
+            )
+            + ([] if s.accounting_ok else list(s.accounting_reasons) or ["accounting failed"])
+            + list(s.client_pin_reasons or []),
+        ),
         Rung(*(slo or slo_ok(False, []))),
     ]
     assert len(rungs) == len(STATUS_LADDER) - 1
     for reached, rung in zip(STATUS_LADDER, rungs):
         if not rung.ok:
-            return reached, list(rung.reasons)   # a copy: callers append their own notes
+            return reached, list(rung.reasons)  # a copy: callers append their own notes
     return STATUS_LADDER[-1], []
 
 
@@ -158,7 +195,10 @@ def stale_status(runs: pd.DataFrame, reasons: list[str]) -> pd.DataFrame:
     out = runs.copy()
     was = out["status"].astype(str)
     out["status_reasons"] = [
-        "; ".join([*reasons, f"its verdict was {w}" + (f" ({r})" if isinstance(r, str) and r else "")])
-        for w, r in zip(was, out["status_reasons"])]
+        "; ".join(
+            [*reasons, f"its verdict was {w}" + (f" ({r})" if isinstance(r, str) and r else "")]
+        )
+        for w, r in zip(was, out["status_reasons"])
+    ]
     out["status"] = STATUS_LADDER[0]
     return out

@@ -1,6 +1,7 @@
 """One `summary` row per AIPerf run of a point: the request accounting, the AIPerf verdict and its
 summary figures, and the latency percentiles over the point's samples (evidence.samples: matched
 requests, or an endpoint's client-only ones)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -33,8 +34,16 @@ def _accounting(req: pd.DataFrame, point: AiperfPoint) -> dict:
         "n_matched": len(matched),
         "n_client_only": int((mine["match_status"] == "client-only").sum()),
         "n_server_only": int((of_point["match_status"] == "server-only").sum()),
-        "duplicate_request_ids": ", ".join(sorted(set(
-            of_point[of_point["duplicate_request_id"].astype(bool)]["request_id"].astype(str)))) or None,
+        "duplicate_request_ids": ", ".join(
+            sorted(
+                set(
+                    of_point[of_point["duplicate_request_id"].astype(bool)]["request_id"].astype(
+                        str
+                    )
+                )
+            )
+        )
+        or None,
         "n_errors": int(err.sum()),
         "n_server_osl_mismatch": int((srv_osl != point.osl).sum()) if exact_osl else 0,
         "n_warmup_excluded": int((of_point["is_warmup"].astype(bool)).sum()),
@@ -50,16 +59,27 @@ def _aiperf_figures(point: AiperfPoint, summary_json: dict | None) -> dict:
     def avg(tag):
         b = summary_json.get(tag)
         return b.get("avg") if isinstance(b, dict) else None
+
     good = avg("good_request_count")
-    return {"benchmark_duration_s": avg("benchmark_duration"), "request_throughput_rps": avg("request_throughput"),
-            "output_token_throughput_tps": avg("output_token_throughput"),
-            "aiperf_goodput_fraction": None if good is None or not point.goodput else
-            float(good) / max(int(point.request_count), 1)}
+    return {
+        "benchmark_duration_s": avg("benchmark_duration"),
+        "request_throughput_rps": avg("request_throughput"),
+        "output_token_throughput_tps": avg("output_token_throughput"),
+        "aiperf_goodput_fraction": None
+        if good is None or not point.goodput
+        else float(good) / max(int(point.request_count), 1),
+    }
 
 
-def summarize_point(req: pd.DataFrame, point: AiperfPoint, run: PointRun | None, summary_json: dict | None,
-                    goodput: dict | None = None, payloads_sha: str | None = None,
-                    server_timing: bool = True) -> dict:
+def summarize_point(
+    req: pd.DataFrame,
+    point: AiperfPoint,
+    run: PointRun | None,
+    summary_json: dict | None,
+    goodput: dict | None = None,
+    payloads_sha: str | None = None,
+    server_timing: bool = True,
+) -> dict:
     """The summary row of one AIPerf run (`req`: that run's requests; `run`: its run.json, None when
     AIPerf never recorded one; `server_timing`: False for an endpoint, whose samples are its
     client-only rows)."""
@@ -69,10 +89,15 @@ def summarize_point(req: pd.DataFrame, point: AiperfPoint, run: PointRun | None,
     verdict = run.verdict if run else None
     rate = point.request_rate
     row = {
-        "point_id": pid, "workload": point.workload, "concurrency": point.concurrency,
-        "load_kind": "concurrency" if rate is None else "request_rate", "request_rate": rate,
+        "point_id": pid,
+        "workload": point.workload,
+        "concurrency": point.concurrency,
+        "load_kind": "concurrency" if rate is None else "request_rate",
+        "request_rate": rate,
         "arrival_pattern": point.arrival_pattern if rate is not None else None,
-        "isl": point.isl, "osl": point.osl, "request_count": point.request_count,
+        "isl": point.isl,
+        "osl": point.osl,
+        "request_count": point.request_count,
         **_accounting(req, point),
         "aiperf_warnings": "; ".join(verdict.warnings if verdict else []) or None,
         "aiperf_ok": bool(verdict.ok) if verdict else False,
@@ -85,7 +110,9 @@ def summarize_point(req: pd.DataFrame, point: AiperfPoint, run: PointRun | None,
         "reasoning_effort": (point.reasoning or {}).get("effort"),
     }
     for m in SUMMARY_METRICS + REASONING_METRICS:
-        vals = pd.to_numeric(samples[m], errors="coerce") if m in samples else pd.Series(dtype=float)
+        vals = (
+            pd.to_numeric(samples[m], errors="coerce") if m in samples else pd.Series(dtype=float)
+        )
         row[f"{m}_mean"] = None if vals.dropna().empty else float(vals.mean())
         for q in SUMMARY_PERCENTILES:
             row[f"{m}_p{q}"] = _pct(vals, q)

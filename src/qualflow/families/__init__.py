@@ -1,5 +1,6 @@
 """Model families. Everything model-specific lives in a family folder; a new family is a new folder
 and one line in FAMILIES. Families import nothing from runtime, server or workflow code."""
+
 from __future__ import annotations
 
 import importlib
@@ -23,5 +24,7 @@ def family_of_config(config: dict) -> str:
     """Family name from a Hugging Face config.json dict (its model_type)."""
     model_type = config.get("model_type")
     if model_type not in FAMILIES:
-        raise UnknownFamily(f"config.json model_type {model_type!r} is not a known family; known: {sorted(FAMILIES)}")
+        raise UnknownFamily(
+            f"config.json model_type {model_type!r} is not a known family; known: {sorted(FAMILIES)}"
+        )
     return model_type

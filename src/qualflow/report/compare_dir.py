@@ -1,6 +1,7 @@
 """Where a comparison is written: `results/compare/<base>__vs__<head>`, each side's run spec as one
 path component. A light module (pathlib only): the workflow names the compare rule's outputs with it
 while the DAG is parsed."""
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -1,5 +1,6 @@
 """HTML pieces shared by the run report and the compare page: DataFrame tables and embedded images
 (base64, so a page opens offline on its own)."""
+
 from __future__ import annotations
 
 import base64
@@ -18,6 +19,12 @@ def table_html(df: pd.DataFrame | None, float_fmt: str = "{:.4g}", scroll: bool 
     """A DataFrame as an escaped HTML table (class `t`); `scroll` wraps it to scroll sideways."""
     if df is None or df.empty:
         return "<p><i>none</i></p>"
-    t = df.to_html(index=False, escape=True, na_rep="", border=0, classes="t",
-                   float_format=lambda v: float_fmt.format(v))
+    t = df.to_html(
+        index=False,
+        escape=True,
+        na_rep="",
+        border=0,
+        classes="t",
+        float_format=lambda v: float_fmt.format(v),
+    )
     return f"<div style='overflow-x:auto'>{t}</div>" if scroll else t

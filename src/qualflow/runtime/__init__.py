@@ -8,6 +8,7 @@ Inside: `api/` (the public types), `config` (EngineConfig), `task` (the Task), `
 caller's side of a request), `engine/` (the engine of one process), `kernels/` (attention and its
 Triton kernels), `process/` (the engine in a child process; `EngineHost`, the engine process several
 API processes share). The benchmarks over it are qualflow.bench."""
+
 from __future__ import annotations
 
 import importlib
@@ -15,7 +16,13 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from .api.capabilities import REASONING, SCORING, STREAMING, TEXT_GENERATION
-    from .api.errors import CapabilityMissing, EngineFailed, InvalidRequest, PromptTooLong, TaskError
+    from .api.errors import (
+        CapabilityMissing,
+        EngineFailed,
+        InvalidRequest,
+        PromptTooLong,
+        TaskError,
+    )
     from .api.events import FinalEvent, TaskTiming, TokenEvent
     from .api.request import GenerationRequest, SamplingParams, Thinking
     from .config import EngineConfig
@@ -23,13 +30,25 @@ if TYPE_CHECKING:
     from .task import Task, load_task
 
 _WHERE = {  # public name -> the module that defines it
-    "REASONING": "api.capabilities", "SCORING": "api.capabilities", "STREAMING": "api.capabilities", "TEXT_GENERATION": "api.capabilities",
-    "CapabilityMissing": "api.errors", "EngineFailed": "api.errors", "InvalidRequest": "api.errors",
-    "PromptTooLong": "api.errors", "TaskError": "api.errors",
-    "FinalEvent": "api.events", "TaskTiming": "api.events", "TokenEvent": "api.events",
-    "GenerationRequest": "api.request", "SamplingParams": "api.request", "Thinking": "api.request",
-    "EngineConfig": "config", "EngineHost": "process.core_hub",
-    "Task": "task", "load_task": "task",
+    "REASONING": "api.capabilities",
+    "SCORING": "api.capabilities",
+    "STREAMING": "api.capabilities",
+    "TEXT_GENERATION": "api.capabilities",
+    "CapabilityMissing": "api.errors",
+    "EngineFailed": "api.errors",
+    "InvalidRequest": "api.errors",
+    "PromptTooLong": "api.errors",
+    "TaskError": "api.errors",
+    "FinalEvent": "api.events",
+    "TaskTiming": "api.events",
+    "TokenEvent": "api.events",
+    "GenerationRequest": "api.request",
+    "SamplingParams": "api.request",
+    "Thinking": "api.request",
+    "EngineConfig": "config",
+    "EngineHost": "process.core_hub",
+    "Task": "task",
+    "load_task": "task",
 }
 
 __all__ = sorted(_WHERE)

@@ -7,9 +7,10 @@ A field whose help says "0: ..." is resolved in one place: a method of the class
 KV pool size (it needs the device's free memory), the engine's loader.
 
 `cpu_threads` and `gil_switch_ms` are settings of a process (`apply_to_this_process`): the engine
-process applies them to itself; an in-process Task leaves them to the program that runs it (`qualflow
-serve`, `qualflow bench task`).
-The dataclass is what the engine process receives (pickled) from its parent."""
+process applies them to itself; an in-process Task leaves them to the program that runs it
+(`qualflow serve`, `qualflow bench task`). The dataclass is what the engine process receives
+(pickled) from its parent."""
+
 from __future__ import annotations
 
 import sys
@@ -26,91 +27,111 @@ class EngineConfig:
     max_context: int = setting(
         4096,
         help="tokens per request (prompt + output), at most the bundle's context limit (0: the "
-             "bundle's limit); a request that cannot fit is rejected up front, so the full 40k of "
-             "Qwen3 is opt-in")
+        "bundle's limit); a request that cannot fit is rejected up front, so the full 40k of "
+        "Qwen3 is opt-in",
+    )
     kv_cache_gb: float = setting(
         0.0,
         help="KV block pool size in GB (0: half the free GPU memory on cuda; on cpu room for every"
-             " batch slot at max-context)")
+        " batch slot at max-context)",
+    )
     block_size: int = setting(0, help="tokens per KV block (0: 64 on cuda, 16 on cpu)")
     max_num_batched_tokens: int = setting(
-        0,
-        help="prefill token budget of one engine step (0: max(8192, max-batch))")
+        0, help="prefill token budget of one engine step (0: max(8192, max-batch))"
+    )
     mixed: bool = setting(
-        False, settled=True,
+        False,
+        settled=True,
         help="let one engine step hold prefill and decode together (A/B: alternating steps won, "
-             "since a mixed step runs its decodes without a captured graph)")
+        "since a mixed step runs its decodes without a captured graph)",
+    )
     prefill_wait_factor: float = setting(
         1.0,
         help="alternating steps: while requests decode, new prompts wait for their prefill step "
-             "until the decode steps they waited, summed over the prompts it can admit, reach this"
-             " factor times the decoding requests (a prefill step holds each of those back about "
-             "one step), so prompts that arrive one by one share a prefill step; never when "
-             "nothing decodes or the admissible prompts fill the token budget. 0: a prefill step "
-             "whenever a prompt waits and the last step decoded")
+        "until the decode steps they waited, summed over the prompts it can admit, reach this"
+        " factor times the decoding requests (a prefill step holds each of those back about "
+        "one step), so prompts that arrive one by one share a prefill step; never when "
+        "nothing decodes or the admissible prompts fill the token budget. 0: a prefill step "
+        "whenever a prompt waits and the last step decoded",
+    )
     async_scheduling: Literal["auto", "on", "off"] = setting(
-        "auto", settled=True,
+        "auto",
+        settled=True,
         help="overlap the host with the device: schedule and build step n+1 while step n runs, "
-             "read sampled tokens back one step late (a stop is seen one step later; the extra "
-             "token of a stopped request is discarded); greedy output is identical. auto: on for "
-             "cuda (the host work hides behind the device step), off for cpu (nothing to hide "
-             "behind)")
+        "read sampled tokens back one step late (a stop is seen one step later; the extra "
+        "token of a stopped request is discarded); greedy output is identical. auto: on for "
+        "cuda (the host work hides behind the device step), off for cpu (nothing to hide "
+        "behind)",
+    )
     eager: bool = setting(False, help="no compiled ops, no CUDA graphs (debugging)")
     fused_kernels: bool = setting(
-        True, settled=True,
+        True,
+        settled=True,
         help="run each layer through the fused elementwise kernels (residual add + RMSNorm, "
-             "q/k-norm + RoPE + KV-cache store, SiLU-mul: Triton on cuda after a self-check at "
-             "load, their torch reference on cpu) instead of the compiled layer halves; fewer "
-             "kernels per decode step; greedy output is the same (--no-fused-kernels: the compiled"
-             " halves, for A/B)")
+        "q/k-norm + RoPE + KV-cache store, SiLU-mul: Triton on cuda after a self-check at "
+        "load, their torch reference on cpu) instead of the compiled layer halves; fewer "
+        "kernels per decode step; greedy output is the same (--no-fused-kernels: the compiled"
+        " halves, for A/B)",
+    )
     skinny_gemm_rows: int = setting(
-        16, settled=True,
-        help="steps of at most this many rows (decode at small batch) run each projection as one "
-             "Triton kernel that streams the weight once, instead of torch's GEMM; cuda with the "
-             "fused kernels, after a self-check at load; at most 64. 0: torch's GEMM for every "
-             "step (A/B)")
-    programmatic_launch: bool = setting(
-        True, settled=True,
-        help="capture the decode step's Triton kernels with programmatic dependent launch where "
-             "the GPU and Triton support it (Hopper and later): each kernel may start while the "
-             "one before it finishes and waits for it before touching its data, so a small decode "
-             "step pays less per kernel; prefill launches without it (slower with it); checked at "
-             "load (--no-programmatic-launch: every kernel waits for the one before, for A/B)")
-    prefill_graphs: Literal["auto", "on", "off"] = setting(
-        "auto", settled=True,
-        help="run a fresh prefill step (every sequence from position 0, at most "
-             "--prefill-graph-tokens tokens and --prefill-graph-seqs sequences) padded to a token "
-             "bucket, as a CUDA graph captured at load (pads write to the scratch KV block); short"
-             " prompts skip the per-kernel host cost. auto: on for cuda with flash varlen "
-             "attention, off for cpu; on for cpu runs the padded step eagerly (tests)")
-    prefill_graph_tokens: int = setting(
-        2048,
-        help="largest prefill token bucket captured (--prefill-graphs)")
-    prefill_graph_seqs: int = setting(
         16,
-        help="most sequences in one captured prefill step (--prefill-graphs)")
+        settled=True,
+        help="steps of at most this many rows (decode at small batch) run each projection as one "
+        "Triton kernel that streams the weight once, instead of torch's GEMM; cuda with the "
+        "fused kernels, after a self-check at load; at most 64. 0: torch's GEMM for every "
+        "step (A/B)",
+    )
+    programmatic_launch: bool = setting(
+        True,
+        settled=True,
+        help="capture the decode step's Triton kernels with programmatic dependent launch where "
+        "the GPU and Triton support it (Hopper and later): each kernel may start while the "
+        "one before it finishes and waits for it before touching its data, so a small decode "
+        "step pays less per kernel; prefill launches without it (slower with it); checked at "
+        "load (--no-programmatic-launch: every kernel waits for the one before, for A/B)",
+    )
+    prefill_graphs: Literal["auto", "on", "off"] = setting(
+        "auto",
+        settled=True,
+        help="run a fresh prefill step (every sequence from position 0, at most "
+        "--prefill-graph-tokens tokens and --prefill-graph-seqs sequences) padded to a token "
+        "bucket, as a CUDA graph captured at load (pads write to the scratch KV block); short"
+        " prompts skip the per-kernel host cost. auto: on for cuda with flash varlen "
+        "attention, off for cpu; on for cpu runs the padded step eagerly (tests)",
+    )
+    prefill_graph_tokens: int = setting(
+        2048, help="largest prefill token bucket captured (--prefill-graphs)"
+    )
+    prefill_graph_seqs: int = setting(
+        16, help="most sequences in one captured prefill step (--prefill-graphs)"
+    )
     engine_process: Literal["auto", "on", "off"] = setting(
         "auto",
         help="run the engine (model, KV cache, device) in its own process, so the HTTP side's work"
-             " overlaps the device step instead of sharing one GIL with it. auto: on for cuda, off"
-             " for cpu (every CPU Task user, correctness and bench task included, keeps the engine"
-             " in its process); a bare --engine-process means on, --no-engine-process off",
-        bare="on", negated="off")
+        " overlaps the device step instead of sharing one GIL with it. auto: on for cuda, off"
+        " for cpu (every CPU Task user, correctness and bench task included, keeps the engine"
+        " in its process); a bare --engine-process means on, --no-engine-process off",
+        bare="on",
+        negated="off",
+    )
     engine_kind: Literal["model", "synthetic"] = setting(
-        "model", flag="--engine",
+        "model",
+        flag="--engine",
         help="model: the bundle's model; synthetic: no model, one token per running request every "
-             "--step-ms (the real tokenizer, HTTP path, timing records and accounting), to measure"
-             " the serving path's own ceiling; it runs on a thread of the serving process")
+        "--step-ms (the real tokenizer, HTTP path, timing records and accounting), to measure"
+        " the serving path's own ceiling; it runs on a thread of the serving process",
+    )
     step_ms: float = setting(
-        1.0,
-        help="the synthetic engine's step clock in ms (--engine synthetic only)")
+        1.0, help="the synthetic engine's step clock in ms (--engine synthetic only)"
+    )
     cpu_threads: int = setting(
-        0,
-        help="torch intra-op threads (0: torch's choice); 1 when AIPerf shares a small CPU")
+        0, help="torch intra-op threads (0: torch's choice); 1 when AIPerf shares a small CPU"
+    )
     gil_switch_ms: float = setting(
         1.0,
         help="Python's thread switch interval in ms, so the engine thread gets the GIL back sooner"
-             " after its GPU wait (0: leave Python's 5 ms)")
+        " after its GPU wait (0: leave Python's 5 ms)",
+    )
     step_delay_s: float = setting(0.0, hidden=True, help="sleep per engine step (tests only)")
 
     def context_limit(self, bundle_limit: int) -> int:
@@ -123,8 +144,10 @@ class EngineConfig:
         default = next(f.default for f in fields(self) if f.name == "max_context")
         if self.max_context in (0, default) or self.max_context <= bundle_limit:
             return None
-        return (f"--max-context {self.max_context} is above the model's context limit of {bundle_limit} "
-                f"tokens: requests are bounded at {bundle_limit}")
+        return (
+            f"--max-context {self.max_context} is above the model's context limit of {bundle_limit} "
+            f"tokens: requests are bounded at {bundle_limit}"
+        )
 
     def overlaps(self, device_type: str) -> bool:
         """Whether the engine runs with overlapped scheduling on this device type."""
@@ -140,9 +163,9 @@ class EngineConfig:
 
     def in_own_process(self, device_type: str) -> bool:
         """Whether the engine runs in a child process on this device type."""
-        if self.engine_process not in ("auto", "on", "off"):     # e.g. the switch's old True/False
+        if self.engine_process not in ("auto", "on", "off"):  # e.g. the switch's old True/False
             raise ValueError(f"engine_process must be auto, on or off, not {self.engine_process!r}")
-        if self.engine_kind == "synthetic":     # no model to move away from the HTTP side
+        if self.engine_kind == "synthetic":  # no model to move away from the HTTP side
             return False
         if self.engine_process == "auto":
             return device_type == "cuda"
@@ -156,9 +179,11 @@ class EngineConfig:
         return self.max_num_batched_tokens or max(8192, self.max_batch)
 
     def apply_to_this_process(self) -> None:
-        """Set cpu_threads and gil_switch_ms for the calling process (0: leave that one as it is)."""
+        """Set cpu_threads and gil_switch_ms for the calling process (0: leave that one as it
+        is)."""
         if self.cpu_threads:
             import torch  # here only: this module stays light for the CLI
+
             torch.set_num_threads(self.cpu_threads)
         if self.gil_switch_ms:
             sys.setswitchinterval(self.gil_switch_ms / 1000)

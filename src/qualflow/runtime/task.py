@@ -1,10 +1,11 @@
 """Task: the runtime's public API. Loaded from a bundle; the server, benchmarks and correctness use
 only this. It validates before queueing, dispatches on capabilities and streams token events.
 
-A Task keys its requests by the id the caller gives `GenerationRequest.request_id`; the server passes
-the response id (`resp_<hex>`, unique per request), never the client's X-Request-ID, which the client
-chooses and may repeat.
+A Task keys its requests by the id the caller gives `GenerationRequest.request_id`; the server
+passes the response id (`resp_<hex>`, unique per request), never the client's X-Request-ID, which
+the client chooses and may repeat.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -12,7 +13,8 @@ import logging
 import queue
 import time
 import weakref
-from typing import TYPE_CHECKING, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -28,20 +30,23 @@ from .engine.synthetic import SyntheticEngine
 from .frontend.delivery import Collector, Mailbox, TaskStream
 from .frontend.pieces import piece_encoder
 from .frontend.tokenizing import GilFreeEncoder
-from .process.core_client import AttachedEngine, EngineLink
 from .process.core import EngineProxy
+from .process.core_client import AttachedEngine, EngineLink
 
 if TYPE_CHECKING:
     from .process.messages import LinkEnds
 
 
 class Task:
-    capabilities = frozenset({TEXT_GENERATION, STREAMING, SCORING})   # + REASONING where the family has thinking
+    capabilities = frozenset(
+        {TEXT_GENERATION, STREAMING, SCORING}
+    )  # + REASONING where the family has thinking
 
     def __init__(self, bundle, cfg: EngineConfig, link: LinkEnds | None = None):
         """The engine runs in this process, on its own thread, or in a child process where
-        `cfg.in_own_process(device type)` (weights, cache, device there; validation, rendering and detokenization here),
-        or, given `link`, in the engine process this process shares with other API processes (`Task.attached`)."""
+        `cfg.in_own_process(device type)` (weights, cache, device there; validation, rendering
+        and detokenization here), or, given `link`, in the engine process this process shares
+        with other API processes (`Task.attached`)."""
         started_ns = time.time_ns()
         self.cfg = cfg
         self._mailboxes: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -51,7 +56,10 @@ class Task:
         self.engine: EngineClient
         if link is not None:
             self.engine = attached = AttachedEngine(link)
-            self.load_timing, self.info = attached.load_timing, {**attached.info, "engine_pid": attached.pid}
+            self.load_timing, self.info = (
+                attached.load_timing,
+                {**attached.info, "engine_pid": attached.pid},
+            )
             return
         if cfg.engine_kind == "synthetic":
             self._start_synthetic(cfg, started_ns)
@@ -65,23 +73,40 @@ class Task:
         self.load_timing, self.info = loaded.load_timing, loaded.info
 
     @classmethod
-    def attached(cls, bundle_dir, cfg: EngineConfig, link: LinkEnds) -> "Task":
-        """The Task of one of several API processes sharing one engine process (process.core_hub): the
-        bundle's caller side here (the engine process verifies the bundle as it loads), its engine over
-        `link`, once the engine process has loaded (it raises as that load did)."""
+    def attached(cls, bundle_dir, cfg: EngineConfig, link: LinkEnds) -> Task:
+        """The Task of one of several API processes sharing one engine process
+        (process.core_hub): the bundle's caller side here (the engine process verifies the bundle
+        as it loads), its engine over `link`, once the engine process has loaded (it raises as
+        that load did)."""
         from ..artifacts.bundle import load_bundle
+
         return cls(load_bundle(bundle_dir, verify=False), cfg, link)
 
     def _start_synthetic(self, cfg: EngineConfig, started_ns: int) -> None:
         """No model: the synthetic engine, emitting the ids of a plain word (never a stop token)."""
-        ids = [i for i in self.tokenizer.encode(" token", add_special_tokens=False).ids
-               if i not in self.stop_token_ids]
-        self.engine = SyntheticEngine(cfg.step_ms / 1000, cfg.max_batch, ids, think_tokens(self.family))
+        ids = [
+            i
+            for i in self.tokenizer.encode(" token", add_special_tokens=False).ids
+            if i not in self.stop_token_ids
+        ]
+        self.engine = SyntheticEngine(
+            cfg.step_ms / 1000, cfg.max_batch, ids, think_tokens(self.family)
+        )
         self.model, self._max_blocks = None, 0
         loaded_ns = time.time_ns()
-        self.load_timing = {"load_s": (loaded_ns - started_ns) / 1e9, "graph_capture_s": 0.0, "loaded_at_ns": loaded_ns}
-        self.info = {"device": "none", "engine": "synthetic", "step_ms": cfg.step_ms, "max_batch": cfg.max_batch,
-                     "context_limit": self.context_limit, "engine_pid": None}
+        self.load_timing = {
+            "load_s": (loaded_ns - started_ns) / 1e9,
+            "graph_capture_s": 0.0,
+            "loaded_at_ns": loaded_ns,
+        }
+        self.info = {
+            "device": "none",
+            "engine": "synthetic",
+            "step_ms": cfg.step_ms,
+            "max_batch": cfg.max_batch,
+            "context_limit": self.context_limit,
+            "engine_pid": None,
+        }
 
     def _read_bundle(self, bundle, cfg: EngineConfig) -> None:
         """What the caller side needs of the bundle: the family, tokenizer, template and limits."""
@@ -101,15 +126,20 @@ class Task:
             self.capabilities = self.capabilities | {REASONING}
 
     def _thinking_mode(self):
-        """(the family's ReasoningSpec, None) when the tokenizer has its delimiters where the family says;
-        else (None, why not)."""
+        """(the family's ReasoningSpec, None) when the tokenizer has its delimiters where the
+        family says; else (None, why not)."""
         spec = getattr(self.family, "reasoning", None)
         if spec is None:
             return None, f"the {self.family.name} family has no thinking mode"
-        found = (self.tokenizer.id_to_token(spec.open_ids[0]), self.tokenizer.id_to_token(spec.end_id))
+        found = (
+            self.tokenizer.id_to_token(spec.open_ids[0]),
+            self.tokenizer.id_to_token(spec.end_id),
+        )
         if found != tuple(spec.delimiters):
-            return None, (f"the bundle's tokenizer has {found} where the {self.family.name} family expects its "
-                          f"think delimiters {tuple(spec.delimiters)}")
+            return None, (
+                f"the bundle's tokenizer has {found} where the {self.family.name} family expects its "
+                f"think delimiters {tuple(spec.delimiters)}"
+            )
         return spec, None
 
     # ---- capabilities and requests ------------------------------------------------------------
@@ -117,12 +147,16 @@ class Task:
         if capability not in self.capabilities:
             raise CapabilityMissing(capability, self.capabilities)
 
-    def render_prompt(self, instructions: str | None, messages: list[dict], thinking: bool = False) -> list[int]:
-        """Prompt ids through the family's chat template; `thinking` (capability `reasoning`): rendered with
-        thinking on, ending in the opened think block."""
+    def render_prompt(
+        self, instructions: str | None, messages: list[dict], thinking: bool = False
+    ) -> list[int]:
+        """Prompt ids through the family's chat template; `thinking` (capability `reasoning`):
+        rendered with thinking on, ending in the opened think block."""
         if thinking:
             self.require(REASONING)
-            return self.family.render_prompt(self._encoder, self.chat_template, instructions, messages, thinking=True)
+            return self.family.render_prompt(
+                self._encoder, self.chat_template, instructions, messages, thinking=True
+            )
         return self.family.render_prompt(self._encoder, self.chat_template, instructions, messages)
 
     def default_params(self, **overrides) -> SamplingParams:
@@ -135,7 +169,9 @@ class Task:
         if not ids:
             raise InvalidRequest("the prompt is empty", param="input")
         if min(ids) < 0 or max(ids) >= self.vocab_size:
-            raise InvalidRequest(f"prompt token ids must be in [0, {self.vocab_size})", param="input")
+            raise InvalidRequest(
+                f"prompt token ids must be in [0, {self.vocab_size})", param="input"
+            )
         if len(ids) + req.params.max_new_tokens > self.context_limit:
             raise PromptTooLong(len(ids), req.params.max_new_tokens, self.context_limit)
         if req.thinking is not None:
@@ -143,28 +179,39 @@ class Task:
 
     def _validate_thinking(self, req: GenerationRequest) -> None:
         if self.reasoning is None:
-            raise InvalidRequest(f"thinking is not available: {self.reasoning_unavailable}", param="reasoning",
-                                 code="unsupported_parameter")
+            raise InvalidRequest(
+                f"thinking is not available: {self.reasoning_unavailable}",
+                param="reasoning",
+                code="unsupported_parameter",
+            )
         budget, least = req.thinking.budget, self.reasoning.min_budget
         if budget is not None and budget < least:
-            raise InvalidRequest(f"thinking budget {budget} is below the {least} tokens that close a think block",
-                                 param="reasoning")
+            raise InvalidRequest(
+                f"thinking budget {budget} is below the {least} tokens that close a think block",
+                param="reasoning",
+            )
 
     # ---- generation ---------------------------------------------------------------------------
     def open(self, req: GenerationRequest) -> TaskStream:
-        """Validate and submit `req` now; its events come from iterating the returned stream (close it
-        to cancel). Raises as `generate` does, before anything is submitted."""
+        """Validate and submit `req` now; its events come from iterating the returned stream
+        (close it to cancel). Raises as `generate` does, before anything is submitted."""
         self.require(STREAMING)
         self.validate(req)
         if (why := self.health()) is not None:
             raise EngineFailed(why)
         loop = asyncio.get_running_loop()
-        mailbox = self._mailboxes.get(loop) or self._mailboxes.setdefault(loop, Mailbox(loop, self.health))
-        if isinstance(self.engine, EngineLink):   # its messages are read on this loop, with one wake-up a step
+        mailbox = self._mailboxes.get(loop) or self._mailboxes.setdefault(
+            loop, Mailbox(loop, self.health)
+        )
+        if isinstance(
+            self.engine, EngineLink
+        ):  # its messages are read on this loop, with one wake-up a step
             self.engine.read_on(loop)
         box = mailbox.open_delivery()
         seq = self.engine.submit(req, lambda item: mailbox.put(box, item))
-        return TaskStream(mailbox, box, seq, Collector(self.tokenizer, seq, self._end_id), self.engine.cancel)
+        return TaskStream(
+            mailbox, box, seq, Collector(self.tokenizer, seq, self._end_id), self.engine.cancel
+        )
 
     async def generate(self, req: GenerationRequest) -> AsyncIterator[TokenEvent | FinalEvent]:
         """Token events as they are sampled (one per engine step at most), then one FinalEvent.
@@ -181,13 +228,16 @@ class Task:
         return None if self.reasoning is None else self.reasoning.end_id
 
     def health(self) -> str | None:
-        """None while the engine serves; otherwise why it cannot (its thread or process died, and of what)."""
+        """None while the engine serves; otherwise why it cannot (its thread or process died, and
+        of what)."""
         return self.engine.health()
 
     def generate_sync(self, req: GenerationRequest) -> FinalEvent:
         self.require(TEXT_GENERATION)
         self.validate(req)
-        if isinstance(self.engine, EngineLink):   # called on a loop that reads the engine's pipe, it would wait on itself
+        if isinstance(
+            self.engine, EngineLink
+        ):  # called on a loop that reads the engine's pipe, it would wait on itself
             self.engine.before_blocking_wait()
         inbox: queue.SimpleQueue = queue.SimpleQueue()
         seq = self.engine.submit(req, inbox.put)
@@ -212,12 +262,15 @@ class Task:
 
 
 def load_task(bundle_dir, cfg: EngineConfig | None = None) -> Task:
-    """The Task of a bundle (verified first), run as `cfg` says (EngineConfig's defaults if None)."""
+    """The Task of a bundle (verified first), run as `cfg` says (EngineConfig's defaults if
+    None)."""
     from ..artifacts.bundle import load_bundle
+
     return Task(load_bundle(bundle_dir), cfg if cfg is not None else EngineConfig())
 
 
 def load_verified_task(bundle_dir, cfg: EngineConfig) -> Task:
     """The engine process's loader: the API process verified the bundle already."""
     from ..artifacts.bundle import load_bundle
+
     return Task(load_bundle(bundle_dir, verify=False), cfg)

@@ -6,6 +6,7 @@ The typed core: `protocol/` (the wire models: request, response, stream events, 
 (limits) and `timing` (per-request records). The thin HTTP layer that renders it:
 `app.create_app`, assembled from `http/`. The processes that run it: `processes/` (`serve`: config,
 socket, uvicorn). `config`: ServerConfig."""
+
 from __future__ import annotations
 
 from .processes.listen import PortBusy, bind

@@ -2,10 +2,12 @@
 
 All Responses semantics live in `handler` (the handler) and limits in `admission`; the app only
 moves bytes and keeps the timing records."""
+
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from fastapi import FastAPI
 
@@ -20,24 +22,48 @@ from .processes.peers import Peers
 from .timing import TimingStore
 
 
-def create_app(load: Callable[[], Any] | None = None, *, task: Any = None, model_name: str | None = None,
-               timing_log: str | None = None, started_ns: int | None = None,
-               on_load_error: Callable[[BaseException], None] | None = None, max_queue: int = 512,
-               max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, reasoning_budgets: tuple[int, ...] | None = None,
-               peers: Peers | None = None) -> FastAPI:
-    """`task`: an already loaded Task; or `load`: a callable loading one, run on a thread after the server
-    starts so that /health answers 503 while loading. At most the Task's batch + `max_queue` requests
-    are admitted at once; more get 429. `reasoning_budgets`: thinking budgets per effort over the family's.
-    `peers`: what this app shares with the server's other API processes (admission, readiness), if any."""
-    state = ServerState(task=task, model_name=model_name, started_ns=started_ns or time.time_ns(),
-                        max_queue=max_queue, store=TimingStore(log_path=timing_log),
-                        reasoning_budgets=reasoning_budgets, peers=peers)
-    app = FastAPI(title="qualflow Responses server", lifespan=lifespan_of(state, load, task, on_load_error),
-                  docs_url=None, redoc_url=None, openapi_url=None)
+def create_app(
+    load: Callable[[], Any] | None = None,
+    *,
+    task: Any = None,
+    model_name: str | None = None,
+    timing_log: str | None = None,
+    started_ns: int | None = None,
+    on_load_error: Callable[[BaseException], None] | None = None,
+    max_queue: int = 512,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    reasoning_budgets: tuple[int, ...] | None = None,
+    peers: Peers | None = None,
+) -> FastAPI:
+    """`task`: an already loaded Task; or `load`: a callable loading one, run on a thread after
+    the server starts so that /health answers 503 while loading. At most the Task's batch +
+    `max_queue` requests are admitted at once; more get 429. `reasoning_budgets`: thinking
+    budgets per effort over the family's. `peers`: what this app shares with the server's other
+    API processes (admission, readiness), if any."""
+    state = ServerState(
+        task=task,
+        model_name=model_name,
+        started_ns=started_ns or time.time_ns(),
+        max_queue=max_queue,
+        store=TimingStore(log_path=timing_log),
+        reasoning_budgets=reasoning_budgets,
+        peers=peers,
+    )
+    app = FastAPI(
+        title="qualflow Responses server",
+        lifespan=lifespan_of(state, load, task, on_load_error),
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+    )
     responses = ResponsesEndpoint(state, max_body_bytes)
     app.add_middleware(DirectRoutes, routes={("POST", "/v1/responses"): responses})
-    app.add_middleware(RequestIdMiddleware)   # added last: it runs first, around every route
-    app.state.server_state, app.state.store, app.state.admission = state, state.store, state.admission
+    app.add_middleware(RequestIdMiddleware)  # added last: it runs first, around every route
+    app.state.server_state, app.state.store, app.state.admission = (
+        state,
+        state.store,
+        state.admission,
+    )
     add_responses_route(app, responses)
     add_status_routes(app, state)
     add_error_handlers(app)

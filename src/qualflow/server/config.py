@@ -1,6 +1,7 @@
 """The two configs of `qualflow serve`: ServerConfig (its HTTP side, here) and EngineConfig (how the
 Task runs its engine, owned by the runtime). The field defaults are the only defaults; the flags are
 generated from the fields (qualflow.configs)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -15,24 +16,41 @@ __all__ = ["EngineConfig", "ServerConfig"]
 @dataclass(frozen=True)
 class ServerConfig:
     bundle: str = setting(help="bundle directory (qualflow build --out)")
-    host: str = setting("127.0.0.1", help="address to bind (beyond loopback the server warns: no authentication)")
+    host: str = setting(
+        "127.0.0.1", help="address to bind (beyond loopback the server warns: no authentication)"
+    )
     port: int = setting(8000, help="0 picks a free port (printed on stderr)")
-    model_name: str | None = setting(None, help="served model name (default: the bundle's checkpoint id)")
-    timing_log: str | None = setting(None, help="append one JSONL Task timing record per request here")
-    max_queue: int = setting(512, help="requests that may wait beyond the running batch; more are answered "
-                                       "429 + Retry-After (with --api-server-count N: batch + queue in all, "
-                                       "whichever API process accepted them)")
+    model_name: str | None = setting(
+        None, help="served model name (default: the bundle's checkpoint id)"
+    )
+    timing_log: str | None = setting(
+        None, help="append one JSONL Task timing record per request here"
+    )
+    max_queue: int = setting(
+        512,
+        help="requests that may wait beyond the running batch; more are answered "
+        "429 + Retry-After (with --api-server-count N: batch + queue in all, "
+        "whichever API process accepted them)",
+    )
     max_body_bytes: int = setting(8 << 20, help="request body cap (413 above it)")
-    log_level: Literal["debug", "info", "warning", "error"] = setting("info", help="server log level")
+    log_level: Literal["debug", "info", "warning", "error"] = setting(
+        "info", help="server log level"
+    )
     reasoning_budgets: tuple[int, int, int, int] | None = setting(
-        None, metavar=("MINIMAL", "LOW", "MEDIUM", "HIGH"),
-        help="thinking budget (reasoning tokens) of each reasoning.effort, 0 = unbounded (default: the family's)")
+        None,
+        metavar=("MINIMAL", "LOW", "MEDIUM", "HIGH"),
+        help="thinking budget (reasoning tokens) of each reasoning.effort, 0 = unbounded (default: the family's)",
+    )
     api_server_count: int = setting(
-        1, help="HTTP (API) processes serving the port, all in front of one engine process (the model, or the "
-                "synthetic engine) that each reaches over its own pipes; 1: one process, the engine in it or in "
-                "its child (--engine-process). Above 1 the timing log gets every process's records, while "
-                "/v1/qualflow/task-timings answers with those of the process that took the connection")
+        1,
+        help="HTTP (API) processes serving the port, all in front of one engine process (the model, or the "
+        "synthetic engine) that each reaches over its own pipes; 1: one process, the engine in it or in "
+        "its child (--engine-process). Above 1 the timing log gets every process's records, while "
+        "/v1/qualflow/task-timings answers with those of the process that took the connection",
+    )
 
     def __post_init__(self):
         if self.api_server_count < 1:
-            raise ValueError(f"api_server_count (--api-server-count) must be at least 1, not {self.api_server_count}")
+            raise ValueError(
+                f"api_server_count (--api-server-count) must be at least 1, not {self.api_server_count}"
+            )

@@ -6,15 +6,24 @@ stream starts); engine outcomes map to Response status (protocol.responses.FINAL
 completed, length -> incomplete (max_output_tokens), error -> failed, cancelled (the client went
 away) -> failed.
 """
+
 from __future__ import annotations
 
 import time
+from collections.abc import AsyncIterator
 from contextlib import aclosing
 from dataclasses import dataclass
-from typing import Any, AsyncIterator
+from typing import Any
 
-from qualflow.runtime import (REASONING, STREAMING, TEXT_GENERATION, CapabilityMissing, FinalEvent,
-                              GenerationRequest, InvalidRequest)
+from qualflow.runtime import (
+    REASONING,
+    STREAMING,
+    TEXT_GENERATION,
+    CapabilityMissing,
+    FinalEvent,
+    GenerationRequest,
+    InvalidRequest,
+)
 
 from .message_stream import message_stream, terminal_events
 from .protocol.errors import ApiError, bad_request
@@ -43,30 +52,42 @@ class Prepared:
     message_id: str
     created_at: int
     abandoned: bool = False
-    reasoning_id: str | None = None   # thinking on: the reasoning item's id
+    reasoning_id: str | None = None  # thinking on: the reasoning item's id
 
 
 def engine_unavailable(why: str) -> ApiError:
-    return ApiError(503, f"The engine cannot serve requests: {why}", "server_error", None, "engine_failed")
+    return ApiError(
+        503, f"The engine cannot serve requests: {why}", "server_error", None, "engine_failed"
+    )
 
 
 class ResponsesHandler:
-    def __init__(self, task: Any, model_name: str | None = None, reasoning_budgets: tuple[int, ...] | None = None):
-        """`reasoning_budgets`: thinking budgets per effort overriding the family's (ServerConfig)."""
+    def __init__(
+        self,
+        task: Any,
+        model_name: str | None = None,
+        reasoning_budgets: tuple[int, ...] | None = None,
+    ):
+        """`reasoning_budgets`: thinking budgets per effort overriding the family's
+        (ServerConfig)."""
         self.task = task
         self.model_name = model_name or task.model_name
         self.reasoning_budgets = reasoning_budgets
-        self.inflight: dict[str, Prepared] = {}   # response_id -> a request whose Task call is running
+        self.inflight: dict[
+            str, Prepared
+        ] = {}  # response_id -> a request whose Task call is running
         task.require(TEXT_GENERATION)
 
     def reasoning_info(self) -> dict | None:
-        """What /health says of thinking: the budget of each effort (null: unbounded) and the default
-        effort (null: off); None for a Task without the `reasoning` capability."""
+        """What /health says of thinking: the budget of each effort (null: unbounded) and the
+        default effort (null: off); None for a Task without the `reasoning` capability."""
         spec = getattr(self.task, "reasoning", None)
         if spec is None or REASONING not in self.task.capabilities:
             return None
-        return {"budgets": {e: spec.budget(e, self.reasoning_budgets) for e in spec.budgets},
-                "default_effort": spec.default_effort}
+        return {
+            "budgets": {e: spec.budget(e, self.reasoning_budgets) for e in spec.budgets},
+            "default_effort": spec.default_effort,
+        }
 
     def health(self) -> str | None:
         """None while the Task can serve; otherwise why not."""
@@ -75,16 +96,29 @@ class ResponsesHandler:
 
     # ------------------------------------------------------------ validation (thread-safe: no loop state)
 
-    def prepare(self, req: CreateResponse, request_id: str, record: TimingRecord | None = None) -> Prepared:
-        record = record if record is not None else new_record(request_id, new_id("resp"), None, req.stream,
-                                                               time.time_ns())
+    def prepare(
+        self, req: CreateResponse, request_id: str, record: TimingRecord | None = None
+    ) -> Prepared:
+        record = (
+            record
+            if record is not None
+            else new_record(request_id, new_id("resp"), None, req.stream, time.time_ns())
+        )
         if req.model is None:
-            raise bad_request("Missing required parameter: 'model'.", "model", "missing_required_parameter")
+            raise bad_request(
+                "Missing required parameter: 'model'.", "model", "missing_required_parameter"
+            )
         if req.model != self.model_name:
-            raise bad_request(f"The requested model '{req.model}' does not exist. This server serves "
-                              f"'{self.model_name}'.", "model", "model_not_found")
+            raise bad_request(
+                f"The requested model '{req.model}' does not exist. This server serves "
+                f"'{self.model_name}'.",
+                "model",
+                "model_not_found",
+            )
         if req.input is None:
-            raise bad_request("Missing required parameter: 'input'.", "input", "missing_required_parameter")
+            raise bad_request(
+                "Missing required parameter: 'input'.", "input", "missing_required_parameter"
+            )
         if req.stream:
             try:
                 self.task.require(STREAMING)
@@ -95,39 +129,63 @@ class ResponsesHandler:
         for feature, param in request_features(req, messages).items():
             if feature in family.unsupported_features:
                 why = family.unsupported_features[feature]
-                raise unsupported(param, f"asks for '{feature}', which the {family.name} family does not "
-                                          f"support{': ' + why if why else ''}")
+                raise unsupported(
+                    param,
+                    f"asks for '{feature}', which the {family.name} family does not "
+                    f"support{': ' + why if why else ''}",
+                )
         if wants_thinking(req) and REASONING not in self.task.capabilities:
             why = getattr(self.task, "reasoning_unavailable", None)
-            raise unsupported("reasoning", f"asks for 'reasoning', which the {family.name} family does not "
-                                            f"support{': ' + why if why else ''}")
+            raise unsupported(
+                "reasoning",
+                f"asks for 'reasoning', which the {family.name} family does not "
+                f"support{': ' + why if why else ''}",
+            )
         check_supported(req)
         thinking = thinking_for(req, self.task, self.reasoning_budgets)
         try:
-            ids = (self.task.render_prompt(req.instructions, messages, thinking=True) if thinking else
-                   self.task.render_prompt(req.instructions, messages))
-            params = req.to_sampling_params(self.task.default_params, self.task.context_limit - len(ids))
+            ids = (
+                self.task.render_prompt(req.instructions, messages, thinking=True)
+                if thinking
+                else self.task.render_prompt(req.instructions, messages)
+            )
+            params = req.to_sampling_params(
+                self.task.default_params, self.task.context_limit - len(ids)
+            )
             gen = GenerationRequest(record.response_id, ids, params, thinking)
             self.task.validate(gen)
         except InvalidRequest as e:
             param = _PARAM_NAMES.get(e.param, e.param)
             raise bad_request(str(e), param, e.code) from None
         record.input_tokens = len(ids)
-        return Prepared(req, gen, record, record.response_id, new_id("msg"), int(time.time()),
-                        reasoning_id=new_id("rs") if thinking else None)
+        return Prepared(
+            req,
+            gen,
+            record,
+            record.response_id,
+            new_id("msg"),
+            int(time.time()),
+            reasoning_id=new_id("rs") if thinking else None,
+        )
 
     # ------------------------------------------------------------ running
 
     def _record(self, p: Prepared, final: FinalEvent) -> None:
-        p.record.finish("cancelled" if p.abandoned else RECORD_STATUS[final.finish_reason], final.finish_reason,
-                        final.error, final.prompt_tokens, final.completion_tokens, final.timing.as_dict())
+        p.record.finish(
+            "cancelled" if p.abandoned else RECORD_STATUS[final.finish_reason],
+            final.finish_reason,
+            final.error,
+            final.prompt_tokens,
+            final.completion_tokens,
+            final.timing.as_dict(),
+        )
         if p.reasoning_id is not None:
             p.record.reasoning_tokens = final.reasoning_tokens
             p.record.answer_tokens = final.completion_tokens - final.reasoning_tokens
 
     def abandon(self, response_id: str) -> None:
-        """The client left before the final event: cancel the Task request; its final event still comes
-        (finish reason cancelled) and completes the record. Idempotent."""
+        """The client left before the final event: cancel the Task request; its final event still
+        comes (finish reason cancelled) and completes the record. Idempotent."""
         if (p := self.inflight.get(response_id)) is not None and not p.abandoned:
             p.abandoned = True
             p.record.cancel()
@@ -137,8 +195,13 @@ class ResponsesHandler:
         """The Task's events of `p`, submitted now; the last is always a FinalEvent."""
         return RequestEvents(self.task, p, self.inflight, self._record)
 
-    async def create_response(self, req: CreateResponse, request_id: str, record: TimingRecord | None = None,
-                              prepared: Prepared | None = None) -> Response:
+    async def create_response(
+        self,
+        req: CreateResponse,
+        request_id: str,
+        record: TimingRecord | None = None,
+        prepared: Prepared | None = None,
+    ) -> Response:
         p = prepared or self.prepare(req, request_id, record)
         self._check_engine()
         final, events = None, self._events(p)
@@ -146,22 +209,29 @@ class ResponsesHandler:
             async for ev in events:
                 final = ev if isinstance(ev, FinalEvent) else None
         finally:
-            if final is None:   # closed early (the caller was cancelled)
+            if final is None:  # closed early (the caller was cancelled)
                 self.abandon(p.response_id)
             await events.aclose()
         if final.finish_reason in ("error", "cancelled"):
-            raise ApiError(500, f"Generation {final.finish_reason}: {final.error or 'no detail'}",
-                           "server_error", None, "server_error")
+            raise ApiError(
+                500,
+                f"Generation {final.finish_reason}: {final.error or 'no detail'}",
+                "server_error",
+                None,
+                "server_error",
+            )
         params = p.gen.params
-        return Response.from_request(p.req, params, p.response_id, p.created_at, self.model_name).finished(
-            final, p.message_id, reasoning_id=p.reasoning_id)
+        return Response.from_request(
+            p.req, params, p.response_id, p.created_at, self.model_name
+        ).finished(final, p.message_id, reasoning_id=p.reasoning_id)
 
     def _check_engine(self) -> None:
         if (why := self.health()) is not None:
             raise engine_unavailable(why)
 
-    def stream_response(self, req: CreateResponse, request_id: str, record: TimingRecord | None = None
-                        ) -> AsyncIterator[Event | TextDelta]:
+    def stream_response(
+        self, req: CreateResponse, request_id: str, record: TimingRecord | None = None
+    ) -> AsyncIterator[Event | TextDelta]:
         """Validates now (errors raise before any event exists), then returns the event stream."""
         p = self.prepare(req, request_id, record)
         self._check_engine()
@@ -175,19 +245,22 @@ class ResponsesHandler:
                     yield e
 
     def stream_batches(self, p: Prepared) -> BatchStream:
-        """The stream as lists of events, one list per write: the head, one delta per Task token event
-        (one per engine step), then the tail. The request is submitted to the Task now, before the
-        caller builds or sends anything (the engine prefills meanwhile). A caller that stops early, or
-        closes the stream without reading it, cancels the Task request."""
+        """The stream as lists of events, one list per write: the head, one delta per Task token
+        event (one per engine step), then the tail. The request is submitted to the Task now,
+        before the caller builds or sends anything (the engine prefills meanwhile). A caller that
+        stops early, or closes the stream without reading it, cancels the Task request."""
         events = self._events(p)
 
         async def close() -> None:
-            if not events.done:   # closed before the final (or before the head went out)
+            if not events.done:  # closed before the final (or before the head went out)
                 self.abandon(p.response_id)
             await events.aclose()
+
         return BatchStream(self._numbered(p, events), close)
 
-    async def _numbered(self, p: Prepared, events: RequestEvents) -> AsyncIterator[list[Event | TextDelta]]:
+    async def _numbered(
+        self, p: Prepared, events: RequestEvents
+    ) -> AsyncIterator[list[Event | TextDelta]]:
         """The batches, numbered; ending the request when they stop is BatchStream.aclose's."""
         seq = 0
 
@@ -197,10 +270,13 @@ class ResponsesHandler:
                 e.sequence_number, seq = seq, seq + 1
             return batch
 
-        snapshot = Response.from_request(p.req, p.gen.params, p.response_id, p.created_at, self.model_name)
+        snapshot = Response.from_request(
+            p.req, p.gen.params, p.response_id, p.created_at, self.model_name
+        )
         if p.reasoning_id is not None:
-            async for batch in reasoning_stream(p, snapshot, events, lambda: self.abandon(p.response_id),
-                                                terminal_events):
+            async for batch in reasoning_stream(
+                p, snapshot, events, lambda: self.abandon(p.response_id), terminal_events
+            ):
                 yield number(batch)
             return
         async for batch in message_stream(p, snapshot, events):
@@ -208,14 +284,14 @@ class ResponsesHandler:
 
 
 class BatchStream:
-    """A request's event batches (ResponsesHandler.stream_batches): an async iterator whose `aclose()`
-    also ends the Task request when the batches were never read (an async generator that never started
-    runs no `finally`)."""
+    """A request's event batches (ResponsesHandler.stream_batches): an async iterator whose
+    `aclose()` also ends the Task request when the batches were never read (an async generator
+    that never started runs no `finally`)."""
 
     def __init__(self, batches: AsyncIterator[list], close):
         self._batches, self._close = batches, close
 
-    def __aiter__(self) -> "BatchStream":
+    def __aiter__(self) -> BatchStream:
         return self
 
     async def __anext__(self) -> list:

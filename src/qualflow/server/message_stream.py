@@ -2,14 +2,22 @@
 the message's `output_item.added` and `content_part.added`), one batch of text deltas per Task token
 event, then the tail (the `*.done` events and the terminal events, `terminal_events`, which the
 stream with thinking ends with too)."""
+
 from __future__ import annotations
 
-from typing import AsyncIterator
+from collections.abc import AsyncIterator
 
 from qualflow.runtime import FinalEvent
 
-from .protocol.events import (ContentPartEvent, ErrorEvent, Event, OutputItemEvent, ResponseEvent,
-                              TextDelta, TextDoneEvent)
+from .protocol.events import (
+    ContentPartEvent,
+    ErrorEvent,
+    Event,
+    OutputItemEvent,
+    ResponseEvent,
+    TextDelta,
+    TextDoneEvent,
+)
 from .protocol.responses import OutputMessage, OutputText, Response
 
 
@@ -19,10 +27,12 @@ async def message_stream(p, snapshot: Response, events) -> AsyncIterator[list]:
     (task_events.RequestEvents)."""
     item_id = p.message_id
     ids = dict(item_id=item_id)
-    yield [ResponseEvent(type="response.created", response=snapshot),
-           ResponseEvent(type="response.in_progress", response=snapshot),
-           OutputItemEvent(type="response.output_item.added", item=OutputMessage.of(item_id, None)),
-           ContentPartEvent(type="response.content_part.added", part=OutputText(), **ids)]
+    yield [
+        ResponseEvent(type="response.created", response=snapshot),
+        ResponseEvent(type="response.in_progress", response=snapshot),
+        OutputItemEvent(type="response.output_item.added", item=OutputMessage.of(item_id, None)),
+        ContentPartEvent(type="response.content_part.added", part=OutputText(), **ids),
+    ]
     parts, final, held = [], None, []
     async for e in events:
         if isinstance(e, FinalEvent):
@@ -36,16 +46,19 @@ async def message_stream(p, snapshot: Response, events) -> AsyncIterator[list]:
             yield held
             held = []
     tail = held
-    if final.tail_text:   # text the decoder held back (an incomplete character) until the end
+    if final.tail_text:  # text the decoder held back (an incomplete character) until the end
         parts.append(final.tail_text)
         tail.append(TextDelta(0, item_id, final.tail_text))
     text = "".join(parts)
     resp = snapshot.finished(final, item_id, text)
     done = "completed" if resp.status == "completed" else "incomplete"
-    tail += [TextDoneEvent(text=text, **ids),
-             ContentPartEvent(type="response.content_part.done", part=OutputText(text=text), **ids),
-             OutputItemEvent(type="response.output_item.done",
-                             item=OutputMessage.of(item_id, text, done))]
+    tail += [
+        TextDoneEvent(text=text, **ids),
+        ContentPartEvent(type="response.content_part.done", part=OutputText(text=text), **ids),
+        OutputItemEvent(
+            type="response.output_item.done", item=OutputMessage.of(item_id, text, done)
+        ),
+    ]
     yield tail + terminal_events(final, resp)
 
 
@@ -56,8 +69,12 @@ def terminal_events(final: FinalEvent, resp: Response) -> list[Event]:
     if resp.status == "failed":
         if final.finish_reason == "cancelled" and not final.error:
             resp.error["message"] = "request cancelled"
-        err = {"type": "server_error", "code": "server_error", "message": resp.error["message"],
-               "param": None}
+        err = {
+            "type": "server_error",
+            "code": "server_error",
+            "message": resp.error["message"],
+            "param": None,
+        }
         out.append(ErrorEvent(code="server_error", message=err["message"], error=err))
     out.append(ResponseEvent(type=f"response.{resp.status}", response=resp))
     return out

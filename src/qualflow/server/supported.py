@@ -2,6 +2,7 @@
 server-level reject table: fields whose requested behaviour a stateless, single-turn, text-only
 server cannot honour) and `request_features` (the features a request asks for, which the family may
 not support)."""
+
 from __future__ import annotations
 
 from .protocol.errors import ApiError, bad_request
@@ -10,44 +11,65 @@ from .thinking import asks_for_reasoning, check_include
 
 
 def unsupported(param: str, what: str, code: str = "unsupported_parameter") -> ApiError:
-    return bad_request(f"Unsupported parameter: '{param}' {what}. This server is stateless, "
-                       "single-turn and text-only.", param, code)
+    return bad_request(
+        f"Unsupported parameter: '{param}' {what}. This server is stateless, "
+        "single-turn and text-only.",
+        param,
+        code,
+    )
 
 
 def check_supported(req: CreateResponse) -> None:
     """The server-level reject table: fields whose requested behaviour this server cannot honour."""
     if req.previous_response_id is not None:
-        raise bad_request(f"Previous response with id '{req.previous_response_id}' not found.",
-                          "previous_response_id", "previous_response_not_found")
+        raise bad_request(
+            f"Previous response with id '{req.previous_response_id}' not found.",
+            "previous_response_id",
+            "previous_response_not_found",
+        )
     for name in ("conversation", "prompt", "context_management", "moderation"):
         if getattr(req, name) is not None:
-            raise unsupported(name, "is not supported (it needs server-side state or features we "
-                                    "do not have)")
+            raise unsupported(
+                name, "is not supported (it needs server-side state or features we do not have)"
+            )
     if req.background:
-        raise unsupported("background", "must be false: nothing can be polled later",
-                          "unsupported_value")
+        raise unsupported(
+            "background", "must be false: nothing can be polled later", "unsupported_value"
+        )
     if req.tools:
         raise unsupported("tools", "must be empty: tool calling is not supported")
     if req.tool_choice not in (None, "auto", "none"):
-        raise unsupported("tool_choice", "must be 'auto' or 'none': there are no tools",
-                          "unsupported_value")
+        raise unsupported(
+            "tool_choice", "must be 'auto' or 'none': there are no tools", "unsupported_value"
+        )
     if req.text is not None and req.text.format is not None and req.text.format != {"type": "text"}:
-        raise unsupported("text.format", "must be {'type': 'text'}: structured output is not "
-                                         "supported", "unsupported_value")
+        raise unsupported(
+            "text.format",
+            "must be {'type': 'text'}: structured output is not supported",
+            "unsupported_value",
+        )
     check_include(req)
     if req.include:
-        raise unsupported("include", "must be empty: no includable output data exists",
-                          "unsupported_value")
+        raise unsupported(
+            "include", "must be empty: no includable output data exists", "unsupported_value"
+        )
     if req.top_logprobs:
-        raise unsupported("top_logprobs", "must be 0: logprobs are not supported",
-                          "unsupported_value")
+        raise unsupported(
+            "top_logprobs", "must be 0: logprobs are not supported", "unsupported_value"
+        )
     if req.truncation == "auto":
-        raise unsupported("truncation", "must be 'disabled': prompts over the context limit are "
-                                        "refused", "unsupported_value")
+        raise unsupported(
+            "truncation",
+            "must be 'disabled': prompts over the context limit are refused",
+            "unsupported_value",
+        )
     md = req.metadata or {}
     if len(md) > 16 or any(len(k) > 64 or len(v) > 512 for k, v in md.items()):
-        raise bad_request("Invalid 'metadata': at most 16 keys, keys up to 64 and values up to 512 "
-                          "characters.", "metadata", "invalid_value")
+        raise bad_request(
+            "Invalid 'metadata': at most 16 keys, keys up to 64 and values up to 512 characters.",
+            "metadata",
+            "invalid_value",
+        )
 
 
 def request_features(req: CreateResponse, messages: list[dict]) -> dict[str, str]:

@@ -1,20 +1,25 @@
-"""One prepared request's Task events, as the handler consumes them: submitted to the Task when made
-(a stream's head is built and sent while the engine prefills), the last event always a FinalEvent (a
-Task that cannot serve, or fails, gives an error final, never a cut stream), recorded once it comes."""
+"""One prepared request's Task events, as the handler consumes them: submitted to the Task when
+made (a stream's head is built and sent while the engine prefills), the last event always a
+FinalEvent (a Task that cannot serve, or fails, gives an error final, never a cut stream),
+recorded once it comes."""
+
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from qualflow.runtime import FinalEvent, TaskTiming
 
 
 class RequestEvents:
     """Async iterator over the Task's events of `p` (a handler.Prepared). While open, `p` is in
-    `inflight` (so that `abandon` can cancel it); `aclose()` (idempotent, also at the final) removes it
-    and cancels a request the engine is still on, whether or not it was ever iterated."""
+    `inflight` (so that `abandon` can cancel it); `aclose()` (idempotent, also at the final)
+    removes it and cancels a request the engine is still on, whether or not it was ever iterated."""
 
-    def __init__(self, task: Any, p: Any, inflight: dict, record: Callable[[Any, FinalEvent], None]):
+    def __init__(
+        self, task: Any, p: Any, inflight: dict, record: Callable[[Any, FinalEvent], None]
+    ):
         self.p, self.inflight, self.record = p, inflight, record
         inflight[p.response_id] = p
         self.stream, self.failure, self.done = None, None, False
@@ -23,7 +28,7 @@ class RequestEvents:
         except Exception as e:  # noqa: BLE001 - reported as the request's error final
             self.failure = f"{type(e).__name__}: {e}"
 
-    def __aiter__(self) -> "RequestEvents":
+    def __aiter__(self) -> RequestEvents:
         return self
 
     async def __anext__(self):
@@ -39,8 +44,16 @@ class RequestEvents:
                 self.failure = f"{type(e).__name__}: {e}"
         if ev is not None and not isinstance(ev, FinalEvent):
             return ev
-        final = ev or FinalEvent(self.p.gen.request_id, "error", len(self.p.gen.prompt_token_ids), 0, "", [],
-                                 TaskTiming(self.p.record.http_received_ns, finished_ns=time.time_ns()), self.failure)
+        final = ev or FinalEvent(
+            self.p.gen.request_id,
+            "error",
+            len(self.p.gen.prompt_token_ids),
+            0,
+            "",
+            [],
+            TaskTiming(self.p.record.http_received_ns, finished_ns=time.time_ns()),
+            self.failure,
+        )
         self.done = True
         await self.aclose()
         self.record(self.p, final)

@@ -11,6 +11,7 @@
   the clear), a 400 naming `include`.
 A Task without the `reasoning` capability answers a request that asks for thinking with a 400 naming
 `reasoning` and the family's reason (the handler checks that first: `wants_thinking`)."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -30,8 +31,11 @@ def _unsupported(param: str, what: str, code: str = "unsupported_value") -> ApiE
 def check_include(req: CreateResponse) -> None:
     for value in req.include or ():
         if value in ENCRYPTED:
-            raise _unsupported("include", f"'{value}' cannot be included: this server keeps no encrypted "
-                                          "reasoning (the reasoning text is sent as reasoning_text)")
+            raise _unsupported(
+                "include",
+                f"'{value}' cannot be included: this server keeps no encrypted "
+                "reasoning (the reasoning text is sent as reasoning_text)",
+            )
 
 
 def asks_for_reasoning(req: CreateResponse) -> bool:
@@ -44,11 +48,17 @@ def _check_options(req: CreateResponse) -> None:
     r = req.reasoning
     for name in ("summary", "generate_summary"):
         if getattr(r, name) is not None:
-            raise _unsupported(f"reasoning.{name}", "reasoning summaries are not produced (the reasoning item "
-                                                    "carries the model's own reasoning_text)")
+            raise _unsupported(
+                f"reasoning.{name}",
+                "reasoning summaries are not produced (the reasoning item "
+                "carries the model's own reasoning_text)",
+            )
     if r.context == "all_turns":
-        raise _unsupported("reasoning.context", "'all_turns' needs earlier turns' reasoning, which this "
-                                                "stateless server never takes back")
+        raise _unsupported(
+            "reasoning.context",
+            "'all_turns' needs earlier turns' reasoning, which this "
+            "stateless server never takes back",
+        )
     if r.mode not in (None, "standard"):
         raise _unsupported("reasoning.mode", f"{r.mode!r}; only 'standard' is served")
 
@@ -58,9 +68,12 @@ def wants_thinking(req: CreateResponse) -> bool:
     return asks_for_reasoning(req) and req.reasoning.effort not in (None, "none")
 
 
-def thinking_for(req: CreateResponse, task: Any, budgets: tuple[int, ...] | None = None) -> Thinking | None:
-    """The Task's Thinking for this request (None: thinking off); the Task has the capability where
-    the request asks for thinking. `budgets`: the server's override, one per effort (0: unbounded)."""
+def thinking_for(
+    req: CreateResponse, task: Any, budgets: tuple[int, ...] | None = None
+) -> Thinking | None:
+    """The Task's Thinking for this request (None: thinking off); the Task has the capability
+    where the request asks for thinking. `budgets`: the server's override, one per effort (0:
+    unbounded)."""
     spec = getattr(task, "reasoning", None)
     if not asks_for_reasoning(req):
         effort = spec.default_effort if spec is not None else None
@@ -70,6 +83,10 @@ def thinking_for(req: CreateResponse, task: Any, budgets: tuple[int, ...] | None
     if effort is None or effort == "none":
         return None
     if effort not in spec.budgets:
-        raise bad_request(f"Invalid value for 'reasoning.effort': {effort!r} is not served; the {task.family.name} "
-                          f"family supports {['none', *spec.budgets]}.", "reasoning.effort", "unsupported_value")
+        raise bad_request(
+            f"Invalid value for 'reasoning.effort': {effort!r} is not served; the {task.family.name} "
+            f"family supports {['none', *spec.budgets]}.",
+            "reasoning.effort",
+            "unsupported_value",
+        )
     return Thinking(spec.budget(effort, budgets))

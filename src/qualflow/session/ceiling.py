@@ -1,15 +1,16 @@
-"""The harness ceiling of a session: after the stack's points, the points marked `harness_ceiling` run
-again, with the same AIPerf settings and the same requests, against a second `qualflow serve` on the
-same bundle (its tokenizer, template and limits) whose engine is the synthetic one (no model: one
-token per running request every `ceiling_step_ms`). What that measures is our HTTP path, detokenizer,
-timing records and AIPerf on this machine with no model behind them: the most the stack could reach
-through them. The stack's server is stopped first, so the ceiling runs alone.
+"""The harness ceiling of a session: after the stack's points, the points marked `harness_ceiling`
+run again, with the same AIPerf settings and the same requests, against a second `qualflow serve` on
+the same bundle (its tokenizer, template and limits) whose engine is the synthetic one (no model:
+one token per running request every `ceiling_step_ms`). What that measures is our HTTP path,
+detokenizer, timing records and AIPerf on this machine with no model behind them: the most the stack
+could reach through them. The stack's server is stopped first, so the ceiling runs alone.
 
 Everything goes under `<session>/ceiling/` (server.log, server_timing.jsonl, points/<point id>/ as
 a stack point's) and into session.json's `ceiling` (records.CeilingRecord). The ceiling's runs are
 never the stack's: a failure here (its server not starting, an AIPerf run failing) is recorded in
 `ceiling.error` or the run's outcome, and the session goes on as it would have without it. An
 interrupt (SessionInterrupted) still stops the ceiling's server and ends the session."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -43,42 +44,69 @@ def in_flight(point: AiperfPoint) -> int:
 
 
 def ceiling_engine(engine: EngineConfig, step_ms: float, points=()) -> EngineConfig:
-    """The stack's engine settings (context, limits) with the synthetic engine on `step_ms`; no device
-    work, so on cpu whatever the stack ran on. Its batch holds every request any of `points` can have
-    in flight (at least the stack's batch): the synthetic engine has no memory to run out of, and a
-    ceiling that queued requests behind the stack's batch would measure that batch, not the HTTP path
-    and AIPerf (at c256 on a batch of 64 it could never pass 64 tokens per step)."""
+    """The stack's engine settings (context, limits) with the synthetic engine on `step_ms`; no
+    device work, so on cpu whatever the stack ran on. Its batch holds every request any of
+    `points` can have in flight (at least the stack's batch): the synthetic engine has no memory
+    to run out of, and a ceiling that queued requests behind the stack's batch would measure that
+    batch, not the HTTP path and AIPerf (at c256 on a batch of 64 it could never pass 64 tokens
+    per step)."""
     batch = max([engine.max_batch, *(in_flight(p) for p in points)])
-    return dataclasses.replace(engine, engine_kind="synthetic", step_ms=step_ms, device="cpu", max_batch=batch,
-                               engine_process="auto", async_scheduling="auto")
+    return dataclasses.replace(
+        engine,
+        engine_kind="synthetic",
+        step_ms=step_ms,
+        device="cpu",
+        max_batch=batch,
+        engine_process="auto",
+        async_scheduling="auto",
+    )
 
 
 def _server(session: Session, out: Path) -> ServerProcess:
     cfg = session.cfg
-    server = ServerConfig(bundle=str(Path(cfg.bundle)), host=cfg.host, port=free_port(cfg.host),
-                          model_name=cfg.model_name or None, timing_log=str(out / "server_timing.jsonl"),
-                          api_server_count=cfg.ceiling_api_server_count)
+    server = ServerConfig(
+        bundle=str(Path(cfg.bundle)),
+        host=cfg.host,
+        port=free_port(cfg.host),
+        model_name=cfg.model_name or None,
+        timing_log=str(out / "server_timing.jsonl"),
+        api_server_count=cfg.ceiling_api_server_count,
+    )
     engine = ceiling_engine(cfg.engine, cfg.ceiling_step_ms, ceiling_points(session.points))
     srv = (session.server_factory or ServerProcess)(server, engine, log_path=out / "server.log")
-    srv.env.update(session.srv.env)   # the session's GPU lease, if any (the synthetic engine uses none)
+    srv.env.update(
+        session.srv.env
+    )  # the session's GPU lease, if any (the synthetic engine uses none)
     return srv
 
 
 def _run_points(session: Session, srv: ServerProcess, rec: CeilingRecord, out: Path) -> None:
     from qualflow.aiperf.runner import run_point
+
     runner = session.point_runner or run_point
     client = dataclasses.replace(session.client, url=srv.url)
     cfg = session.cfg
-    options = AiperfOptions(workers_max=cfg.aiperf_workers, record_processors=cfg.aiperf_record_processors,
-                            timeout_s=cfg.aiperf_timeout)
+    options = AiperfOptions(
+        workers_max=cfg.aiperf_workers,
+        record_processors=cfg.aiperf_record_processors,
+        timeout_s=cfg.aiperf_timeout,
+    )
     watch = engine_watch(srv)
     for p in ceiling_points(session.points):
         tag, label = aiperf_tag(p.point_id), f"{p.point_id} (harness ceiling)"
         t0 = time.time_ns()
         session.stage_name = f"ceiling:{p.point_id}"
         print(f"session: AIPerf run, harness ceiling: point {p.point_id}", flush=True)
-        run = runner(p, client, point_dir=out / "points" / p.point_id, phase_header=tag, options=options,
-                     alive_check=watch, progress=TagCounter(out / "server_timing.jsonl", tag), label=label)
+        run = runner(
+            p,
+            client,
+            point_dir=out / "points" / p.point_id,
+            phase_header=tag,
+            options=options,
+            alive_check=watch,
+            progress=TagCounter(out / "server_timing.jsonl", tag),
+            label=label,
+        )
         session.record.stages[session.stage_name] = StageTime.between(t0, time.time_ns())
         rec.points[p.point_id] = outcome = PointOutcome.of(run)
         print(f"session: ceiling point {p.point_id} ok={outcome.ok} {outcome.reasons}", flush=True)
@@ -92,21 +120,34 @@ def run_ceiling(session: Session) -> None:
     out = session.out / CEILING_DIR
     out.mkdir(parents=True, exist_ok=True)
     rec = session.record.ceiling = CeilingRecord(step_ms=session.cfg.ceiling_step_ms)
-    session.record.server_exit_code = session.srv.stop()   # the stack is done: the ceiling runs alone
+    session.record.server_exit_code = (
+        session.srv.stop()
+    )  # the stack is done: the ceiling runs alone
     srv, session.stage_name, t0 = None, "ceiling-startup", time.time_ns()
     try:
         srv = _server(session, out)
-        rec.server_command, rec.settings = srv.argv, {"engine": "synthetic", "step_ms": rec.step_ms,
-                                                      "max_batch": srv.engine.max_batch,
-                                                      "api_server_count": srv.server.api_server_count}
+        rec.server_command, rec.settings = (
+            srv.argv,
+            {
+                "engine": "synthetic",
+                "step_ms": rec.step_ms,
+                "max_batch": srv.engine.max_batch,
+                "api_server_count": srv.server.api_server_count,
+            },
+        )
         srv.start()
         srv.wait_healthy(session.cfg.startup_timeout)
         session.record.stages[session.stage_name] = StageTime.between(t0, time.time_ns())
         _run_points(session, srv, rec, out)
     except Exception as e:  # noqa: BLE001 - the ceiling's failure is its own, never the stack's
-        rec.error = SessionError(session.stage_name, type(e).__name__, " ".join(str(e).split())[:2000])
-        print(f"session: harness ceiling failed in {session.stage_name}: {type(e).__name__}: {e}",
-              file=sys.stderr, flush=True)
+        rec.error = SessionError(
+            session.stage_name, type(e).__name__, " ".join(str(e).split())[:2000]
+        )
+        print(
+            f"session: harness ceiling failed in {session.stage_name}: {type(e).__name__}: {e}",
+            file=sys.stderr,
+            flush=True,
+        )
     finally:
         if srv is not None:
             rec.server_exit_code = srv.stop()

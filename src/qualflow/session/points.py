@@ -1,4 +1,5 @@
 """`--points` of the session and the join: a points.json path, or inline JSON for hand use."""
+
 from __future__ import annotations
 
 import json

@@ -1,6 +1,8 @@
-"""Software and hardware provenance: package versions, qualflow version + git sha, python, OS, CPU/GPU.
+"""Software and hardware provenance: package versions, qualflow version + git sha, python, OS,
+CPU/GPU.
 
 `software_key()` is the key evidence is stored under (results/evidence/<software_key>/...)."""
+
 from __future__ import annotations
 
 import json
@@ -39,6 +41,7 @@ def git_info(package_dir: str | Path | None = None) -> dict:
 
 def qualflow_version() -> str:
     from qualflow import __version__
+
     return __version__
 
 
@@ -59,26 +62,44 @@ def _cpu_name() -> str | None:
 
 
 def hardware(with_torch: bool = True) -> dict:
-    hw = {"cpu": _cpu_name(), "cpu_count": os.cpu_count(),
-          "cpus_allowed": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
-          "mem_total_gb": None, "gpus": [], "cuda": None, "driver": None}
+    hw = {
+        "cpu": _cpu_name(),
+        "cpu_count": os.cpu_count(),
+        "cpus_allowed": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "mem_total_gb": None,
+        "gpus": [],
+        "cuda": None,
+        "driver": None,
+    }
     try:
-        kb = int(next(ln for ln in Path("/proc/meminfo").read_text().splitlines()
-                      if ln.startswith("MemTotal")).split()[1])
+        kb = int(
+            next(
+                ln
+                for ln in Path("/proc/meminfo").read_text().splitlines()
+                if ln.startswith("MemTotal")
+            ).split()[1]
+        )
         hw["mem_total_gb"] = round(kb / 2**20, 1)
     except (OSError, StopIteration, ValueError):
         pass
     if with_torch:
         try:
             import torch
+
             hw["cuda"] = torch.version.cuda
             if torch.cuda.is_available():
-                hw["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+                hw["gpus"] = [
+                    torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())
+                ]
         except Exception:  # noqa: BLE001 - provenance is best effort
             pass
     try:
-        r = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                           capture_output=True, text=True, timeout=10)
+        r = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
         if r.returncode == 0:
             hw["driver"] = r.stdout.strip().splitlines()[0]
     except (OSError, subprocess.SubprocessError, IndexError):
@@ -88,19 +109,28 @@ def hardware(with_torch: bool = True) -> dict:
 
 def collect(with_torch: bool = True) -> dict:
     state = git_info()
-    return {"qualflow_version": qualflow_version(), **state, "software_key": qualflow_version() + key_suffix(state),
-            "packages": package_versions(), "python": platform.python_version(),
-            "os": platform.platform(), "hostname": platform.node(), "hardware": hardware(with_torch)}
+    return {
+        "qualflow_version": qualflow_version(),
+        **state,
+        "software_key": qualflow_version() + key_suffix(state),
+        "packages": package_versions(),
+        "python": platform.python_version(),
+        "os": platform.platform(),
+        "hostname": platform.node(),
+        "hardware": hardware(with_torch),
+    }
 
 
 def workflow_versions() -> dict:
     """What the Snakemake rules key their params on: the software key and the versions of the
     packages that change each stage's results."""
     q = ("qualflow",)
-    return {"software_key": software_key(),
-            "model": package_versions(q + PACKAGES["model"]),
-            "session": package_versions(q + PACKAGES["model"] + PACKAGES["serve"] + PACKAGES["client"]),
-            "evidence": package_versions(q + PACKAGES["evidence"])}
+    return {
+        "software_key": software_key(),
+        "model": package_versions(q + PACKAGES["model"]),
+        "session": package_versions(q + PACKAGES["model"] + PACKAGES["serve"] + PACKAGES["client"]),
+        "evidence": package_versions(q + PACKAGES["evidence"]),
+    }
 
 
 def main_provenance(a) -> int:

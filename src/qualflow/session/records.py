@@ -1,10 +1,13 @@
-"""The session's records on disk, typed: `SessionRecord` (session.json), `StartupRecord` (startup.json)
-and `PointRun` (points/<key>/run.json, defined beside the AIPerf runner that writes it). The session
-writes them, the join reads them; each has a JSON round trip that keeps the files' keys as they are.
+"""The session's records on disk, typed: `SessionRecord` (session.json), `StartupRecord`
+(startup.json) and `PointRun` (points/<key>/run.json, defined beside the AIPerf runner that writes
+it). The session writes them, the join reads them; each has a JSON round trip that keeps the files'
+keys as they are.
 
 A key that the session sets only once it reaches some point (the server's pid once the server was
-started, the warm-up figures once the warm-up ran, the GPU once one was leased) is `NOT_REACHED` until
-then and left out of the file; null on disk means the point was reached and the value is none."""
+started, the warm-up figures once the warm-up ran, the GPU once one was leased) is `NOT_REACHED`
+until then and left out of the file; null on disk means the point was reached and the value is
+none."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -16,13 +19,26 @@ from typing import Any
 
 from qualflow.aiperf.record import PointRun
 
-__all__ = ["NOT_REACHED", "CeilingRecord", "NotReached", "PointOutcome", "PointRun", "SessionError", "SessionRecord", "StageTime",
-           "StartupRecord", "reached", "repeat_run_id", "run_id_of"]
+__all__ = [
+    "NOT_REACHED",
+    "CeilingRecord",
+    "NotReached",
+    "PointOutcome",
+    "PointRun",
+    "SessionError",
+    "SessionRecord",
+    "StageTime",
+    "StartupRecord",
+    "reached",
+    "repeat_run_id",
+    "run_id_of",
+]
 
 
 def run_id_of(model: str, profile: str, started_ns: int) -> str:
-    """The evidence run id of a session: the one definition (the join reads it from session.json)."""
-    return f"{model}.{profile}.{dt.datetime.fromtimestamp(started_ns / 1e9, dt.timezone.utc):%Y%m%dT%H%M%SZ}"
+    """The evidence run id of a session: the one definition (the join reads it from
+    session.json)."""
+    return f"{model}.{profile}.{dt.datetime.fromtimestamp(started_ns / 1e9, dt.UTC):%Y%m%dT%H%M%SZ}"
 
 
 def repeat_run_id(run_id: str, repeat: int) -> str:
@@ -32,9 +48,10 @@ def repeat_run_id(run_id: str, repeat: int) -> str:
 
 class NotReached:
     """A key the session has not set yet: absent from the file. Falsy."""
-    _instance: "NotReached | None" = None
 
-    def __new__(cls) -> "NotReached":
+    _instance: NotReached | None = None
+
+    def __new__(cls) -> NotReached:
         if cls._instance is None:
             cls._instance = super().__new__(cls)
         return cls._instance
@@ -66,9 +83,14 @@ def _to_json(rec: Any, convert: dict[str, Any]) -> dict:
 
 
 def _kwargs(cls: type, d: dict, convert: dict[str, Any]) -> dict:
-    """Constructor arguments from a file's dict: every key present (converted), absent ones default."""
+    """Constructor arguments from a file's dict: every key present (converted), absent ones
+    default."""
     names = {f.name for f in dataclasses.fields(cls)}
-    return {k: (convert[k](v) if k in convert and v is not None else v) for k, v in d.items() if k in names}
+    return {
+        k: (convert[k](v) if k in convert and v is not None else v)
+        for k, v in d.items()
+        if k in names
+    }
 
 
 @dataclass
@@ -78,34 +100,39 @@ class StageTime:
     wall_s: float | None = None
 
     @classmethod
-    def between(cls, start_ns: int, end_ns: int) -> "StageTime":
+    def between(cls, start_ns: int, end_ns: int) -> StageTime:
         return cls(start_ns, end_ns, (end_ns - start_ns) / 1e9)
 
     @classmethod
-    def from_json(cls, d: dict) -> "StageTime":
+    def from_json(cls, d: dict) -> StageTime:
         return cls(**_kwargs(cls, d, {}))
 
 
 @dataclass
 class PointOutcome:
-    """One AIPerf run of the session, as session.json sums it up (the full record is its run.json)."""
+    """One AIPerf run of the session, as session.json sums it up (the full record is its
+    run.json)."""
+
     command: str | None = None
     exit_code: int | None = None
     ok: bool = False
     reasons: list[str] = field(default_factory=list)
 
     @classmethod
-    def of(cls, run: PointRun) -> "PointOutcome":
-        return cls(run.command, run.exit_code, run.ok, list(run.verdict.reasons) if run.verdict else [])
+    def of(cls, run: PointRun) -> PointOutcome:
+        return cls(
+            run.command, run.exit_code, run.ok, list(run.verdict.reasons) if run.verdict else []
+        )
 
     @classmethod
-    def from_json(cls, d: dict) -> "PointOutcome":
+    def from_json(cls, d: dict) -> PointOutcome:
         return cls(**_kwargs(cls, d, {}))
 
 
 @dataclass
 class SessionError:
     """The session's failure: the stage it happened in, the exception's type and its message."""
+
     stage: str | None
     type: str | None
     message: str
@@ -116,8 +143,8 @@ class SessionError:
         return f"session failed in {self.stage}: {self.type}: {self.message}"
 
     @classmethod
-    def from_json(cls, d: dict | str) -> "SessionError":
-        if not isinstance(d, dict):        # a bare message
+    def from_json(cls, d: dict | str) -> SessionError:
+        if not isinstance(d, dict):  # a bare message
             return cls(None, None, str(d))
         return cls(d.get("stage"), d.get("type"), str(d.get("message")))
 
@@ -129,6 +156,7 @@ class CeilingRecord:
     `step_ms`) after the stack's points. Its runs are the ceiling's, never the stack's: a failure
     here is recorded in `error` and changes no status of the stack. `points`: each run's outcome by
     point id (its run.json under ceiling/points/<point id>/)."""
+
     step_ms: float
     server_command: list[str] | None = None
     settings: dict[str, Any] = field(default_factory=dict)
@@ -140,16 +168,24 @@ class CeilingRecord:
         return _to_json(self, {"points": _SESSION_TO["points"], "error": dataclasses.asdict})
 
     @classmethod
-    def from_json(cls, d: dict) -> "CeilingRecord":
-        return cls(**_kwargs(cls, d, {"points": _SESSION_FROM["points"], "error": SessionError.from_json}))
+    def from_json(cls, d: dict) -> CeilingRecord:
+        return cls(
+            **_kwargs(cls, d, {"points": _SESSION_FROM["points"], "error": SessionError.from_json})
+        )
 
 
-_SESSION_FROM = {"stages": lambda d: {k: StageTime.from_json(v) for k, v in d.items()},
-                 "points": lambda d: {k: PointOutcome.from_json(v) for k, v in d.items()},
-                 "error": SessionError.from_json, "ceiling": lambda d: CeilingRecord.from_json(d)}
-_SESSION_TO = {"stages": lambda d: {k: dataclasses.asdict(v) for k, v in d.items()},
-               "points": lambda d: {k: dataclasses.asdict(v) for k, v in d.items()},
-               "error": dataclasses.asdict, "ceiling": lambda c: c.to_json()}
+_SESSION_FROM = {
+    "stages": lambda d: {k: StageTime.from_json(v) for k, v in d.items()},
+    "points": lambda d: {k: PointOutcome.from_json(v) for k, v in d.items()},
+    "error": SessionError.from_json,
+    "ceiling": lambda d: CeilingRecord.from_json(d),
+}
+_SESSION_TO = {
+    "stages": lambda d: {k: dataclasses.asdict(v) for k, v in d.items()},
+    "points": lambda d: {k: dataclasses.asdict(v) for k, v in d.items()},
+    "error": dataclasses.asdict,
+    "ceiling": lambda c: c.to_json(),
+}
 
 
 @dataclass
@@ -157,12 +193,13 @@ class SessionRecord:
     """session.json: what was served and how, every stage's wall time, each AIPerf run's outcome and
     the failure, if any. `settings` is recorded as given (its keys depend on the stack) and copied
     into the evidence's `runs.server_settings`."""
+
     bundle: str | None = None
     device: str | None = None
     url: str | None = None
     model_name: str | None = None
-    stack: str = "qualflow"                  # qualflow | endpoint
-    server_timing: str = "available"         # available | unavailable (an endpoint has no Task records)
+    stack: str = "qualflow"  # qualflow | endpoint
+    server_timing: str = "available"  # available | unavailable (an endpoint has no Task records)
     server_command: list[str] | None = None
     settings: dict[str, Any] = field(default_factory=dict)
     stages: dict[str, StageTime] = field(default_factory=dict)
@@ -171,16 +208,20 @@ class SessionRecord:
     client_pin_reasons: list[str] = field(default_factory=list)
     session_started_ns: int | None = None
     run_id: str | None = None
-    command: str | None = None               # the `qualflow session` command line
-    gpu: dict | NotReached = NOT_REACHED     # the leased GPU (qualflow.gpus)
+    command: str | None = None  # the `qualflow session` command line
+    gpu: dict | NotReached = NOT_REACHED  # the leased GPU (qualflow.gpus)
     other_gpu_jobs: list[dict] | NotReached = NOT_REACHED
     server_pid: int | None | NotReached = NOT_REACHED
-    timing_records_missing: int | None | NotReached = NOT_REACHED   # None: no server records (an endpoint)
+    timing_records_missing: int | None | NotReached = (
+        NOT_REACHED  # None: no server records (an endpoint)
+    )
     server_exit_code: int | None | NotReached = NOT_REACHED
     session_ended_ns: int | None | NotReached = NOT_REACHED
     cleanup_errors: list[str] | NotReached = NOT_REACHED
-    server_log_tail: list[str] | NotReached = NOT_REACHED   # the failed server's last log lines
-    ceiling: CeilingRecord | NotReached = NOT_REACHED       # the harness ceiling, where points asked for it
+    server_log_tail: list[str] | NotReached = NOT_REACHED  # the failed server's last log lines
+    ceiling: CeilingRecord | NotReached = (
+        NOT_REACHED  # the harness ceiling, where points asked for it
+    )
 
     @property
     def endpoint(self) -> bool:
@@ -198,14 +239,14 @@ class SessionRecord:
         return _to_json(self, _SESSION_TO)
 
     @classmethod
-    def from_json(cls, d: dict) -> "SessionRecord":
+    def from_json(cls, d: dict) -> SessionRecord:
         return cls(**_kwargs(cls, d, _SESSION_FROM))
 
     def write(self, path: str | Path) -> None:
         Path(path).write_text(json.dumps(self.to_json(), indent=2, default=str))
 
     @classmethod
-    def read(cls, path: str | Path) -> "SessionRecord":
+    def read(cls, path: str | Path) -> SessionRecord:
         return cls.from_json(json.loads(Path(path).read_text()))
 
 
@@ -214,6 +255,7 @@ class StartupRecord:
     """startup.json: the server's start (spawn to healthy, its own load and startup times, its
     /health answer), then the warm-up's wall time and request count. A server that never became
     healthy leaves only `healthy_ns` (null) and `error`."""
+
     url: str | NotReached = NOT_REACHED
     pid: int | None | NotReached = NOT_REACHED
     spawn_ns: int | None | NotReached = NOT_REACHED
@@ -229,7 +271,7 @@ class StartupRecord:
     FIGURES = ("load_s", "server_startup_s", "startup_s", "warmup_s", "warmup_requests")
 
     @classmethod
-    def never_healthy(cls) -> "StartupRecord":
+    def never_healthy(cls) -> StartupRecord:
         return cls(healthy_ns=None, error="server never became healthy")
 
     @property
@@ -249,12 +291,12 @@ class StartupRecord:
         return _to_json(self, {})
 
     @classmethod
-    def from_json(cls, d: dict) -> "StartupRecord":
+    def from_json(cls, d: dict) -> StartupRecord:
         return cls(**_kwargs(cls, d, {}))
 
     def write(self, path: str | Path) -> None:
         Path(path).write_text(json.dumps(self.to_json(), indent=2))
 
     @classmethod
-    def read(cls, path: str | Path) -> "StartupRecord":
+    def read(cls, path: str | Path) -> StartupRecord:
         return cls.from_json(json.loads(Path(path).read_text()))

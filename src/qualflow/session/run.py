@@ -14,13 +14,14 @@ one allocation whose members run sequentially (#4223). Here instead:
   (finally; also on SIGTERM/SIGINT/SIGHUP, each handled once, and when Snakemake itself dies: this
   process has PDEATHSIG=SIGTERM towards it).
 
-A crash of the server is noticed while any stage runs and fails the session with the server's last
-log lines. Any failure is recorded in session.json (`error`: stage, exception type, message); with
-`record_failures` the session then still writes every output and exits 0, so the join records the
-rung reached and the report shows why (the DAG fails later, at `qualify`). Load, startup and warm-up
-times are recorded separately in startup.json. With `archive_dir`, the session directory is also
-kept under `archive_dir/<run_id>/` (copies), so a failed rerun never deletes or changes the last good raw
-evidence."""
+A crash of the server is noticed while any stage runs and fails the session with the server's
+last log lines. Any failure is recorded in session.json (`error`: stage, exception type,
+message); with `record_failures` the session then still writes every output and exits 0, so the
+join records the rung reached and the report shows why (the DAG fails later, at `qualify`). Load,
+startup and warm-up times are recorded separately in startup.json. With `archive_dir`, the
+session directory is also kept under `archive_dir/<run_id>/` (copies), so a failed rerun never
+deletes or changes the last good raw evidence."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -32,8 +33,8 @@ import shutil
 import signal
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from qualflow.aiperf.options import ClientOptions
 from qualflow.aiperf.runner import remove_stale_tmpdirs
@@ -46,7 +47,15 @@ from qualflow.server.timing import read_timing_log
 
 from .ceiling import CEILING_DIR, ceiling_points, run_ceiling
 from .config import SessionConfig
-from .records import NOT_REACHED, PointRun, SessionError, SessionRecord, StageTime, StartupRecord, run_id_of
+from .records import (
+    NOT_REACHED,
+    PointRun,
+    SessionError,
+    SessionRecord,
+    StageTime,
+    StartupRecord,
+    run_id_of,
+)
 from .server_process import ServerError, ServerProcess, free_port
 from .stages import Session
 
@@ -55,17 +64,20 @@ class SessionInterrupted(BaseException):
     """Raised from a signal handler so that `finally` blocks stop the server."""
 
 
-_RECEIVED: dict[str, str | None] = {"signal": None}   # set by the handler, whatever the exception became
+_RECEIVED: dict[str, str | None] = {
+    "signal": None
+}  # set by the handler, whatever the exception became
 
 
 def _install_signal_handlers() -> None:
     _RECEIVED["signal"] = None
 
     def handler(signum, frame):
-        if _RECEIVED["signal"] is not None:   # once only: a terminal Ctrl-C reaches the session both
-            return                            # from the terminal and passed on by Snakemake
+        if _RECEIVED["signal"] is not None:  # once only: a terminal Ctrl-C reaches the session both
+            return  # from the terminal and passed on by Snakemake
         _RECEIVED["signal"] = signal.Signals(signum).name
         raise SessionInterrupted(f"received {signal.Signals(signum).name}")
+
     for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(s, handler)
     die_with_parent()  # die (cleanly, via the handler) if our parent - Snakemake's job thread - dies
@@ -92,6 +104,7 @@ def _write_missing_outputs(out: Path) -> None:
     """After a failure: the outputs a stage never wrote, empty, so the rule's outputs exist and the
     join can record the rung reached."""
     from .outputs import write_protocol, write_warmup
+
     if not (out / "warmup.parquet").exists():
         write_warmup([], str(out / "warmup.parquet"))
     if not (out / "protocol.parquet").exists():
@@ -114,28 +127,42 @@ def archive(out: Path, archive_dir: Path, run_id: str) -> Path:
 
 def _finish_outputs(out: Path, record: SessionRecord, archive_dir: str | None) -> None:
     """The cleanup's writes, each on its own: one that fails is recorded, never skips the others."""
-    steps = [("missing outputs", lambda: _write_missing_outputs(out)),
-             ("session.json", lambda: record.write(out / "session.json"))]
+    steps = [
+        ("missing outputs", lambda: _write_missing_outputs(out)),
+        ("session.json", lambda: record.write(out / "session.json")),
+    ]
     if archive_dir and record.run_id:
         steps.append(("archive", lambda: archive(out, Path(archive_dir), record.run_id)))
     for name, step in steps:
         try:
             step()
         except Exception as e:  # noqa: BLE001 - reported; the remaining writes still happen
-            print(f"session: error writing {name}: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
+            print(
+                f"session: error writing {name}: {type(e).__name__}: {e}",
+                file=sys.stderr,
+                flush=True,
+            )
             if record.cleanup_errors is NOT_REACHED:
                 record.cleanup_errors = []
             record.cleanup_errors.append(f"{name}: {type(e).__name__}: {e}")
-            if name == "archive":   # session.json is already written: add the error to it
+            if name == "archive":  # session.json is already written: add the error to it
                 record.write(out / "session.json")
 
 
 def _fresh_out(out: Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     (out / "points").mkdir(exist_ok=True)
-    for stale in ("session.json", "startup.json", "warmup.parquet", "protocol.parquet", "server_timing.jsonl"):
+    for stale in (
+        "session.json",
+        "startup.json",
+        "warmup.parquet",
+        "protocol.parquet",
+        "server_timing.jsonl",
+    ):
         (out / stale).unlink(missing_ok=True)
-    shutil.rmtree(out / CEILING_DIR, ignore_errors=True)   # an earlier session's ceiling is not this one's
+    shutil.rmtree(
+        out / CEILING_DIR, ignore_errors=True
+    )  # an earlier session's ceiling is not this one's
     return out
 
 
@@ -146,12 +173,20 @@ def engine_settings(engine: EngineConfig) -> dict:
     other field set away from its default (test-only knobs aside)."""
     base, test_only = defaults(EngineConfig), hidden(EngineConfig)
     device_type = engine.device.split(":")[0]
-    out: dict = {"device": engine.device,
-                 "engine_process": "on" if engine.in_own_process(device_type) else "off"}
+    out: dict = {
+        "device": engine.device,
+        "engine_process": "on" if engine.in_own_process(device_type) else "off",
+    }
     for k in ("max_batch", "max_context", "cpu_threads"):
         out[k] = None if getattr(engine, k) == base[k] else getattr(engine, k)
-    out.update({k: v for k, v in as_dict(engine).items() if k not in out and k not in test_only and v != base[k]})
-    if engine.engine_kind == "synthetic":   # the ceiling's clock, also at its default
+    out.update(
+        {
+            k: v
+            for k, v in as_dict(engine).items()
+            if k not in out and k not in test_only and v != base[k]
+        }
+    )
+    if engine.engine_kind == "synthetic":  # the ceiling's clock, also at its default
         out["step_ms"] = engine.step_ms
     return out
 
@@ -160,12 +195,18 @@ def session_settings(cfg: SessionConfig, endpoint_launched: bool | None) -> dict
     """session.json's `settings` (copied into `runs.server_settings`): our server's engine settings,
     or the endpoint's launch; the client side's; request_extensions only when they are off.
     `endpoint_launched`: None for our server."""
-    common = {"aiperf_workers": cfg.aiperf_workers, "aiperf_record_processors": cfg.aiperf_record_processors,
-              "warmup_requests": cfg.warmup_requests, "warmup_max_tokens": cfg.warmup_max_tokens,
-              "protocol_checks": cfg.protocol}
+    common = {
+        "aiperf_workers": cfg.aiperf_workers,
+        "aiperf_record_processors": cfg.aiperf_record_processors,
+        "warmup_requests": cfg.warmup_requests,
+        "warmup_max_tokens": cfg.warmup_max_tokens,
+        "protocol_checks": cfg.protocol,
+    }
     if endpoint_launched is None:
         settings = {**engine_settings(cfg.engine), **common}
-        if cfg.api_server_count != 1:   # absent: one API process (as every run recorded before the setting)
+        if (
+            cfg.api_server_count != 1
+        ):  # absent: one API process (as every run recorded before the setting)
             settings.update(api_server_count=cfg.api_server_count, engine_process="on")
     else:
         settings = {"stack": "endpoint", "endpoint_launched": endpoint_launched, **common}
@@ -176,13 +217,21 @@ def session_settings(cfg: SessionConfig, endpoint_launched: bool | None) -> dict
     return settings
 
 
-def _our_server(cfg: SessionConfig, out: Path, server_factory) -> tuple[ServerProcess, ClientOptions]:
+def _our_server(
+    cfg: SessionConfig, out: Path, server_factory
+) -> tuple[ServerProcess, ClientOptions]:
     """Our server on the bundle, with exactly the session's engine settings (on cuda the session
     leases one GPU and the server sees only that one), and how the clients reach it."""
     bundle = str(Path(cfg.bundle))
-    server = ServerConfig(bundle=bundle, host=cfg.host, port=cfg.port or free_port(cfg.host),
-                          model_name=cfg.model_name or None, timing_log=str(out / "server_timing.jsonl"),
-                          reasoning_budgets=cfg.reasoning_budgets, api_server_count=cfg.api_server_count)
+    server = ServerConfig(
+        bundle=bundle,
+        host=cfg.host,
+        port=cfg.port or free_port(cfg.host),
+        model_name=cfg.model_name or None,
+        timing_log=str(out / "server_timing.jsonl"),
+        reasoning_budgets=cfg.reasoning_budgets,
+        api_server_count=cfg.api_server_count,
+    )
     device = cfg.engine.device
     engine = dataclasses.replace(cfg.engine, device="cuda" if device.startswith("cuda") else device)
     srv = (server_factory or ServerProcess)(server, engine, log_path=out / "server.log")
@@ -193,26 +242,39 @@ def _endpoint(spec, out: Path, checkpoint: str | None) -> tuple[ServerProcess, C
     """The endpoint's handle (launched or not) and how the clients reach it (AIPerf's raw export, so
     every stream's terminal event is checked without server records)."""
     from .endpoint import EndpointProcess
+
     srv = EndpointProcess(spec, log_path=out / "server.log", checkpoint_dir=checkpoint)
-    return srv, ClientOptions(url=srv.url, model_name=srv.model, tokenizer=spec.tokenizer or checkpoint or srv.model,
-                              api_key=srv.api_key, export_level="raw")
+    return srv, ClientOptions(
+        url=srv.url,
+        model_name=srv.model,
+        tokenizer=spec.tokenizer or checkpoint or srv.model,
+        api_key=srv.api_key,
+        export_level="raw",
+    )
 
 
 def _new_record(cfg: SessionConfig, srv: ServerProcess, client: ClientOptions) -> SessionRecord:
     ours = cfg.endpoint is None
     started_ns = time.time_ns()
     return SessionRecord(
-        bundle=str(Path(cfg.bundle)) if cfg.bundle else None, device=cfg.engine.device if ours else None, url=srv.url,
-        model_name=client.model_name, stack="qualflow" if ours else "endpoint",
-        server_timing="available" if ours else "unavailable", server_command=shlex.split(srv.cmd),
-        settings=session_settings(cfg, None if ours else srv.launched), session_started_ns=started_ns,
-        run_id=run_id_of(*cfg.run_name, started_ns) if cfg.run_name else None, command=current_command())
+        bundle=str(Path(cfg.bundle)) if cfg.bundle else None,
+        device=cfg.engine.device if ours else None,
+        url=srv.url,
+        model_name=client.model_name,
+        stack="qualflow" if ours else "endpoint",
+        server_timing="available" if ours else "unavailable",
+        server_command=shlex.split(srv.cmd),
+        settings=session_settings(cfg, None if ours else srv.launched),
+        session_started_ns=started_ns,
+        run_id=run_id_of(*cfg.run_name, started_ns) if cfg.run_name else None,
+        command=current_command(),
+    )
 
 
 def _measure(session: Session) -> None:
     """Every stage in order, up to the server's last timing record."""
     ours = session.cfg.endpoint is None
-    if ours:   # an external endpoint's GPUs are not ours to lease
+    if ours:  # an external endpoint's GPUs are not ours to lease
         session.lease_gpu()
     startup = session.startup()
     session.warmup(startup)
@@ -220,7 +282,10 @@ def _measure(session: Session) -> None:
     session.aiperf_points()
     session.stage_name = "timing-flush"
     session.record.timing_records_missing = (
-        _wait_timing_flushed(session.out / "server_timing.jsonl", session.sent_ids) if ours else None)
+        _wait_timing_flushed(session.out / "server_timing.jsonl", session.sent_ids)
+        if ours
+        else None
+    )
     session.note_other_gpu_jobs()
     run_ceiling(session)
 
@@ -234,7 +299,7 @@ def _shut_down(session: Session) -> None:
     record.server_exit_code = session.srv.stop()
     if session.lease is not None:
         session.lease.release()
-        if session.cores_before:   # the caller's cores back (the session may run in-process)
+        if session.cores_before:  # the caller's cores back (the session may run in-process)
             os.sched_setaffinity(0, session.cores_before)
     record.stages["shutdown"] = StageTime.between(t0, time.time_ns())
     record.session_ended_ns = time.time_ns()
@@ -244,18 +309,26 @@ def _shut_down(session: Session) -> None:
 
 
 def _one_line(e: BaseException, record: SessionRecord) -> str:
-    """The failure's message as one line (it becomes a status reason); a server error's log tail goes
-    to the record's `server_log_tail` instead."""
+    """The failure's message as one line (it becomes a status reason); a server error's log tail
+    goes to the record's `server_log_tail` instead."""
     message = str(e)
     if isinstance(e, ServerError) and "\n" in message:
         message, _, tail = message.partition("\n")
         record.server_log_tail = tail.splitlines()
-        message = re.sub(r"; last lines of (\S+):$", r" (its last log lines: session.json server_log_tail)", message)
+        message = re.sub(
+            r"; last lines of (\S+):$",
+            r" (its last log lines: session.json server_log_tail)",
+            message,
+        )
     return " ".join(message.split())
 
 
-def run_session(cfg: SessionConfig, *, server_factory: Callable[..., ServerProcess] | None = None,
-                point_runner: Callable[..., PointRun] | None = None) -> int:
+def run_session(
+    cfg: SessionConfig,
+    *,
+    server_factory: Callable[..., ServerProcess] | None = None,
+    point_runner: Callable[..., PointRun] | None = None,
+) -> int:
     """One serving session as `cfg` says. With `cfg.endpoint` it qualifies that endpoint instead of
     starting our server on `cfg.bundle`; there are no server timing records then, and the session
     says so (`server_timing`). `server_factory(server, engine, *, log_path)` makes our server's
@@ -265,20 +338,39 @@ def run_session(cfg: SessionConfig, *, server_factory: Callable[..., ServerProce
 
     plan = cfg.plan()
     if cfg.endpoint is None and not cfg.bundle:
-        raise ValueError("session: --bundle (our server) or --endpoint (an external endpoint) is required")
+        raise ValueError(
+            "session: --bundle (our server) or --endpoint (an external endpoint) is required"
+        )
     spec, checkpoint = None, None
-    if cfg.endpoint is not None:   # refused before anything is written
+    if cfg.endpoint is not None:  # refused before anything is written
         from .endpoint import EndpointSpec, pinned_checkpoint
-        spec, checkpoint = EndpointSpec.from_json(cfg.endpoint), pinned_checkpoint(cfg.pin, cfg.checkpoint)
+
+        spec, checkpoint = (
+            EndpointSpec.from_json(cfg.endpoint),
+            pinned_checkpoint(cfg.pin, cfg.checkpoint),
+        )
         if ceiling_points(plan.points):
-            raise ValueError("session: harness_ceiling needs our server's bundle (the synthetic engine serves its "
-                             "tokenizer); an endpoint's points cannot have one")
-    remove_stale_tmpdirs()   # a session killed with -9 left its private AIPerf TMPDIR behind
+            raise ValueError(
+                "session: harness_ceiling needs our server's bundle (the synthetic engine serves its "
+                "tokenizer); an endpoint's points cannot have one"
+            )
+    remove_stale_tmpdirs()  # a session killed with -9 left its private AIPerf TMPDIR behind
     out = _fresh_out(Path(cfg.out))
-    (out / "provenance.json").write_text(json.dumps(collect(with_torch=cfg.engine.device != "cpu"), indent=2))
-    srv, client = _our_server(cfg, out, server_factory) if spec is None else _endpoint(spec, out, checkpoint)
-    session = Session(cfg, srv=srv, record=_new_record(cfg, srv, client), client=client, points=plan.points,
-                      point_runner=point_runner, server_factory=server_factory)
+    (out / "provenance.json").write_text(
+        json.dumps(collect(with_torch=cfg.engine.device != "cpu"), indent=2)
+    )
+    srv, client = (
+        _our_server(cfg, out, server_factory) if spec is None else _endpoint(spec, out, checkpoint)
+    )
+    session = Session(
+        cfg,
+        srv=srv,
+        record=_new_record(cfg, srv, client),
+        client=client,
+        points=plan.points,
+        point_runner=point_runner,
+        server_factory=server_factory,
+    )
     rc, interrupted = 1, False
     try:
         _install_signal_handlers()
@@ -286,11 +378,20 @@ def run_session(cfg: SessionConfig, *, server_factory: Callable[..., ServerProce
         rc = 0
     except (Exception, SessionInterrupted) as e:  # noqa: BLE001 - every failure is evidence: recorded, not lost
         interrupted = isinstance(e, SessionInterrupted) or _RECEIVED["signal"] is not None
-        session.record.error = SessionError(session.stage_name, type(e).__name__, _one_line(e, session.record))
-        print(f"session: error in {session.stage_name}: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
+        session.record.error = SessionError(
+            session.stage_name, type(e).__name__, _one_line(e, session.record)
+        )
+        print(
+            f"session: error in {session.stage_name}: {type(e).__name__}: {e}",
+            file=sys.stderr,
+            flush=True,
+        )
     finally:
         _shut_down(session)
     if rc and cfg.record_failures and not interrupted:
-        print("session: the failure is recorded in session.json; the join records the status reached", flush=True)
+        print(
+            "session: the failure is recorded in session.json; the join records the status reached",
+            flush=True,
+        )
         return 0
     return rc

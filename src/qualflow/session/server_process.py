@@ -1,9 +1,11 @@
 """Owning a server child process (`qualflow serve`, or an endpoint's launch command): port check,
 start, health wait, crash detection, stop.
 
-The server runs in its own process group (so a terminal Ctrl-C reaches only its owner, which stops it
-in order) and with PR_SET_PDEATHSIG=SIGTERM (so it dies even if its owner is SIGKILLed). `stop()`
-sends SIGTERM to the whole group, escalates to SIGKILL, and waits until the port is free again."""
+The server runs in its own process group (so a terminal Ctrl-C reaches only its owner, which
+stops it in order) and with PR_SET_PDEATHSIG=SIGTERM (so it dies even if its owner is SIGKILLed).
+`stop()` sends SIGTERM to the whole group, escalates to SIGKILL, and waits until the port is free
+again."""
+
 from __future__ import annotations
 
 import json
@@ -16,13 +18,14 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 from qualflow.configs import to_argv
 from qualflow.lifetime import die_with_parent
 
-if TYPE_CHECKING:   # the configs are read, not built, here: importing them would load the runtime
+if TYPE_CHECKING:  # the configs are read, not built, here: importing them would load the runtime
     from qualflow.server.config import EngineConfig, ServerConfig
 
 
@@ -57,8 +60,9 @@ def free_port(host: str = "127.0.0.1") -> int:
 def who_listens(port: int) -> str:
     """Best effort: name the process holding a TCP port (via `ss`)."""
     try:
-        out = subprocess.run(["ss", "-ltnpH", f"sport = :{port}"], capture_output=True, text=True,
-                             timeout=5).stdout.strip()
+        out = subprocess.run(
+            ["ss", "-ltnpH", f"sport = :{port}"], capture_output=True, text=True, timeout=5
+        ).stdout.strip()
         return out or "unknown process"
     except (OSError, subprocess.SubprocessError):
         return "unknown process"
@@ -66,8 +70,10 @@ def who_listens(port: int) -> str:
 
 def check_port(host: str, port: int) -> None:
     if not port_is_free(host, port):
-        raise PortConflict(f"port conflict: {host}:{port} is already in use ({who_listens(port)}); "
-                           "stop that process or set server.port in the config (0 picks a free port)")
+        raise PortConflict(
+            f"port conflict: {host}:{port} is already in use ({who_listens(port)}); "
+            "stop that process or set server.port in the config (0 picks a free port)"
+        )
 
 
 def http_get_json(url: str, timeout: float = 5.0) -> tuple[int, dict | None]:
@@ -106,7 +112,7 @@ class OwnedServer:
         self.log_path = Path(log_path)
         self.argv = list(argv)
         self.cmd = shlex.join(self.argv)
-        self.env: dict[str, str] = {}   # added to the server's environment (e.g. its GPU)
+        self.env: dict[str, str] = {}  # added to the server's environment (e.g. its GPU)
         self.proc: subprocess.Popen | None = None
         self.spawn_ns: int | None = None
         self.healthy_ns: int | None = None
@@ -124,9 +130,15 @@ class OwnedServer:
         self._log = open(self.log_path, "wb")
         env = dict(os.environ, PYTHONUNBUFFERED="1", **self.env)
         self.spawn_ns = time.time_ns()
-        self.proc = subprocess.Popen(self.argv, stdout=self._log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, env=env, start_new_session=True,
-                                     preexec_fn=die_with_parent)
+        self.proc = subprocess.Popen(
+            self.argv,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,
+            preexec_fn=die_with_parent,
+        )
 
     def log_tail(self, n: int = 30) -> str:
         try:
@@ -136,8 +148,10 @@ class OwnedServer:
 
     def check_alive(self) -> None:
         if self.proc is not None and self.proc.poll() is not None:
-            raise ServerCrashed(f"server (pid {self.proc.pid}) exited with code {self.proc.returncode}; "
-                                f"last lines of {self.log_path}:\n{self.log_tail()}")
+            raise ServerCrashed(
+                f"server (pid {self.proc.pid}) exited with code {self.proc.returncode}; "
+                f"last lines of {self.log_path}:\n{self.log_tail()}"
+            )
 
     poll_s = 0.25
 
@@ -147,8 +161,10 @@ class OwnedServer:
         return ((body or {}) if status == 200 else None), (status, body)
 
     def not_ready(self, timeout_s: float, last) -> Exception:
-        return ServerError(f"server at {self.url} not healthy after {timeout_s:.0f}s (last: {last}); "
-                           f"last lines of {self.log_path}:\n{self.log_tail()}")
+        return ServerError(
+            f"server at {self.url} not healthy after {timeout_s:.0f}s (last: {last}); "
+            f"last lines of {self.log_path}:\n{self.log_tail()}"
+        )
 
     def wait_healthy(self, timeout_s: float) -> dict:
         """Poll `probe` until ready (noticing a crash on the way), or raise `not_ready`."""
@@ -215,4 +231,6 @@ class ServerProcess(OwnedServer):
 
     def __init__(self, server: ServerConfig, engine: EngineConfig, *, log_path: str | Path):
         self.server, self.engine = server, engine
-        super().__init__(serve_argv(server, engine), host=server.host, port=server.port, log_path=log_path)
+        super().__init__(
+            serve_argv(server, engine), host=server.host, port=server.port, log_path=log_path
+        )

@@ -1,4 +1,5 @@
 """Warm-up: fixed requests through HTTP, each with its own request id, recorded (never measured)."""
+
 from __future__ import annotations
 
 import json
@@ -19,17 +20,31 @@ WARMUP_PROMPTS = (
 )
 
 
-def run_warmup(url: str, model: str, n: int, max_output_tokens: int = 16, stream: bool = True,
-               timeout_s: float = 600.0, request_extensions: bool = True, api_key: str | None = None) -> list[dict]:
-    """`request_extensions`: send qualflow's `ignore_eos` (false: standard Responses fields only)."""
+def run_warmup(
+    url: str,
+    model: str,
+    n: int,
+    max_output_tokens: int = 16,
+    stream: bool = True,
+    timeout_s: float = 600.0,
+    request_extensions: bool = True,
+    api_key: str | None = None,
+) -> list[dict]:
+    """`request_extensions`: send qualflow's `ignore_eos` (false: standard Responses fields
+    only)."""
     rows = []
     auth = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     with httpx.Client(base_url=url, timeout=timeout_s, headers=auth) as client:
         for i in range(n):
             rid = f"warmup-{i:03d}-{uuid.uuid4().hex[:12]}"
-            body = {"model": model, "input": WARMUP_PROMPTS[i % len(WARMUP_PROMPTS)],
-                    "max_output_tokens": max_output_tokens, "stream": stream, "store": False,
-                    **({"ignore_eos": True} if request_extensions else {})}
+            body = {
+                "model": model,
+                "input": WARMUP_PROMPTS[i % len(WARMUP_PROMPTS)],
+                "max_output_tokens": max_output_tokens,
+                "stream": stream,
+                "store": False,
+                **({"ignore_eos": True} if request_extensions else {}),
+            }
             headers = {"X-Request-ID": rid, PHASE_HEADER: WARMUP}
             t0 = time.time_ns()
             status, err, echoed, n_events = None, None, None, 0
@@ -49,10 +64,21 @@ def run_warmup(url: str, model: str, n: int, max_output_tokens: int = 16, stream
             except httpx.HTTPError as e:
                 err = repr(e)
             t1 = time.time_ns()
-            rows.append({"request_id": rid, "index": i, "phase": WARMUP, "stream": stream,
-                         "http_status": status, "request_id_echoed": echoed == rid, "sse_events": n_events,
-                         "client_start_ns": t0, "client_end_ns": t1, "client_latency_ms": (t1 - t0) / 1e6,
-                         "error": err})
+            rows.append(
+                {
+                    "request_id": rid,
+                    "index": i,
+                    "phase": WARMUP,
+                    "stream": stream,
+                    "http_status": status,
+                    "request_id_echoed": echoed == rid,
+                    "sse_events": n_events,
+                    "client_start_ns": t0,
+                    "client_end_ns": t1,
+                    "client_latency_ms": (t1 - t0) / 1e6,
+                    "error": err,
+                }
+            )
     return rows
 
 

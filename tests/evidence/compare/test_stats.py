@@ -1,19 +1,26 @@
 """Compare statistics on synthetic data (fast): bootstrap CI of a quantile difference, Mann-Whitney,
 noise floor, the verdicts; and the refusal logic on small synthetic evidence."""
+
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 import pytest
 
+from fixtures.compare_runs import lognormal, write_run
 from qualflow.evidence import store
 from qualflow.evidence.compare.comparison import CompareRefused, compare_evidence
 from qualflow.evidence.compare.config import CompareOptions
-from qualflow.evidence.compare.stats import bootstrap_delta, compare_samples, judge, mann_whitney_p, min_n, noise_floor
+from qualflow.evidence.compare.stats import (
+    bootstrap_delta,
+    compare_samples,
+    judge,
+    mann_whitney_p,
+    min_n,
+    noise_floor,
+)
 from qualflow.evidence.store import write_table
 from qualflow.report.compare import run_compare
-
-from fixtures.compare_runs import lognormal, write_run
 
 
 def test_bootstrap_ci_covers_true_shift_and_excludes_zero():
@@ -41,32 +48,57 @@ def test_mann_whitney():
 def test_noise_floor_and_judge():
     o = CompareOptions(noise_rel=0.10, noise_abs_ms=2.0)
     assert noise_floor(100.0, "ms", o) == pytest.approx(10.0)
-    assert noise_floor(5.0, "ms", o) == 2.0                      # absolute floor for small ms values
+    assert noise_floor(5.0, "ms", o) == 2.0  # absolute floor for small ms values
     assert noise_floor(5.0, "tok/s", o) == pytest.approx(0.5)
     assert noise_floor(100.0, "ms", o, empirical_rel=0.3) == pytest.approx(30.0)
     assert judge(20.0, 5.0, 35.0, floor=10.0)
-    assert not judge(8.0, 5.0, 11.0, floor=10.0)                # CI excludes 0 but within the floor
-    assert not judge(20.0, -1.0, 40.0, floor=10.0)              # beyond the floor but CI has 0
+    assert not judge(8.0, 5.0, 11.0, floor=10.0)  # CI excludes 0 but within the floor
+    assert not judge(20.0, -1.0, 40.0, floor=10.0)  # beyond the floor but CI has 0
     assert not judge(float("nan"), 1, 2, floor=0)
 
 
-FLOOR = {"noise_rel": 0.10, "noise_abs_ms": 2.0}   # a configured floor (what the defaults used to be)
+FLOOR = {
+    "noise_rel": 0.10,
+    "noise_abs_ms": 2.0,
+}  # a configured floor (what the defaults used to be)
 
 
 def test_compare_samples_verdicts():
     o = CompareOptions(resamples=500, **FLOOR)
-    slow = compare_samples(lognormal(120, 100, 0.1), lognormal(120, 150, 0.1), unit="ms", lower_is_better=True, opts=o)
+    slow = compare_samples(
+        lognormal(120, 100, 0.1), lognormal(120, 150, 0.1), unit="ms", lower_is_better=True, opts=o
+    )
     by = {r["stat"]: r for r in slow}
     assert by["p50"]["verdict"] == "regression" and by["p90"]["significant"]
-    assert by["p99"]["verdict"] == "not tested"                 # < 800 requests per side
-    fast = compare_samples(lognormal(60, 10, 0.1), lognormal(60, 15, 0.1), unit="tok/s", lower_is_better=False, opts=o)
+    assert by["p99"]["verdict"] == "not tested"  # < 800 requests per side
+    fast = compare_samples(
+        lognormal(60, 10, 0.1), lognormal(60, 15, 0.1), unit="tok/s", lower_is_better=False, opts=o
+    )
     assert fast[0]["verdict"] == "improvement"
-    same = compare_samples(lognormal(60, 100, 0.1), lognormal(60, 101, 0.1), unit="ms", lower_is_better=True, opts=o)
+    same = compare_samples(
+        lognormal(60, 100, 0.1), lognormal(60, 101, 0.1), unit="ms", lower_is_better=True, opts=o
+    )
     assert not any(r["significant"] for r in same)
-    few = {r["stat"]: r for r in compare_samples(lognormal(30, 100, 0.1), lognormal(30, 150, 0.1), unit="ms",
-                                                  lower_is_better=True, opts=o)}
-    assert few["p50"]["significant"] and not few["p90"]["tested"]   # p90 needs >= 80 requests per side
-    big = compare_samples(lognormal(1000, 100, 0.1), lognormal(1000, 150, 0.1), unit="ms", lower_is_better=True, opts=o)
+    few = {
+        r["stat"]: r
+        for r in compare_samples(
+            lognormal(30, 100, 0.1),
+            lognormal(30, 150, 0.1),
+            unit="ms",
+            lower_is_better=True,
+            opts=o,
+        )
+    }
+    assert (
+        few["p50"]["significant"] and not few["p90"]["tested"]
+    )  # p90 needs >= 80 requests per side
+    big = compare_samples(
+        lognormal(1000, 100, 0.1),
+        lognormal(1000, 150, 0.1),
+        unit="ms",
+        lower_is_better=True,
+        opts=o,
+    )
     assert {r["stat"]: r for r in big}["p99"]["tested"]
     assert [min_n(q) for q in (50, 90, 99)] == [16, 80, 800]
 
@@ -74,18 +106,38 @@ def test_compare_samples_verdicts():
 def test_false_positive_rate_on_identical_distributions_is_low():
     o = CompareOptions(resamples=300, **FLOOR)
     rng = np.random.default_rng(7)
-    hits = sum(any(r["significant"] for r in compare_samples(lognormal(40, 100, 0.3, rng), lognormal(40, 100, 0.3, rng),
-                                                            unit="ms", lower_is_better=True, opts=o))
-               for _ in range(40))
-    assert hits <= 4     # 5 % nominal: 2 expected of 40; BCa (not the percentile interval) gives 3 on this seed
+    hits = sum(
+        any(
+            r["significant"]
+            for r in compare_samples(
+                lognormal(40, 100, 0.3, rng),
+                lognormal(40, 100, 0.3, rng),
+                unit="ms",
+                lower_is_better=True,
+                opts=o,
+            )
+        )
+        for _ in range(40)
+    )
+    assert (
+        hits <= 4
+    )  # 5 % nominal: 2 expected of 40; BCa (not the percentile interval) gives 3 on this seed
 
 
 def test_store_keeps_every_run_and_resolves_specs(tmp_path):
     write_run(tmp_path, "v1", "m.fp16.A", started="2026-01-01T00:00:00")
-    write_run(tmp_path, "v1", "m.fp16.B", started="2026-01-02T00:00:00")     # re-qualification, same version
-    write_run(tmp_path, "v2", "m.fp16.A", started="2026-01-03T00:00:00")     # same run id, other version
+    write_run(
+        tmp_path, "v1", "m.fp16.B", started="2026-01-02T00:00:00"
+    )  # re-qualification, same version
+    write_run(
+        tmp_path, "v2", "m.fp16.A", started="2026-01-03T00:00:00"
+    )  # same run id, other version
     refs = store.list_runs(tmp_path)
-    assert [(r.version, r.run_id) for r in refs] == [("v1", "m.fp16.A"), ("v1", "m.fp16.B"), ("v2", "m.fp16.A")]
+    assert [(r.version, r.run_id) for r in refs] == [
+        ("v1", "m.fp16.A"),
+        ("v1", "m.fp16.B"),
+        ("v2", "m.fp16.A"),
+    ]
     assert [r.run_id for r in store.resolve("v1", tmp_path)] == ["m.fp16.B"]
     assert store.resolve("v1@m.fp16.A", tmp_path)[0].path.name == "m.fp16.A"
     assert store.resolve("m.fp16.B", tmp_path)[0].version == "v1"
@@ -110,7 +162,13 @@ def test_refuses_different_dataset_or_workload_unless_forced(tmp_path):
         run_compare("v1", "v2", root=tmp_path, out=tmp_path / "o1")
     with pytest.raises(CompareRefused, match="workload differs in osl"):
         run_compare("v1", "v3", root=tmp_path, out=tmp_path / "o2")
-    res = run_compare("v1", "v3", root=tmp_path, out=tmp_path / "o3", opts=CompareOptions(force=True, resamples=200))
+    res = run_compare(
+        "v1",
+        "v3",
+        root=tmp_path,
+        out=tmp_path / "o3",
+        opts=CompareOptions(force=True, resamples=200),
+    )
     assert res["forced"] and "osl" in res["problems"][0]
     assert pd.read_parquet(tmp_path / "o3" / "compare.parquet")["forced"].all()
 
@@ -123,34 +181,60 @@ def test_no_common_point_is_refused(tmp_path):
     r["point_id"] = "other"
     write_table(r, d / "runs.parquet")
     with pytest.raises(CompareRefused, match="no model/profile/workload point in common"):
-        compare_evidence(store.resolve("v1", tmp_path), store.resolve(str(d), tmp_path), base="v1", head="v9")
+        compare_evidence(
+            store.resolve("v1", tmp_path), store.resolve(str(d), tmp_path), base="v1", head="v9"
+        )
 
 
 def test_compare_table_provenance_and_empirical_noise(tmp_path):
     write_run(tmp_path, "v1", "m.fp16.A", started="2026-01-01", seed=1)
-    write_run(tmp_path, "v1", "m.fp16.B", started="2026-01-02", seed=2, median=103.0)   # base's own run-to-run noise
-    write_run(tmp_path, "v2", "m.fp16.C", started="2026-01-03", seed=3, median=160.0, packages={"torch": "2.14.0"})
-    write_run(tmp_path, "v2", "m.fp16.D", started="2026-01-04", seed=4, median=158.0, packages={"torch": "2.14.0"})
-    res = run_compare("v1", "v2", root=tmp_path, out=tmp_path / "o", opts=CompareOptions(resamples=300))
+    write_run(
+        tmp_path, "v1", "m.fp16.B", started="2026-01-02", seed=2, median=103.0
+    )  # base's own run-to-run noise
+    write_run(
+        tmp_path,
+        "v2",
+        "m.fp16.C",
+        started="2026-01-03",
+        seed=3,
+        median=160.0,
+        packages={"torch": "2.14.0"},
+    )
+    write_run(
+        tmp_path,
+        "v2",
+        "m.fp16.D",
+        started="2026-01-04",
+        seed=4,
+        median=158.0,
+        packages={"torch": "2.14.0"},
+    )
+    res = run_compare(
+        "v1", "v2", root=tmp_path, out=tmp_path / "o", opts=CompareOptions(resamples=300)
+    )
     m = pd.read_parquet(tmp_path / "o" / "compare.parquet")
     lat = m[(m["metric"] == "client_request_latency_ms") & (m["stat"] == "p50")].iloc[0]
-    assert lat["significant"] and lat["verdict"] == "regression" and lat["base_run"] == "v1@m.fp16.B"
+    assert (
+        lat["significant"] and lat["verdict"] == "regression" and lat["base_run"] == "v1@m.fp16.B"
+    )
     assert lat["head_run"] == "v2@m.fp16.D" and lat["noise_measured"]
-    assert lat["noise_floor_empirical_rel"] > 0                # measured from v1's two runs
+    assert lat["noise_floor_empirical_rel"] > 0  # measured from v1's two runs
     prov = pd.read_parquet(tmp_path / "o" / "provenance.parquet")
     diff = set(prov[prov["differs"]]["field"])
     assert "packages.torch" in diff and "software_key" in diff and "bundle_hash" not in diff
     assert any("request latency p50" in s for s in res["significant"])
     html = (tmp_path / "o" / "compare.html").read_text()
     assert "data:image/png;base64," in html and "bootstrap" in html and "Mann-Whitney" in html
-    assert "noise-note" not in html                            # v1 has a second run: the floor is measured
+    assert "noise-note" not in html  # v1 has a second run: the floor is measured
     assert pd.read_parquet(tmp_path / "o" / "points.parquet")["base_noise_runs"].tolist() == [1]
 
 
 def test_page_says_when_nothing_could_be_tested(tmp_path):
     write_run(tmp_path, "v1", "m.fp16.A", n=8, seed=1)
     write_run(tmp_path, "v2", "m.fp16.B", n=8, seed=2, median=150.0)
-    res = run_compare("v1", "v2", root=tmp_path, out=tmp_path / "o", opts=CompareOptions(resamples=100))
+    res = run_compare(
+        "v1", "v2", root=tmp_path, out=tmp_path / "o", opts=CompareOptions(resamples=100)
+    )
     assert res["significant"] == []
     html = (tmp_path / "o" / "compare.html").read_text()
     assert "Nothing could be tested" in html and "No significant change" not in html

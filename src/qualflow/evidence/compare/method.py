@@ -1,4 +1,5 @@
 """The method of a comparison, as the page states it."""
+
 from __future__ import annotations
 
 from qualflow.evidence.compare.config import CompareOptions
@@ -18,21 +19,40 @@ METHOD_TEXT = (
     "something: run-to-run noise measured on both sides (>= 2 comparable runs each: same version, dataset, "
     "workload, server settings and status; repeats or history), its floor being the largest spread "
     "(max - min) of the statistic across either side's comparable runs, or a floor configured ({floor}). "
-    "Otherwise a CI that excludes 0 reads '" + INCONCLUSIVE + "', unless its whole CI lies beyond the default "
+    "Otherwise a CI that excludes 0 reads '"
+    + INCONCLUSIVE
+    + "', unless its whole CI lies beyond the default "
     "floor of {default_floor} of the base value (far beyond the spread of identical runs on a loaded host, "
     "--default-floor-rel): it then reads '{worse} beyond a default floor of {default_floor}' (or "
     "'{better} ...'), as does an aggregate throughput delta (one value a side) beyond it. The "
     "Mann-Whitney U p-value (two-sided, "
     "whole distributions) is a second opinion only. Per-request output tokens/s is the server's output "
     "token count over the client request latency. Aggregate AIPerf output tokens/s is one number per run, "
-    "shown without a test.")
+    "shown without a test."
+)
 
 
 def method_text(o: CompareOptions, words: tuple[str, str] = VERSION_WORDS) -> str:
     """The method in the comparison's words (stats.words_for: a difference between stacks)."""
-    floor = ("configured: " + ", ".join(x for x in (
-        f"{o.noise_rel:.0%} of base" if o.noise_rel is not None else "",
-        f"{o.noise_abs_ms:g} ms for ms metrics" if o.noise_abs_ms is not None else "") if x)
-             if o.floor_configured else "none configured")
-    return METHOD_TEXT.format(seed=o.seed, fdr=1 - o.confidence, tail=TAIL_RESAMPLES, floor=floor,
-                              default_floor=o.default_floor_pct, worse=words[0], better=words[1])
+    floor = (
+        "configured: "
+        + ", ".join(
+            x
+            for x in (
+                f"{o.noise_rel:.0%} of base" if o.noise_rel is not None else "",
+                f"{o.noise_abs_ms:g} ms for ms metrics" if o.noise_abs_ms is not None else "",
+            )
+            if x
+        )
+        if o.floor_configured
+        else "none configured"
+    )
+    return METHOD_TEXT.format(
+        seed=o.seed,
+        fdr=1 - o.confidence,
+        tail=TAIL_RESAMPLES,
+        floor=floor,
+        default_floor=o.default_floor_pct,
+        worse=words[0],
+        better=words[1],
+    )

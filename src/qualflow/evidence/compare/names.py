@@ -2,6 +2,7 @@
 (checkpoint and revision, software key, bundle hash), never a machine path. A value that is an
 absolute path (an endpoint launched on a local checkpoint serves it under its path) is shown by its
 last component."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -10,14 +11,20 @@ from pathlib import PurePosixPath, PureWindowsPath
 import numpy as np
 import pandas as pd
 
-IDENTITY_FIELDS = (("checkpoint", "checkpoint"), ("checkpoint_revision", "revision"), ("software_key", "software"),
-                   ("bundle_hash", "bundle"), ("served_model", "served as"))
+IDENTITY_FIELDS = (
+    ("checkpoint", "checkpoint"),
+    ("checkpoint_revision", "revision"),
+    ("software_key", "software"),
+    ("bundle_hash", "bundle"),
+    ("served_model", "served as"),
+)
 
 
 @dataclass(frozen=True)
 class SideName:
     """`name`: the side as the page names it; `identity`: (label, value) pairs of what it pins."""
-    side: str                                  # base | head
+
+    side: str  # base | head
     name: str
     identity: tuple[tuple[str, str], ...]
 
@@ -52,8 +59,11 @@ def side_name(side: str, ref, runs: pd.DataFrame) -> SideName:
     return SideName(side, f"{ref.model}/{ref.profile} ({stack})", tuple(ident))
 
 
-def side_names(base_refs, head_refs, runs_b: pd.DataFrame, runs_h: pd.DataFrame) -> tuple[SideName, SideName]:
-    """Both sides' names; where they read alike (one model, two versions) each carries its run label."""
+def side_names(
+    base_refs, head_refs, runs_b: pd.DataFrame, runs_h: pd.DataFrame
+) -> tuple[SideName, SideName]:
+    """Both sides' names; where they read alike (one model, two versions) each carries its run
+    label."""
     b, h = side_name("base", base_refs[0], runs_b), side_name("head", head_refs[0], runs_h)
     if b.name == h.name:
         b = SideName("base", f"{b.name} {base_refs[0].label}", b.identity)

@@ -4,6 +4,7 @@ One builder for both readers: the run report puts every stack of an evidence set
 column per stack, its runs' checks together), a comparison puts base and head of each compared
 model/profile side by side (with the first line of what each saw). `qualflow.report.protocol_matrix`
 renders it."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -11,13 +12,14 @@ from dataclasses import dataclass
 import pandas as pd
 
 NOT_RUN, PASS, FAIL = "not run", "pass", "FAIL"
-SAW_CHARS = 160          # what a side saw: the first line of the check's detail, this long at most
+SAW_CHARS = 160  # what a side saw: the first line of the check's detail, this long at most
 
 
 @dataclass(frozen=True)
 class ProtocolMatrix:
     """`table`: optional key columns (`pair`), `check`, one outcome column per side (pass | FAIL |
     not run), optionally `<side> saw` per side, and `differs`."""
+
     table: pd.DataFrame
     sides: tuple[str, ...] = ()
 
@@ -30,8 +32,10 @@ class ProtocolMatrix:
 
     def differences(self) -> list[str]:
         """One line per differing check: `<check>: <side> <outcome>, <side> <outcome>`."""
-        return [f"{r['check']}: " + ", ".join(f"{s} {r[s]}" for s in self.sides)
-                for r in self.differing().to_dict("records")]
+        return [
+            f"{r['check']}: " + ", ".join(f"{s} {r[s]}" for s in self.sides)
+            for r in self.differing().to_dict("records")
+        ]
 
 
 def _outcome(passed) -> str:
@@ -50,7 +54,9 @@ def side_checks(protocol: pd.DataFrame, run_ids: set[str]) -> pd.DataFrame:
     d = protocol[protocol["run_id"].isin(run_ids)]
     d = d.assign(detail=d["detail"] if "detail" in d else None)
     if d["name"].duplicated().any():
-        d = d.groupby("name", sort=False).agg(passed=("passed", lambda v: bool(all(v))), detail=("detail", "first"))
+        d = d.groupby("name", sort=False).agg(
+            passed=("passed", lambda v: bool(all(v))), detail=("detail", "first")
+        )
         d = d.reset_index()
     return d[["name", "passed", "detail"]]
 
@@ -97,4 +103,6 @@ def protocol_pair(pair: str, base: pd.DataFrame, head: pd.DataFrame) -> pd.DataF
 
 def comparison_matrix(pairs: list[pd.DataFrame]) -> ProtocolMatrix:
     """Every compared pair's matrix, one after another."""
-    return ProtocolMatrix(pd.concat(pairs, ignore_index=True) if pairs else pd.DataFrame(), ("base", "head"))
+    return ProtocolMatrix(
+        pd.concat(pairs, ignore_index=True) if pairs else pd.DataFrame(), ("base", "head")
+    )

@@ -1,9 +1,10 @@
 """The two sides of a comparison as typed records: a `Side` is what the user named (base or head)
 with its runs' evidence loaded once; a `PointSide` is that side at one compared point."""
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 import pandas as pd
@@ -13,20 +14,21 @@ from qualflow.evidence.compare.noise import Fingerprint, Pools, fingerprint
 from qualflow.evidence.compare.samples import matched_profiling, point_samples
 from qualflow.evidence.samples import runs_without_server_timing
 
-PointKey = tuple[str, str, str]          # (model, profile, point id) as compared
+PointKey = tuple[str, str, str]  # (model, profile, point id) as compared
 
 
 @dataclass(frozen=True)
 class PointSide:
     """One side of one compared point."""
+
     ref: store.RunRef
-    run: dict                                  # the point's `runs` row
-    summary: dict                              # its `summary` row ({} when there is none)
+    run: dict  # the point's `runs` row
+    summary: dict  # its `summary` row ({} when there is none)
     fingerprint: Fingerprint
-    pool: tuple[store.RunRef, ...]             # the runs comparable to it, itself first
-    samples: dict[str, np.ndarray]             # {metric: per-request values}
-    correctness: tuple[int, int]               # (passed, cases) of its run
-    protocol: tuple[int, int]                  # (passed, checks) of its run
+    pool: tuple[store.RunRef, ...]  # the runs comparable to it, itself first
+    samples: dict[str, np.ndarray]  # {metric: per-request values}
+    correctness: tuple[int, int]  # (passed, cases) of its run
+    protocol: tuple[int, int]  # (passed, checks) of its run
 
     @property
     def label(self) -> str:
@@ -54,30 +56,45 @@ class PointSide:
         """What the first screen shows of this side beside the tested percentiles: AIPerf's output
         tokens/s, the error rate, the status and the summary's percentiles (a fallback where a
         metric has no row)."""
-        keep = ("output_token_throughput_tps", "error_rate", "client_ttft_ms_p50", "client_ttft_ms_p99",
-                "client_itl_ms_p50", "client_itl_ms_p99")
+        keep = (
+            "output_token_throughput_tps",
+            "error_rate",
+            "client_ttft_ms_p50",
+            "client_ttft_ms_p99",
+            "client_itl_ms_p50",
+            "client_itl_ms_p99",
+        )
         return {**{k: self.summary.get(k) for k in keep}, "status": self.status}
 
 
 @dataclass(frozen=True)
 class Side:
     """Base or head: the spec as given, the runs it resolved to and their evidence tables."""
-    name: str                                  # "base" | "head"
+
+    name: str  # "base" | "head"
     spec: str
     refs: tuple[store.RunRef, ...]
-    evidence: dict[str, pd.DataFrame]          # `store.load(refs)`
-    requests: pd.DataFrame                     # the rows carrying a request's figures (`matched_profiling`)
+    evidence: dict[str, pd.DataFrame]  # `store.load(refs)`
+    requests: pd.DataFrame  # the rows carrying a request's figures (`matched_profiling`)
 
     @classmethod
-    def load(cls, name: str, spec: str, refs: list[store.RunRef]) -> "Side":
+    def load(cls, name: str, spec: str, refs: list[store.RunRef]) -> Side:
         ev = store.load(refs)
-        return cls(name, spec, tuple(refs), ev, matched_profiling(ev["requests"], runs_without_server_timing(ev["runs"])))
+        return cls(
+            name,
+            spec,
+            tuple(refs),
+            ev,
+            matched_profiling(ev["requests"], runs_without_server_timing(ev["runs"])),
+        )
 
     @property
     def runs(self) -> pd.DataFrame:
         return self.evidence["runs"]
 
-    def points(self, key: Callable[[store.RunRef, str], PointKey]) -> dict[PointKey, tuple[store.RunRef, dict]]:
+    def points(
+        self, key: Callable[[store.RunRef, str], PointKey]
+    ) -> dict[PointKey, tuple[store.RunRef, dict]]:
         """{compared point key: (its run, its `runs` row)} over every run of the side."""
         out = {}
         for r in self.refs:
@@ -102,7 +119,13 @@ class Side:
         """This side at one compared point (its run `ref`, whose `runs` row is `run`)."""
         summary = self.summary_row(ref.run_id, point_id)
         fp = fingerprint(run, summary)
-        return PointSide(ref=ref, run=run, summary=summary, fingerprint=fp, pool=tuple(pools.pool(ref, point_id, fp)),
-                         samples=point_samples(self.requests, ref.run_id, point_id),
-                         correctness=self.pass_count("correctness", ref.run_id),
-                         protocol=self.pass_count("protocol", ref.run_id))
+        return PointSide(
+            ref=ref,
+            run=run,
+            summary=summary,
+            fingerprint=fp,
+            pool=tuple(pools.pool(ref, point_id, fp)),
+            samples=point_samples(self.requests, ref.run_id, point_id),
+            correctness=self.pass_count("correctness", ref.run_id),
+            protocol=self.pass_count("protocol", ref.run_id),
+        )

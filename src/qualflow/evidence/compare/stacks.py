@@ -8,6 +8,7 @@
   workload settings must still be equal.
 
 A point's per-request samples are those of the `summary` table (qualflow.evidence.samples)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -21,8 +22,8 @@ CROSS_STACK, CROSS_VERSION = "cross-stack", "cross-version"
 
 @dataclass(frozen=True)
 class Kind:
-    kind: str            # CROSS_STACK | CROSS_VERSION
-    detail: str          # one sentence for the page
+    kind: str  # CROSS_STACK | CROSS_VERSION
+    detail: str  # one sentence for the page
 
     @property
     def cross_stack(self) -> bool:
@@ -44,13 +45,19 @@ def comparison_kind(base_refs, head_refs, runs_b: pd.DataFrame, runs_h: pd.DataF
     mb = {(r.model, r.profile) for r in base_refs}
     mh = {(r.model, r.profile) for r in head_refs}
     if len(mb) == 1 and len(mh) == 1 and mb != mh:
-        return Kind(CROSS_STACK, f"Cross-stack comparison: base {_stack_of(runs_b, base_refs[0])} vs head "
-                                 f"{_stack_of(runs_h, head_refs[0])}, on the same workload (points paired by "
-                                 "workload point; the stacks' server settings differ by design and are shown, "
-                                 "not refused)")
+        return Kind(
+            CROSS_STACK,
+            f"Cross-stack comparison: base {_stack_of(runs_b, base_refs[0])} vs head "
+            f"{_stack_of(runs_h, head_refs[0])}, on the same workload (points paired by "
+            "workload point; the stacks' server settings differ by design and are shown, "
+            "not refused)",
+        )
     vb, vh = sorted({r.version for r in base_refs}), sorted({r.version for r in head_refs})
-    return Kind(CROSS_VERSION, f"Cross-version comparison: software {', '.join(vb)} vs {', '.join(vh)} "
-                               "(points paired by model, profile and workload point)")
+    return Kind(
+        CROSS_VERSION,
+        f"Cross-version comparison: software {', '.join(vb)} vs {', '.join(vh)} "
+        "(points paired by model, profile and workload point)",
+    )
 
 
 def point_key(ref, point_id: str, kind: Kind, base_refs, head_refs) -> tuple[str, str, str]:

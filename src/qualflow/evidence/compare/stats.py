@@ -9,17 +9,19 @@
   level of Benjamini & Yekutieli 2005), so "the CI excludes 0" is exactly "selected by BH". With
   nothing selected it is the Bonferroni level 1 - alpha / m.
 * The resample count is scaled to the most stringent level (alpha / m): at least TAIL_RESAMPLES
-  bootstrap values lie beyond each CI endpoint, so the interval never rests on a handful of resamples.
+  bootstrap values lie beyond each CI endpoint, so the interval never rests on a handful of
+  resamples.
 * Run-to-run noise is not visible to a within-run bootstrap. A delta is *significant* only when the
-  CI excludes 0 **and** |delta| exceeds the noise floor **and** the floor means something: run-to-run
-  noise measured on both sides (>= 2 comparable runs each: repeats or history) or a floor configured
-  (--noise-rel / --noise-abs-ms). Otherwise a CI that excludes 0 is reported as
+  CI excludes 0 **and** |delta| exceeds the noise floor **and** the floor means something:
+  run-to-run noise measured on both sides (>= 2 comparable runs each: repeats or history) or a floor
+  configured (--noise-rel / --noise-abs-ms). Otherwise a CI that excludes 0 is reported as
   "inconclusive: run-to-run noise not measured", with its delta, unless its whole CI lies beyond the
   default floor (`default_floor_rel` of the base value, far above any plausible run-to-run spread):
   then it is "regression (improvement) beyond a default floor of N %".
 * Words: between two versions a change is a *regression* or an *improvement*; between two stacks
   (a cross-stack comparison) it is a *difference*, the head worse or better (`STACK_WORDS`).
 """
+
 from __future__ import annotations
 
 import math
@@ -38,8 +40,8 @@ METRICS = (
     ("output_tps_per_request", "output tokens/s per request", "tok/s", False),
 )
 STATS = (("p50", 50.0), ("p90", 90.0), ("p99", 99.0))
-TAIL_MIN = 8            # a percentile is tested only with >= 8 requests beyond it per side: n >= 8 / (1 - q)
-TAIL_RESAMPLES = 50     # bootstrap values beyond each CI endpoint at the most stringent level
+TAIL_MIN = 8  # a percentile is tested only with >= 8 requests beyond it per side: n >= 8 / (1 - q)
+TAIL_RESAMPLES = 50  # bootstrap values beyond each CI endpoint at the most stringent level
 MAX_RESAMPLES = 200_000
 INCONCLUSIVE = "inconclusive: run-to-run noise not measured"
 REGRESSION, IMPROVEMENT = "regression", "improvement"
@@ -53,8 +55,9 @@ def words_for(cross_stack: bool) -> tuple[str, str]:
     return STACK_WORDS if cross_stack else VERSION_WORDS
 
 
-def beyond_default_floor(worse: bool, opts: CompareOptions,
-                         words: tuple[str, str] = VERSION_WORDS) -> str:
+def beyond_default_floor(
+    worse: bool, opts: CompareOptions, words: tuple[str, str] = VERSION_WORDS
+) -> str:
     """The verdict of a delta beyond the default floor, naming the floor."""
     return f"{words[0] if worse else words[1]} beyond a default floor of {opts.default_floor_pct}"
 
@@ -63,23 +66,36 @@ def direction(verdict: str) -> str | None:
     """`regression` (head worse) or `improvement` (head better) for a verdict that says a change
     (with any floor), in either comparison's words (`words_for`), else None."""
     v = str(verdict)
-    return next((d for d, s in zip(VERSION_WORDS, STACK_WORDS)
-                 for x in (d, s) if v == x or v.startswith(x + " beyond")), None)
+    return next(
+        (
+            d
+            for d, s in zip(VERSION_WORDS, STACK_WORDS)
+            for x in (d, s)
+            if v == x or v.startswith(x + " beyond")
+        ),
+        None,
+    )
 
 
 def default_floor_applies(rel_delta: float, opts: CompareOptions) -> bool:
     """|rel_delta| beyond the default floor (when it is on)."""
-    return bool(opts.default_floor_rel > 0 and np.isfinite(rel_delta) and abs(rel_delta) > opts.default_floor_rel)
+    return bool(
+        opts.default_floor_rel > 0
+        and np.isfinite(rel_delta)
+        and abs(rel_delta) > opts.default_floor_rel
+    )
 
 
 def min_n(q: float) -> int:
-    """Requests per side needed to test percentile q (p50: 16, p90: 80, p99: 800): a bootstrap of a
-    quantile with fewer samples beyond it resamples the same few extreme values and its CI is too narrow."""
+    """Requests per side needed to test percentile q (p50: 16, p90: 80, p99: 800): a bootstrap of
+    a quantile with fewer samples beyond it resamples the same few extreme values and its CI is
+    too narrow."""
     return int(np.ceil(TAIL_MIN / (1 - q / 100) - 1e-9))
 
 
 def resamples_for(alpha: float, minimum: int = 2000) -> int:
-    """Bootstrap resamples for a two-sided interval at level 1 - alpha: >= TAIL_RESAMPLES beyond each end."""
+    """Bootstrap resamples for a two-sided interval at level 1 - alpha: >= TAIL_RESAMPLES beyond
+    each end."""
     return int(min(MAX_RESAMPLES, max(minimum, math.ceil(TAIL_RESAMPLES / (alpha / 2)))))
 
 
@@ -91,6 +107,7 @@ def _clean(x) -> np.ndarray:
 def _percentile_diff(q: float):
     def stat(b, h, axis=-1):
         return np.percentile(h, q, axis=axis) - np.percentile(b, q, axis=axis)
+
     return stat
 
 
@@ -99,35 +116,52 @@ class DeltaTest:
 
     def __init__(self, base, head, q: float, *, resamples: int, seed: int = 0):
         from scipy.stats import bootstrap
+
         self.b, self.h, self.q = _clean(base), _clean(head), q
         self.stat = _percentile_diff(q)
         self.delta = float(self.stat(self.b, self.h))
         self.resamples = resamples
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            self.res = bootstrap((self.b, self.h), self.stat, method="percentile", n_resamples=resamples,
-                                 vectorized=True, batch=max(1, 4_000_000 // max(len(self.b), len(self.h))),
-                                 rng=np.random.default_rng(seed))
+            self.res = bootstrap(
+                (self.b, self.h),
+                self.stat,
+                method="percentile",
+                n_resamples=resamples,
+                vectorized=True,
+                batch=max(1, 4_000_000 // max(len(self.b), len(self.h))),
+                rng=np.random.default_rng(seed),
+            )
         dist = self.res.bootstrap_distribution
         self.degenerate = bool(np.ptp(dist) == 0)
         self.p = self._p_value()
 
     def ci(self, alpha: float) -> tuple[float, float]:
-        """Two-sided BCa interval at level 1 - alpha (percentile interval where BCa is undefined)."""
+        """Two-sided BCa interval at level 1 - alpha (percentile interval where BCa is
+        undefined)."""
         if self.degenerate:
             return self.delta, self.delta
         from scipy.stats import bootstrap
+
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             for method in ("BCa", "percentile"):
-                ci = bootstrap((self.b, self.h), self.stat, method=method, n_resamples=0, bootstrap_result=self.res,
-                               confidence_level=1 - alpha, vectorized=True).confidence_interval
+                ci = bootstrap(
+                    (self.b, self.h),
+                    self.stat,
+                    method=method,
+                    n_resamples=0,
+                    bootstrap_result=self.res,
+                    confidence_level=1 - alpha,
+                    vectorized=True,
+                ).confidence_interval
                 if np.isfinite([ci.low, ci.high]).all():
                     return float(ci.low), float(ci.high)
         return float("nan"), float("nan")
 
     def _p_value(self) -> float:
-        """The smallest alpha whose interval excludes 0 (bisection in log alpha; floor 1 / resamples)."""
+        """The smallest alpha whose interval excludes 0 (bisection in log alpha; floor 1 /
+        resamples)."""
         if self.degenerate:
             return 1.0 if self.delta == 0 else 1.0 / self.resamples
 
@@ -140,8 +174,8 @@ class DeltaTest:
             return 1.0
         if not holds0(lo_a):
             return lo_a
-        a, b = math.log(lo_a), 0.0     # the interval holds 0 at alpha = exp(a), excludes it at exp(b)
-        for _ in range(14):          # log-alpha resolution < 1e-3
+        a, b = math.log(lo_a), 0.0  # the interval holds 0 at alpha = exp(a), excludes it at exp(b)
+        for _ in range(14):  # log-alpha resolution < 1e-3
             mid = (a + b) / 2
             if holds0(math.exp(mid)):
                 a = mid
@@ -150,8 +184,9 @@ class DeltaTest:
         return float(math.exp(b))
 
 
-def bootstrap_delta(base, head, q: float, *, resamples: int = 2000, confidence: float = 0.95,
-                    seed: int = 0) -> tuple[float, float, float]:
+def bootstrap_delta(
+    base, head, q: float, *, resamples: int = 2000, confidence: float = 0.95, seed: int = 0
+) -> tuple[float, float, float]:
     """(delta, ci_low, ci_high) of percentile q: head - base, BCa bootstrap at `confidence`."""
     b, h = _clean(base), _clean(head)
     if len(b) < 2 or len(h) < 2:
@@ -162,6 +197,7 @@ def bootstrap_delta(base, head, q: float, *, resamples: int = 2000, confidence: 
 
 def mann_whitney_p(base, head) -> float:
     from scipy.stats import mannwhitneyu
+
     b, h = _clean(base), _clean(head)
     if len(b) < 2 or len(h) < 2:
         return float("nan")
@@ -170,7 +206,9 @@ def mann_whitney_p(base, head) -> float:
     return float(mannwhitneyu(h, b, alternative="two-sided").pvalue)
 
 
-def noise_floor(base_value: float, unit: str, opts: CompareOptions, empirical_rel: float = 0.0) -> float:
+def noise_floor(
+    base_value: float, unit: str, opts: CompareOptions, empirical_rel: float = 0.0
+) -> float:
     rel = max(opts.noise_rel or 0.0, empirical_rel or 0.0)
     floor = rel * abs(base_value) if np.isfinite(base_value) else 0.0
     if unit == "ms":
@@ -188,9 +226,19 @@ def is_tested(n_base: int, n_head: int, q: float) -> bool:
     return min(n_base, n_head) >= max(2, min_n(q))
 
 
-def metric_rows(base, head, *, unit: str, lower_is_better: bool, opts: CompareOptions, resamples: int,
-                empirical_rel: dict[str, float] | None = None, noise_measured: bool = False) -> list[dict]:
-    """One row per statistic of one metric, with the bootstrap attached (`_test`); judged by `judge_family`."""
+def metric_rows(
+    base,
+    head,
+    *,
+    unit: str,
+    lower_is_better: bool,
+    opts: CompareOptions,
+    resamples: int,
+    empirical_rel: dict[str, float] | None = None,
+    noise_measured: bool = False,
+) -> list[dict]:
+    """One row per statistic of one metric, with the bootstrap attached (`_test`); judged by
+    `judge_family`."""
     b, h = _clean(base), _clean(head)
     p = mann_whitney_p(b, h)
     rows = []
@@ -198,20 +246,36 @@ def metric_rows(base, head, *, unit: str, lower_is_better: bool, opts: CompareOp
         bv = float(np.percentile(b, q)) if len(b) else float("nan")
         hv = float(np.percentile(h, q)) if len(h) else float("nan")
         tested = is_tested(len(b), len(h), q)
-        rows.append({"stat": stat, "base": bv, "head": hv, "delta": hv - bv,
-                     "rel_delta": (hv - bv) / abs(bv) if bv else float("nan"),
-                     "n_base": len(b), "n_head": len(h), "mw_p": p, "unit": unit, "lower_is_better": lower_is_better,
-                     "noise_floor_empirical_rel": float((empirical_rel or {}).get(stat, 0.0)),
-                     "noise_measured": bool(noise_measured), "tested": tested,
-                     "_test": DeltaTest(b, h, q, resamples=resamples, seed=opts.seed) if tested else None})
+        rows.append(
+            {
+                "stat": stat,
+                "base": bv,
+                "head": hv,
+                "delta": hv - bv,
+                "rel_delta": (hv - bv) / abs(bv) if bv else float("nan"),
+                "n_base": len(b),
+                "n_head": len(h),
+                "mw_p": p,
+                "unit": unit,
+                "lower_is_better": lower_is_better,
+                "noise_floor_empirical_rel": float((empirical_rel or {}).get(stat, 0.0)),
+                "noise_measured": bool(noise_measured),
+                "tested": tested,
+                "_test": DeltaTest(b, h, q, resamples=resamples, seed=opts.seed)
+                if tested
+                else None,
+            }
+        )
     return rows
 
 
-def judge_family(rows: list[dict], opts: CompareOptions,
-                 words: tuple[str, str] = VERSION_WORDS) -> list[dict]:
+def judge_family(
+    rows: list[dict], opts: CompareOptions, words: tuple[str, str] = VERSION_WORDS
+) -> list[dict]:
     """Multiplicity over every tested row (Benjamini-Hochberg, FCR-adjusted CIs), then the verdicts
     in `words` (`words_for`)."""
     from scipy.stats import false_discovery_control
+
     alpha = 1 - opts.confidence
     tested = [r for r in rows if r["tested"]]
     m, n_sel = len(tested), 0
@@ -224,21 +288,42 @@ def judge_family(rows: list[dict], opts: CompareOptions,
     for r in rows:
         t = r.pop("_test", None)
         floor = noise_floor(r["base"], r["unit"], opts, r["noise_floor_empirical_rel"])
-        r.update({"noise_floor": floor, "floor_configured": opts.floor_configured, "tests_in_family": m})
+        r.update(
+            {"noise_floor": floor, "floor_configured": opts.floor_configured, "tests_in_family": m}
+        )
         if t is None:
-            r.update({"p_value": float("nan"), "q_value": float("nan"), "ci_low": float("nan"),
-                      "ci_high": float("nan"), "ci_level": float("nan"), "resamples": 0, "significant": False,
-                      "verdict": "not tested"})
+            r.update(
+                {
+                    "p_value": float("nan"),
+                    "q_value": float("nan"),
+                    "ci_low": float("nan"),
+                    "ci_high": float("nan"),
+                    "ci_level": float("nan"),
+                    "resamples": 0,
+                    "significant": False,
+                    "verdict": "not tested",
+                }
+            )
             continue
         lo, hi = t.ci(level_alpha)
         sig, verdict = _verdict(r, (lo, hi), floor, opts, words)
-        r.update({"p_value": t.p, "ci_low": lo, "ci_high": hi, "ci_level": 1 - level_alpha,
-                  "resamples": t.resamples, "significant": sig, "verdict": verdict})
+        r.update(
+            {
+                "p_value": t.p,
+                "ci_low": lo,
+                "ci_high": hi,
+                "ci_level": 1 - level_alpha,
+                "resamples": t.resamples,
+                "significant": sig,
+                "verdict": verdict,
+            }
+        )
     return rows
 
 
-def _verdict(r: dict, ci: tuple[float, float], floor: float, opts: CompareOptions,
-             words: tuple[str, str]) -> tuple[bool, str]:
+def _verdict(
+    r: dict, ci: tuple[float, float], floor: float, opts: CompareOptions, words: tuple[str, str]
+) -> tuple[bool, str]:
     """(significant, verdict) of one tested row: beyond its noise floor; without a meaningful floor,
     beyond the default floor, else inconclusive when its CI excludes 0; else within noise."""
     lo, hi = ci
@@ -247,18 +332,36 @@ def _verdict(r: dict, ci: tuple[float, float], floor: float, opts: CompareOption
     if r["noise_measured"] or opts.floor_configured:
         sig = judge(r["delta"], lo, hi, floor)
         return sig, ((words[0] if worse else words[1]) if sig else "within noise")
-    # the whole CI beyond the default floor: a point estimate just past it could be noise plus chance
+    # the whole CI beyond the default floor: a point estimate just past it could be noise plus
+    # chance
     near = min(abs(lo), abs(hi)) if excl0 else float("nan")
     if excl0 and r["base"] and default_floor_applies(near / abs(r["base"]), opts):
         return True, beyond_default_floor(worse, opts, words)
     return False, INCONCLUSIVE if excl0 else "within noise"
 
 
-def compare_samples(base, head, *, unit: str, lower_is_better: bool, opts: CompareOptions,
-                    empirical_rel: dict[str, float] | None = None, noise_measured: bool = False) -> list[dict]:
-    """One metric of one point, judged as its own family (compare_evidence judges all points together)."""
+def compare_samples(
+    base,
+    head,
+    *,
+    unit: str,
+    lower_is_better: bool,
+    opts: CompareOptions,
+    empirical_rel: dict[str, float] | None = None,
+    noise_measured: bool = False,
+) -> list[dict]:
+    """One metric of one point, judged as its own family (compare_evidence judges all points
+    together)."""
     k = sum(is_tested(len(_clean(base)), len(_clean(head)), q) for _, q in STATS)
     B = resamples_for((1 - opts.confidence) / max(k, 1), opts.resamples)
-    rows = metric_rows(base, head, unit=unit, lower_is_better=lower_is_better, opts=opts, resamples=B,
-                       empirical_rel=empirical_rel, noise_measured=noise_measured)
+    rows = metric_rows(
+        base,
+        head,
+        unit=unit,
+        lower_is_better=lower_is_better,
+        opts=opts,
+        resamples=B,
+        empirical_rel=empirical_rel,
+        noise_measured=noise_measured,
+    )
     return judge_family(rows, opts)

@@ -1,4 +1,5 @@
 """Hugging Face Qwen3 state dict -> the runtime layout (fused qkv and gate_up projections)."""
+
 from __future__ import annotations
 
 import torch
@@ -18,7 +19,9 @@ def hf_to_native(hf: dict[str, torch.Tensor], config: dict) -> dict[str, torch.T
         a, m = src + "self_attn.", src + "mlp."
         out[dst + "attn_norm"] = get(src + "input_layernorm.weight")
         out[dst + "mlp_norm"] = get(src + "post_attention_layernorm.weight")
-        out[dst + "qkv"] = torch.cat([get(a + "q_proj.weight"), get(a + "k_proj.weight"), get(a + "v_proj.weight")])
+        out[dst + "qkv"] = torch.cat(
+            [get(a + "q_proj.weight"), get(a + "k_proj.weight"), get(a + "v_proj.weight")]
+        )
         out[dst + "q_norm"] = get(a + "q_norm.weight")
         out[dst + "k_norm"] = get(a + "k_norm.weight")
         out[dst + "o"] = get(a + "o_proj.weight")

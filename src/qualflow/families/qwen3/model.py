@@ -9,14 +9,16 @@ the forward reads a value back to the host, so a decode step can be captured as 
 Two paths run the same math. Without `ops`, each layer is two halves around attention (compiled on
 CUDA, so Inductor fuses their elementwise chains). With `ops` (the runtime's fused kernels, see
 `_forward_fused` for the calls it makes), each layer is four GEMMs (the gate_up one with SiLU-mul
-fused in where the ops can), attention and three or four fused elementwise ops, nothing compiled; the caller's attention may also hand out where it keeps a
-layer's new K/V (`attend.kv_destination(layer)`), so the q/k op stores them there and attention
-is told they are stored.
+fused in where the ops can), attention and three or four fused elementwise ops, nothing compiled;
+the caller's attention may also hand out where it keeps a layer's new K/V
+(`attend.kv_destination(layer)`), so the q/k op stores them there and attention is told they are
+stored.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 import torch.nn.functional as F
@@ -38,12 +40,23 @@ class Qwen3Config:
     tie_word_embeddings: bool
 
     @classmethod
-    def from_hf(cls, c: dict) -> "Qwen3Config":
-        rope_theta = c.get("rope_theta") or (c.get("rope_parameters") or {}).get("rope_theta", 1_000_000.0)
-        return cls(c["vocab_size"], c["hidden_size"], c["num_hidden_layers"], c["num_attention_heads"],
-                   c["num_key_value_heads"], c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"],
-                   c["intermediate_size"], c["rms_norm_eps"], float(rope_theta),
-                   c["max_position_embeddings"], bool(c.get("tie_word_embeddings", False)))
+    def from_hf(cls, c: dict) -> Qwen3Config:
+        rope_theta = c.get("rope_theta") or (c.get("rope_parameters") or {}).get(
+            "rope_theta", 1_000_000.0
+        )
+        return cls(
+            c["vocab_size"],
+            c["hidden_size"],
+            c["num_hidden_layers"],
+            c["num_attention_heads"],
+            c["num_key_value_heads"],
+            c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"],
+            c["intermediate_size"],
+            c["rms_norm_eps"],
+            float(rope_theta),
+            c["max_position_embeddings"],
+            bool(c.get("tie_word_embeddings", False)),
+        )
 
 
 def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
@@ -53,7 +66,9 @@ def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
 
 
 def rope_tables(cfg: Qwen3Config, max_len: int, device) -> tuple[torch.Tensor, torch.Tensor]:
-    inv = 1.0 / (cfg.rope_theta ** (torch.arange(0, cfg.head_dim, 2, dtype=torch.float32) / cfg.head_dim))
+    inv = 1.0 / (
+        cfg.rope_theta ** (torch.arange(0, cfg.head_dim, 2, dtype=torch.float32) / cfg.head_dim)
+    )
     freqs = torch.outer(torch.arange(max_len, dtype=torch.float32), inv)
     emb = torch.cat([freqs, freqs], dim=-1)
     return emb.cos().to(device), emb.sin().to(device)
@@ -68,11 +83,19 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
 
 
 class Qwen3Model(nn.Module):
-    def __init__(self, cfg: Qwen3Config, weights: dict[str, torch.Tensor], max_len: int,
-                 compile_ops: bool = False, ops=None):
+    def __init__(
+        self,
+        cfg: Qwen3Config,
+        weights: dict[str, torch.Tensor],
+        max_len: int,
+        compile_ops: bool = False,
+        ops=None,
+    ):
         super().__init__()
         self.cfg, self.ops = cfg, ops
-        self.w = weights  # plain dict: the runtime layout, already on device and in the compute dtype
+        self.w = (
+            weights  # plain dict: the runtime layout, already on device and in the compute dtype
+        )
         device = weights["embed"].device
         self.cos, self.sin = rope_tables(cfg, max_len, device)
         self.lm_head = weights.get("lm_head", weights["embed"])
@@ -88,8 +111,12 @@ class Qwen3Model(nn.Module):
         cfg = self.cfg
         N = x.shape[0]
         q, k, v = F.linear(x, w_qkv).split([self.q_size, self.kv_size, self.kv_size], dim=-1)
-        q = apply_rope(rms_norm(q.view(N, cfg.num_heads, cfg.head_dim), w_qn, cfg.rms_norm_eps), cos, sin)
-        k = apply_rope(rms_norm(k.view(N, cfg.num_kv_heads, cfg.head_dim), w_kn, cfg.rms_norm_eps), cos, sin)
+        q = apply_rope(
+            rms_norm(q.view(N, cfg.num_heads, cfg.head_dim), w_qn, cfg.rms_norm_eps), cos, sin
+        )
+        k = apply_rope(
+            rms_norm(k.view(N, cfg.num_kv_heads, cfg.head_dim), w_kn, cfg.rms_norm_eps), cos, sin
+        )
         return q, k, v.view(N, cfg.num_kv_heads, cfg.head_dim)
 
     def _post(self, h, a, w_o, w_mn, w_gu, w_d, w_next):
@@ -99,8 +126,13 @@ class Qwen3Model(nn.Module):
         h = h + F.linear(F.silu(gate) * up, w_d)
         return h, rms_norm(h, w_next, eps)
 
-    def forward(self, ids: torch.Tensor, positions: torch.Tensor, attend: Callable,
-                logit_index: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self,
+        ids: torch.Tensor,
+        positions: torch.Tensor,
+        attend: Callable,
+        logit_index: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         """ids, positions: [N] int64, the tokens of one step packed back to back (no padding), any
         mix of sequences. `attend(layer, q [N, H, D], k [N, KV, D], v [N, KV, D]) -> [N, H*D]` is
         the caller's attention: it stores k/v wherever its cache keeps them and knows which tokens
@@ -117,27 +149,42 @@ class Qwen3Model(nn.Module):
             q, k, v = self.pre(x, w[p + "qkv"], w[p + "q_norm"], w[p + "k_norm"], cos, sin)
             a = attend(i, q, k, v)
             nxt = w[f"layers.{i + 1}.attn_norm"] if i + 1 < cfg.num_layers else w["norm"]
-            h, x = self.post(h, a, w[p + "o"], w[p + "mlp_norm"], w[p + "gate_up"], w[p + "down"], nxt)
+            h, x = self.post(
+                h, a, w[p + "o"], w[p + "mlp_norm"], w[p + "gate_up"], w[p + "down"], nxt
+            )
         if logit_index is not None:  # x is the final-normed hidden state
             x = x[logit_index]
         return F.linear(x, self.lm_head).float()
 
     def _forward_fused(self, ids, positions, attend, logit_index):
         """The same layer through `ops`: add_rms_norm(h, delta | None, w, eps) -> (h, normed),
-        qk_norm_rope(qkv, w_qn, w_kn, cos_table, sin_table, positions, heads, kv_heads, eps, dest)
-        -> (q, k, v), gate_up_silu(x, w_gate_up) -> silu(gate) * up [N, intermediate], linear(x, w) -> x @ w.T."""
+        qk_norm_rope(qkv, w_qn, w_kn, cos_table, sin_table, positions, heads, kv_heads, eps,
+        dest) -> (q, k, v), gate_up_silu(x, w_gate_up) -> silu(gate) * up [N, intermediate],
+        linear(x, w) -> x @ w.T."""
         cfg, w, ops, eps = self.cfg, self.w, self.ops, self.cfg.rms_norm_eps
         dest_of = getattr(attend, "kv_destination", None)
         h, x = ops.add_rms_norm(F.embedding(ids, w["embed"]), None, w["layers.0.attn_norm"], eps)
         for i in range(cfg.num_layers):
             p = f"layers.{i}."
             dest = dest_of(i) if dest_of is not None else None
-            q, k, v = ops.qk_norm_rope(ops.linear(x, w[p + "qkv"]), w[p + "q_norm"], w[p + "k_norm"], self.cos,
-                                       self.sin, positions, cfg.num_heads, cfg.num_kv_heads, eps, dest)
+            q, k, v = ops.qk_norm_rope(
+                ops.linear(x, w[p + "qkv"]),
+                w[p + "q_norm"],
+                w[p + "k_norm"],
+                self.cos,
+                self.sin,
+                positions,
+                cfg.num_heads,
+                cfg.num_kv_heads,
+                eps,
+                dest,
+            )
             a = attend(i, q, k, v, stored=True) if dest is not None else attend(i, q, k, v)
             h, x = ops.add_rms_norm(h, ops.linear(a, w[p + "o"]), w[p + "mlp_norm"], eps)
             nxt = w[f"layers.{i + 1}.attn_norm"] if i + 1 < cfg.num_layers else w["norm"]
-            h, x = ops.add_rms_norm(h, ops.linear(ops.gate_up_silu(x, w[p + "gate_up"]), w[p + "down"]), nxt, eps)
+            h, x = ops.add_rms_norm(
+                h, ops.linear(ops.gate_up_silu(x, w[p + "gate_up"]), w[p + "down"]), nxt, eps
+            )
         if logit_index is not None:
             x = x[logit_index]
         return ops.linear(x, self.lm_head).float()

@@ -1,4 +1,5 @@
 """The family's reference implementation: transformers' Qwen3ForCausalLM in float32 on the CPU."""
+
 from __future__ import annotations
 
 import torch
@@ -7,6 +8,7 @@ import torch
 class Reference:
     def __init__(self, checkpoint_dir: str):
         from transformers import Qwen3ForCausalLM
+
         self.model = Qwen3ForCausalLM.from_pretrained(checkpoint_dir, dtype=torch.float32).eval()
 
     @torch.inference_mode()
@@ -16,9 +18,9 @@ class Reference:
 
     @torch.inference_mode()
     def greedy(self, prompt_ids: list[int], n: int) -> list[int]:
-        """Plain argmax for n tokens; stop tokens are neither suppressed nor obeyed. The head runs on
-        the last position only (`logits_to_keep=1`): on the embedded default's 151,936-row head over
-        a 128-wide model it is most of a step's cost."""
+        """Plain argmax for n tokens; stop tokens are neither suppressed nor obeyed. The head
+        runs on the last position only (`logits_to_keep=1`): on the embedded default's
+        151,936-row head over a 128-wide model it is most of a step's cost."""
         toks: list[int] = []
         for _ in range(n):  # no KV cache: simplest, and independent of the transformers cache API
             out = self.model(torch.tensor([prompt_ids + toks]), logits_to_keep=1)

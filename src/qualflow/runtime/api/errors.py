@@ -1,4 +1,5 @@
 """Errors the Task raises. Every one is a TaskError; a request error names the offending field."""
+
 from __future__ import annotations
 
 
@@ -25,7 +26,9 @@ class PromptTooLong(InvalidRequest):
     def __init__(self, n_prompt: int, max_new: int, limit: int):
         super().__init__(
             f"prompt of {n_prompt} tokens plus max_new_tokens={max_new} exceeds the context limit of {limit}",
-            param="input", code="context_length_exceeded")
+            param="input",
+            code="context_length_exceeded",
+        )
         self.n_prompt, self.limit = n_prompt, limit
 
 

@@ -1,6 +1,7 @@
 """The paged KV cache's bookkeeping: fixed-size blocks drawn from one pool, a block table per
 sequence. Allocation and freeing move block ids between a free list and tables; no K/V is copied.
 Block 0 is reserved as scratch (the padding rows of a captured decode step write there)."""
+
 from __future__ import annotations
 
 from collections import deque
@@ -13,7 +14,9 @@ RESERVED_BLOCKS = 1
 class BlockManager:
     def __init__(self, num_blocks: int, block_size: int):
         if num_blocks <= RESERVED_BLOCKS:
-            raise ValueError(f"the KV pool needs more than {RESERVED_BLOCKS} blocks, got {num_blocks}")
+            raise ValueError(
+                f"the KV pool needs more than {RESERVED_BLOCKS} blocks, got {num_blocks}"
+            )
         self.num_blocks, self.block_size = num_blocks, block_size
         self.free: deque[int] = deque(range(RESERVED_BLOCKS, num_blocks))
 

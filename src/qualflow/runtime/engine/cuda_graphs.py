@@ -9,6 +9,7 @@ the entries a row does not hold yet); all graphs share one memory pool. The host
 is a fresh pinned buffer from torch's caching host allocator, which does not hand it out again
 before its copy has run: the host may build step n+1 while step n's copy still waits its turn.
 """
+
 from __future__ import annotations
 
 import time
@@ -22,8 +23,9 @@ from .scheduler import Batch
 
 
 def capture_step(run, device: torch.device, pool) -> tuple[torch.cuda.CUDAGraph, torch.Tensor]:
-    """`run`, a step over static buffers, captured as a CUDA graph in memory pool `pool` (None: a new
-    one) after one warm-up on a side stream (compile, autotune, allocator); the graph and its output."""
+    """`run`, a step over static buffers, captured as a CUDA graph in memory pool `pool` (None: a
+    new one) after one warm-up on a side stream (compile, autotune, allocator); the graph and its
+    output."""
     stream = torch.cuda.Stream(device)
     stream.wait_stream(torch.cuda.current_stream(device))
     with torch.cuda.stream(stream):
@@ -56,8 +58,15 @@ def batch_buckets(max_batch: int) -> list[int]:
 
 
 class DecodeGraphs:
-    def __init__(self, model, attention: PagedAttention, max_batch: int, max_blocks: int, device: torch.device,
-                 capture: bool = True):
+    def __init__(
+        self,
+        model,
+        attention: PagedAttention,
+        max_batch: int,
+        max_blocks: int,
+        device: torch.device,
+        capture: bool = True,
+    ):
         self.model, self.attn, self.device, self.max_batch = model, attention, device, max_batch
         self.block_size = attention.block_size
         self.kv_heads = attention.k[0].shape[2]
@@ -65,9 +74,16 @@ class DecodeGraphs:
         self.max_blocks = max_blocks
         z = lambda *s, dt=torch.long: torch.zeros(*s, dtype=dt, device=device)  # noqa: E731
         self.ids, self.pos, self.slots = z(max_batch), z(max_batch), z(max_batch)
-        self.tables, self.lens = z(max_batch, max_blocks, dt=torch.int32), z(max_batch, dt=torch.int32)
-        self.counters = z(max_batch * self.kv_heads, dt=torch.int32)   # the paged kernel's, left at zero by it
-        self.rows: list[tuple[list[int] | None, int]] = [(None, 0)] * max_batch  # (table, entries) on the device
+        self.tables, self.lens = (
+            z(max_batch, max_blocks, dt=torch.int32),
+            z(max_batch, dt=torch.int32),
+        )
+        self.counters = z(
+            max_batch * self.kv_heads, dt=torch.int32
+        )  # the paged kernel's, left at zero by it
+        self.rows: list[tuple[list[int] | None, int]] = [
+            (None, 0)
+        ] * max_batch  # (table, entries) on the device
         self.graphs: dict[int, tuple[torch.cuda.CUDAGraph, torch.Tensor]] = {}
         self.pool = None
         self.capture = capture  # False: the same static-buffer step, run eagerly (tests on CPU)
@@ -75,8 +91,14 @@ class DecodeGraphs:
         self.capture_s = capture_buckets(self.sizes, self._capture, device) if capture else 0.0
 
     def _meta(self, bs: int) -> StepMeta:
-        return StepMeta("paged", self.slots[:bs], block_tables=self.tables[:bs], ctx_lens=self.lens[:bs],
-                        splits=splits_for(bs, self.kv_heads), counters=self.counters)
+        return StepMeta(
+            "paged",
+            self.slots[:bs],
+            block_tables=self.tables[:bs],
+            ctx_lens=self.lens[:bs],
+            splits=splits_for(bs, self.kv_heads),
+            counters=self.counters,
+        )
 
     def _run(self, bs: int) -> torch.Tensor:
         self.attn.meta = self._meta(bs)
@@ -88,32 +110,39 @@ class DecodeGraphs:
             self.pool = g.pool()
         self.graphs[bs] = (g, out)
 
-    def decode(self, batch: Batch, fills: tuple[list[int], list[int]] = ((), ()),
-               prev: torch.Tensor | None = None) -> torch.Tensor:
-        """Logits [n, V] of a decode step. `fills`: (row, row of `prev`) of the input tokens still on
-        the device (see model_runner.pending_fills)."""
+    def decode(
+        self,
+        batch: Batch,
+        fills: tuple[list[int], list[int]] = ((), ()),
+        prev: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Logits [n, V] of a decode step. `fills`: (row, row of `prev`) of the input tokens
+        still on the device (see model_runner.pending_fills)."""
         n = len(batch.seqs)
         bs = next(b for b in self.sizes if b >= n)
         at, rows = fills
         small, idx, vals = self._host_inputs(batch, bs)
-        # one host buffer -> one copy: ids, pos, slots, lens [bs each], fills [2 x f], table entries [2 x k]
+        # one host buffer -> one copy: ids, pos, slots, lens [bs each], fills [2 x f], table entries
+        # [2 x k]
         f, k = len(at), len(idx)
-        host = torch.empty(4 * bs + 2 * f + 2 * k, dtype=torch.long, pin_memory=self.device.type == "cuda")
+        host = torch.empty(
+            4 * bs + 2 * f + 2 * k, dtype=torch.long, pin_memory=self.device.type == "cuda"
+        )
         h = host.numpy()
-        h[:4 * bs] = small.reshape(-1)
-        h[4 * bs:4 * bs + 2 * f] = np.asarray(list(at) + list(rows), np.int64)
-        h[4 * bs + 2 * f:] = np.asarray(idx + vals, np.int64)
+        h[: 4 * bs] = small.reshape(-1)
+        h[4 * bs : 4 * bs + 2 * f] = np.asarray(list(at) + list(rows), np.int64)
+        h[4 * bs + 2 * f :] = np.asarray(idx + vals, np.int64)
         src = host.to(self.device, non_blocking=True)
         self.ids[:bs].copy_(src[:bs])
-        self.pos[:bs].copy_(src[bs:2 * bs])
-        self.slots[:bs].copy_(src[2 * bs:3 * bs])
-        self.lens[:bs].copy_(src[3 * bs:4 * bs])
+        self.pos[:bs].copy_(src[bs : 2 * bs])
+        self.slots[:bs].copy_(src[2 * bs : 3 * bs])
+        self.lens[:bs].copy_(src[3 * bs : 4 * bs])
         o = 4 * bs
         if f:
-            self.ids.index_copy_(0, src[o:o + f], prev.index_select(0, src[o + f:o + 2 * f]))
+            self.ids.index_copy_(0, src[o : o + f], prev.index_select(0, src[o + f : o + 2 * f]))
         if k:
             o += 2 * f
-            self.tables.view(-1).index_copy_(0, src[o:o + k], src[o + k:].to(torch.int32))
+            self.tables.view(-1).index_copy_(0, src[o : o + k], src[o + k :].to(torch.int32))
         if not self.capture:
             return self._run(bs)[:n]
         g, out = self.graphs[bs]

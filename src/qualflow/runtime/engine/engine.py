@@ -22,23 +22,25 @@ A request with thinking on (GenerationRequest.thinking) carries a ThinkState (en
 loop hands each step's sampled tokens to `ThinkSteps` (engine.think_steps) at launch and at
 read-back, and it looks at those requests only.
 
-Delivery goes through each request's `sink` (engine.outputs): Tokens as they are sampled, then exactly
-one Final. `on_step`, when set, is called on the engine thread after each loop iteration (all of that
-step's items are out): a caller that forwards items elsewhere sends them there once per step.
+Delivery goes through each request's `sink` (engine.outputs): Tokens as they are sampled, then
+exactly one Final. `on_step`, when set, is called on the engine thread after each loop iteration
+(all of that step's items are out): a caller that forwards items elsewhere sends them there once per
+step.
 
-`feed`, when set (`attach_feed`), is the engine thread's own source of work besides the inbox: called at
-every step boundary before the inbox is drained, it moves what arrived (an engine process's pipe) into
-the inbox on this thread, waiting for it when the engine is idle. Work then reaches the loop with no
-other thread in between.
+`feed`, when set (`attach_feed`), is the engine thread's own source of work besides the inbox:
+called at every step boundary before the inbox is drained, it moves what arrived (an engine
+process's pipe) into the inbox on this thread, waiting for it when the engine is idle. Work then
+reaches the loop with no other thread in between.
 """
+
 from __future__ import annotations
 
 import logging
 import queue
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 
@@ -55,24 +57,26 @@ from .threads import thread_death
 
 log = logging.getLogger("qualflow.engine")
 _STOP = object()
-_WAKE = object()   # an inbox entry that only ends a blocking wait (attach_feed)
+_WAKE = object()  # an inbox entry that only ends a blocking wait (attach_feed)
 
 
 @dataclass(frozen=True, slots=True)
 class _InFlight:
     """A launched step: its sampling sequences (row order) and their tokens, on the device (the next
     step's inputs read them there) and on the host once `ready` (None on CPU: already there)."""
+
     step: int
     seqs: list[Sequence]
     device_tokens: torch.Tensor
     host_tokens: torch.Tensor
-    ready: "torch.cuda.Event | None"
-    thinking: tuple[int, ...] = ()   # rows of sequences whose think block is not settled
+    ready: torch.cuda.Event | None
+    thinking: tuple[int, ...] = ()  # rows of sequences whose think block is not settled
 
 
 @dataclass(frozen=True, slots=True)
 class _Cancel:
     """An inbox entry: end the request of this id (a submission is its Sequence itself)."""
+
     request_id: str
 
 
@@ -82,8 +86,8 @@ class Engine:
         self.device, self.max_len = spec.device, spec.max_len
         self.think = ThinkSteps(spec.think_tokens, scheduler.held)
         self.async_scheduling = spec.async_scheduling  # launch step n+1 before step n's read-back
-        self.step_delay_s = spec.cfg.step_delay_s      # test-only slowdown, 0 in production
-        self.lock = threading.Lock()              # held while the model runs
+        self.step_delay_s = spec.cfg.step_delay_s  # test-only slowdown, 0 in production
+        self.lock = threading.Lock()  # held while the model runs
         self.inbox: queue.SimpleQueue = queue.SimpleQueue()
         self.steps = 0
         self.on_step: Callable[[], None] | None = None
@@ -100,9 +104,14 @@ class Engine:
         return [s for s in self.scheduler.running if not s.done]
 
     # ---- called from any thread -------------------------------------------------------------
-    def submit(self, req: GenerationRequest, sink: Sink, timing: TaskTiming | None = None) -> Sequence:
-        """`timing`: stamps begun elsewhere (the engine process gets the caller's submission time)."""
-        seq = Sequence(req, sink, timing or TaskTiming(submitted_ns=time.time_ns()), max_len=self.max_len)
+    def submit(
+        self, req: GenerationRequest, sink: Sink, timing: TaskTiming | None = None
+    ) -> Sequence:
+        """`timing`: stamps begun elsewhere (the engine process gets the caller's submission
+        time)."""
+        seq = Sequence(
+            req, sink, timing or TaskTiming(submitted_ns=time.time_ns()), max_len=self.max_len
+        )
         if req.params.seed is not None:
             seq.generator = torch.Generator(device=self.device).manual_seed(req.params.seed)
         if req.thinking is not None:
@@ -118,15 +127,17 @@ class Engine:
         self.thread.join(timeout=30)
 
     def stop_soon(self) -> None:
-        """Tell the loop to shut down at its next step boundary (from any thread, the engine's too)."""
+        """Tell the loop to shut down at its next step boundary (from any thread, the engine's
+        too)."""
         self.inbox.put(_STOP)
 
     def attach_feed(self, feed: Callable[[bool], None]) -> None:
-        """From now on the engine thread calls `feed(block)` at each step boundary: it puts what arrived
-        into the inbox (`submit`, `cancel`, `stop_soon` on this thread) and, when `block`, returns only
-        once something did. Called once, from another thread, before any work is submitted."""
+        """From now on the engine thread calls `feed(block)` at each step boundary: it puts what
+        arrived into the inbox (`submit`, `cancel`, `stop_soon` on this thread) and, when
+        `block`, returns only once something did. Called once, from another thread, before any
+        work is submitted."""
         self.feed = feed
-        self.inbox.put(_WAKE)   # the loop waits on the inbox alone until it sees this
+        self.inbox.put(_WAKE)  # the loop waits on the inbox alone until it sees this
 
     def health(self) -> str | None:
         """None while the engine serves; otherwise why it cannot (its thread died, and of what)."""
@@ -232,7 +243,11 @@ class Engine:
     def _sample(self, batch: list[Sequence], logits: torch.Tensor) -> torch.Tensor:
         """The next token of each sequence, on the device (no host sync)."""
         params = [s.req.params for s in batch]
-        rows = [i for i, (s, p) in enumerate(zip(batch, params)) if s.sampled < p.min_tokens and p.stop_token_ids]
+        rows = [
+            i
+            for i, (s, p) in enumerate(zip(batch, params))
+            if s.sampled < p.min_tokens and p.stop_token_ids
+        ]
         if rows:  # stop tokens are suppressed until min_tokens are out
             suppress(logits, rows, [params[i].stop_token_ids for i in rows])
         if all(p.temperature == 0 for p in params):
@@ -266,7 +281,10 @@ class Engine:
             s.sink(Tokens([t]))
             if t in p.stop_token_ids and not p.ignore_eos and len(s.out) >= p.min_tokens:
                 self._finish(s, "stop")
-            elif len(s.out) >= p.max_new_tokens or len(s.req.prompt_token_ids) + len(s.out) >= self.max_len:
+            elif (
+                len(s.out) >= p.max_new_tokens
+                or len(s.req.prompt_token_ids) + len(s.out) >= self.max_len
+            ):
                 self._finish(s, "length")
 
     def _finish(self, seq: Sequence, reason: str, error: str | None = None) -> None:
@@ -274,8 +292,12 @@ class Engine:
             return
         seq.done = True
         seq.timing.finished_ns = time.time_ns()
-        del seq.token_ids[len(seq.req.prompt_token_ids) + len(seq.out):]  # a token still in flight is not its
+        del seq.token_ids[
+            len(seq.req.prompt_token_ids) + len(seq.out) :
+        ]  # a token still in flight is not its
         seq.pending = None
         self.think.drop(seq)
-        self.scheduler.blocks.release(seq)  # before the final event: its blocks are free when the caller hears
+        self.scheduler.blocks.release(
+            seq
+        )  # before the final event: its blocks are free when the caller hears
         seq.sink(Final(reason, error))

@@ -1,7 +1,9 @@
-"""What a Task needs of an engine, wherever it runs: `EngineClient` is implemented by the in-process
-`engine.Engine` and by `process.core.EngineProxy`; `submit` hands back a `SequenceView`, what the
-caller side reads of a request while it runs (engine.sequence.Sequence, or a `SubmittedRequest` where
-the engine keeps its own state elsewhere: the proxy, the synthetic engine)."""
+"""What a Task needs of an engine, wherever it runs: `EngineClient` is implemented by the
+in-process `engine.Engine` and by `process.core.EngineProxy`; `submit` hands back a
+`SequenceView`, what the caller side reads of a request while it runs (engine.sequence.Sequence,
+or a `SubmittedRequest` where the engine keeps its own state elsewhere: the proxy, the synthetic
+engine)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -18,6 +20,7 @@ if TYPE_CHECKING:
 class SequenceView(Protocol):
     """A submitted request as its caller reads it: the output ids are complete, and the timing
     stamped, by the time its Final reaches the sink."""
+
     req: GenerationRequest
     out: list[int]
     timing: TaskTiming
@@ -26,8 +29,9 @@ class SequenceView(Protocol):
 
 @dataclass(eq=False)
 class SubmittedRequest:
-    """A SequenceView that only records what the caller reads (output ids, timing, done), for an engine
-    whose own state lives elsewhere: the engine process's proxy, the synthetic engine."""
+    """A SequenceView that only records what the caller reads (output ids, timing, done), for an
+    engine whose own state lives elsewhere: the engine process's proxy, the synthetic engine."""
+
     req: GenerationRequest
     sink: Sink
     timing: TaskTiming
@@ -42,7 +46,7 @@ class EngineClient(Protocol):
     def cancel(self, request_id: str) -> None:
         """End the request of that id as `cancelled` (nothing happens if it has ended)."""
 
-    def score(self, token_ids: list[int]) -> "torch.Tensor":
+    def score(self, token_ids: list[int]) -> torch.Tensor:
         """Teacher-forced logits [T, V] (float32, on CPU) for one sequence; nothing is cached."""
 
     def health(self) -> str | None:

@@ -3,6 +3,7 @@ kernels after their self-check, or compiled ops, on CUDA), the KV block pool, th
 graphs, the prefill graphs, then a warm-up that compiles the prefill variants before any user's
 request does. `load_engine` returns the engine with what the Task reports of it
 (`info`, `load_timing`)."""
+
 from __future__ import annotations
 
 import logging
@@ -39,20 +40,22 @@ def compute_dtype(profile_dtype: torch.dtype, device: torch.device) -> torch.dty
 class KvCache:
     attention: PagedAttention
     blocks: BlockManager
-    max_blocks: int        # blocks of one full-context sequence
-    varlen: str            # the varlen attention variant in use (choose_flash)
+    max_blocks: int  # blocks of one full-context sequence
+    varlen: str  # the varlen attention variant in use (choose_flash)
 
 
 @dataclass(frozen=True)
 class LoadedEngine:
     engine: Engine
-    model: object          # the family's model graph
+    model: object  # the family's model graph
     max_blocks: int
     info: dict
     load_timing: dict
 
 
-def load_engine(bundle, family, cfg: EngineConfig, context_limit: int, started_ns: int) -> LoadedEngine:
+def load_engine(
+    bundle, family, cfg: EngineConfig, context_limit: int, started_ns: int
+) -> LoadedEngine:
     """`family`: the bundle's family (registry entry); `started_ns`: when the Task began loading."""
     spec = EngineSpec.resolve(cfg, context_limit, think_tokens(family))
     device = spec.device
@@ -60,16 +63,25 @@ def load_engine(bundle, family, cfg: EngineConfig, context_limit: int, started_n
     fast = device.type == "cuda" and not cfg.eager  # fused ops + CUDA graphs; eager for debugging
     weights = {k: v.to(device, dtype) for k, v in bundle.weights().items()}
     launch = programmatic_launch(cfg, fast, device)
-    ops, kernels = fused_ops(bundle.config, family.kv_layout(bundle.config), cfg, fast, device, dtype,
-                             launch == "on")
-    model = family.build_model(bundle.config, weights, context_limit, compile_ops=fast and ops is None, ops=ops)
-    kv = allocate_kv_cache(family.kv_layout(bundle.config), int(bundle.config["num_attention_heads"]), cfg,
-                           context_limit, device, dtype)
+    ops, kernels = fused_ops(
+        bundle.config, family.kv_layout(bundle.config), cfg, fast, device, dtype, launch == "on"
+    )
+    model = family.build_model(
+        bundle.config, weights, context_limit, compile_ops=fast and ops is None, ops=ops
+    )
+    kv = allocate_kv_cache(
+        family.kv_layout(bundle.config),
+        int(bundle.config["num_attention_heads"]),
+        cfg,
+        context_limit,
+        device,
+        dtype,
+    )
     t1 = time.time_ns()
     if ops is not None and launch == "on" and not ops.pdl:
         launch = "off: the fused kernels' self-check failed with it"
     elif ops is not None:
-        ops.pdl = False   # on in the decode graphs only (decode_graphs)
+        ops.pdl = False  # on in the decode graphs only (decode_graphs)
     graphs = None
     if fast and paged_decode.available():
         graphs, launch = decode_graphs(model, kv, ops, cfg, device, launch)
@@ -79,25 +91,40 @@ def load_engine(bundle, family, cfg: EngineConfig, context_limit: int, started_n
     if fast:
         warm_prefill(engine)
     t2 = time.time_ns()
-    info = {"device": str(device), "effective_precision": str(dtype).removeprefix("torch."),
-            "declared_precision": bundle.manifest["precision"], "max_batch": cfg.max_batch,
-            "context_limit": context_limit, "cuda_graphs": graphs is not None, "compiled_ops": fast,
-            "kv_blocks": kv.blocks.num_blocks, "kv_block_size": kv.blocks.block_size,
-            "kv_cache_gb": kv.attention.pool.numel() * kv.attention.pool.element_size() / 1e9,
-            "max_num_batched_tokens": cfg.token_budget(), "mixed_batches": cfg.mixed,
-            "prefill_wait_factor": cfg.prefill_wait_factor,
-            "async_scheduling": engine.async_scheduling, "varlen_attention": kv.varlen,
-            "fused_kernels": kernels, "skinny_gemm_rows": ops.skinny_rows if ops is not None else 0,
-            "programmatic_launch": launch,
-            "prefill_graphs": None if prefill is None else prefill.sizes,
-            "prefill_graphs_note": prefill_note,
-            "engine_pid": None}
-    timing = {"load_s": (t1 - started_ns) / 1e9, "graph_capture_s": (t2 - t1) / 1e9, "loaded_at_ns": t2}
+    info = {
+        "device": str(device),
+        "effective_precision": str(dtype).removeprefix("torch."),
+        "declared_precision": bundle.manifest["precision"],
+        "max_batch": cfg.max_batch,
+        "context_limit": context_limit,
+        "cuda_graphs": graphs is not None,
+        "compiled_ops": fast,
+        "kv_blocks": kv.blocks.num_blocks,
+        "kv_block_size": kv.blocks.block_size,
+        "kv_cache_gb": kv.attention.pool.numel() * kv.attention.pool.element_size() / 1e9,
+        "max_num_batched_tokens": cfg.token_budget(),
+        "mixed_batches": cfg.mixed,
+        "prefill_wait_factor": cfg.prefill_wait_factor,
+        "async_scheduling": engine.async_scheduling,
+        "varlen_attention": kv.varlen,
+        "fused_kernels": kernels,
+        "skinny_gemm_rows": ops.skinny_rows if ops is not None else 0,
+        "programmatic_launch": launch,
+        "prefill_graphs": None if prefill is None else prefill.sizes,
+        "prefill_graphs_note": prefill_note,
+        "engine_pid": None,
+    }
+    timing = {
+        "load_s": (t1 - started_ns) / 1e9,
+        "graph_capture_s": (t2 - t1) / 1e9,
+        "loaded_at_ns": t2,
+    }
     return LoadedEngine(engine, model, kv.max_blocks, info, timing)
 
 
 def programmatic_launch(cfg: EngineConfig, fast: bool, device: torch.device) -> str:
-    """"on" when the Triton kernels launch with programmatic dependent launch, else "off" and why."""
+    """ "on" when the Triton kernels launch with programmatic dependent launch, else "off" and
+    why."""
     if not cfg.programmatic_launch:
         return "off"
     if not fast:
@@ -106,13 +133,20 @@ def programmatic_launch(cfg: EngineConfig, fast: bool, device: torch.device) -> 
     return "on" if why is None else f"off: {why}"
 
 
-def decode_graphs(model, kv: KvCache, ops: fused.FusedOps | None, cfg: EngineConfig, device: torch.device,
-                  launch: str) -> tuple[DecodeGraphs, str]:
-    """The decode CUDA graphs, their Triton kernels captured with programmatic dependent launch when
-    `launch` is "on" (if capture fails so, captured again without it, and the second value says why).
-    Only the decode graphs: it shortens a small decode step, while a long prefill step measured
-    slower with it, so the kernels launch without it everywhere else (prefill graphs, eager
-    steps)."""
+def decode_graphs(
+    model,
+    kv: KvCache,
+    ops: fused.FusedOps | None,
+    cfg: EngineConfig,
+    device: torch.device,
+    launch: str,
+) -> tuple[DecodeGraphs, str]:
+    """The decode CUDA graphs, their Triton kernels captured with programmatic dependent launch
+    when `launch` is "on" (if capture fails so, captured again without it, and the second value
+    says why). Only the decode graphs: it shortens a small decode step, while a long prefill step
+    measured slower with it, so the kernels launch without it everywhere else (prefill graphs,
+    eager steps)."""
+
     def capture(on: bool) -> DecodeGraphs:
         kv.attention.pdl = on
         if ops is not None:
@@ -129,13 +163,22 @@ def decode_graphs(model, kv: KvCache, ops: fused.FusedOps | None, cfg: EngineCon
     try:
         return capture(True), launch
     except Exception as e:  # noqa: BLE001 - this driver cannot capture the launches: without them
-        log.warning("decode graphs with programmatic dependent launch failed (%s); capturing without it", e)
+        log.warning(
+            "decode graphs with programmatic dependent launch failed (%s); capturing without it", e
+        )
         torch.cuda.synchronize(device)
         return capture(False), f"off: capture failed: {type(e).__name__}: {e}"
 
 
-def fused_ops(config: dict, kv_layout: tuple[int, int, int], cfg: EngineConfig, fast: bool,
-              device: torch.device, dtype: torch.dtype, pdl_on: bool = False) -> tuple[fused.FusedOps | None, str]:
+def fused_ops(
+    config: dict,
+    kv_layout: tuple[int, int, int],
+    cfg: EngineConfig,
+    fast: bool,
+    device: torch.device,
+    dtype: torch.dtype,
+    pdl_on: bool = False,
+) -> tuple[fused.FusedOps | None, str]:
     """The fused layer ops and what runs them: "triton" on CUDA when every kernel agreed with its
     reference at this model's shapes, "torch reference" on CPU (or eager); None ("off ...") with
     --no-fused-kernels or when the check failed (then the compiled halves run, and why is said)."""
@@ -144,25 +187,40 @@ def fused_ops(config: dict, kv_layout: tuple[int, int, int], cfg: EngineConfig, 
     if not fast:
         return fused.FusedOps(use_triton=False), "torch reference"
     _, kv_heads, head_dim = kv_layout
-    heads, hidden, inter = (int(config[k]) for k in ("num_attention_heads", "hidden_size", "intermediate_size"))
+    heads, hidden, inter = (
+        int(config[k]) for k in ("num_attention_heads", "hidden_size", "intermediate_size")
+    )
     why = fused.self_check(device, dtype, heads, kv_heads, head_dim, hidden, inter, pdl=pdl_on)
-    if why is not None and pdl_on:   # the kernels may still run without programmatic launch
-        log.warning("fused kernels with programmatic dependent launch: %s; checking them without it", why)
+    if why is not None and pdl_on:  # the kernels may still run without programmatic launch
+        log.warning(
+            "fused kernels with programmatic dependent launch: %s; checking them without it", why
+        )
         pdl_on = False
         why = fused.self_check(device, dtype, heads, kv_heads, head_dim, hidden, inter)
     if why is not None:
         return None, f"off (self-check failed: {why})"
     rows = cfg.skinny_gemm_rows
-    if rows:   # every projection's weight shape: qkv, o, gate_up (also fused with SiLU-mul), down, lm_head
-        shapes = [((heads + 2 * kv_heads) * head_dim, hidden), (hidden, heads * head_dim), (2 * inter, hidden),
-                  (hidden, inter), (int(config["vocab_size"]), hidden)]
-        if (why := skinny_gemm.self_check(device, dtype, shapes, (2 * inter, hidden), pdl_on)) is not None:
+    if (
+        rows
+    ):  # every projection's weight shape: qkv, o, gate_up (also fused with SiLU-mul), down, lm_head
+        shapes = [
+            ((heads + 2 * kv_heads) * head_dim, hidden),
+            (hidden, heads * head_dim),
+            (2 * inter, hidden),
+            (hidden, inter),
+            (int(config["vocab_size"]), hidden),
+        ]
+        if (
+            why := skinny_gemm.self_check(device, dtype, shapes, (2 * inter, hidden), pdl_on)
+        ) is not None:
             log.warning("skinny GEMM off: %s", why)
             rows = 0
     return fused.FusedOps(use_triton=True, skinny_rows=rows, pdl=pdl_on), "triton"
 
 
-def prefill_graphs(model, kv: KvCache, cfg: EngineConfig, device: torch.device) -> tuple[PrefillGraphs | None, str]:
+def prefill_graphs(
+    model, kv: KvCache, cfg: EngineConfig, device: torch.device
+) -> tuple[PrefillGraphs | None, str]:
     """The padded fresh-prefill steps (captured on CUDA), and a note on why there are none: they are
     off, the varlen attention is not flash (the reference reads host lengths), or capture failed
     (the engine then prefills eagerly, as without them)."""
@@ -171,16 +229,22 @@ def prefill_graphs(model, kv: KvCache, cfg: EngineConfig, device: torch.device) 
     if device.type == "cuda" and not kv.attention.use_flash:
         return None, f"off: varlen attention is {kv.varlen}, not flash"
     try:
-        return PrefillGraphs(model, kv.attention, min(cfg.prefill_graph_tokens, cfg.token_budget()),
-                             min(cfg.prefill_graph_seqs, cfg.max_batch), device,
-                             capture=device.type == "cuda"), "captured" if device.type == "cuda" else "eager"
+        return PrefillGraphs(
+            model,
+            kv.attention,
+            min(cfg.prefill_graph_tokens, cfg.token_budget()),
+            min(cfg.prefill_graph_seqs, cfg.max_batch),
+            device,
+            capture=device.type == "cuda",
+        ), "captured" if device.type == "cuda" else "eager"
     except Exception as e:  # noqa: BLE001 - serve without them, and say why
         log.exception("prefill graph capture failed")
         return None, f"off: capture failed: {type(e).__name__}: {e}"
 
 
 def think_tokens(family) -> ThinkTokens | None:
-    """The family's think-block tokens (its `reasoning` spec), None for a family without thinking."""
+    """The family's think-block tokens (its `reasoning` spec), None for a family without
+    thinking."""
     spec = getattr(family, "reasoning", None)
     return None if spec is None else ThinkTokens(spec.end_id, tuple(spec.close_ids))
 
@@ -193,14 +257,22 @@ def free_device_memory(device: torch.device) -> int:
     return free + torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
 
 
-def allocate_kv_cache(layout: tuple[int, int, int], heads: int, cfg: EngineConfig, context_limit: int,
-                      device: torch.device, dtype: torch.dtype) -> KvCache:
+def allocate_kv_cache(
+    layout: tuple[int, int, int],
+    heads: int,
+    cfg: EngineConfig,
+    context_limit: int,
+    device: torch.device,
+    dtype: torch.dtype,
+) -> KvCache:
     """One pool of fixed-size blocks, sized from a memory budget: `kv_cache_gb`, else on CUDA half
     of the free memory, else (CPU) room for every batch slot at the full context. `layout`: the
     family's (layers, kv heads, head dim)."""
     layers, kv_heads, head_dim = layout
     block_size = cfg.kv_block_size(device.type)
-    block_bytes = layers * 2 * block_size * kv_heads * head_dim * torch.empty((), dtype=dtype).element_size()
+    block_bytes = (
+        layers * 2 * block_size * kv_heads * head_dim * torch.empty((), dtype=dtype).element_size()
+    )
     per_seq = -(-context_limit // block_size)
     if cfg.kv_cache_gb:
         budget = cfg.kv_cache_gb * 1e9
@@ -210,7 +282,9 @@ def allocate_kv_cache(layout: tuple[int, int, int], heads: int, cfg: EngineConfi
         budget = block_bytes * cfg.max_batch * per_seq
     # at least one full-context sequence, plus the scratch block
     num_blocks = max(int(budget // block_bytes), per_seq) + RESERVED_BLOCKS
-    pool = torch.zeros(layers, 2, num_blocks, block_size, kv_heads, head_dim, dtype=dtype, device=device)
+    pool = torch.zeros(
+        layers, 2, num_blocks, block_size, kv_heads, head_dim, dtype=dtype, device=device
+    )
     attention = PagedAttention(pool, block_size, use_flash=False)
     varlen = choose_flash(attention, heads, device, dtype)
     return KvCache(attention, BlockManager(num_blocks, block_size), per_seq, varlen)
@@ -221,7 +295,9 @@ def warm_prefill(engine: Engine) -> None:
     done: queue.SimpleQueue = queue.SimpleQueue()
     for n in (1, 2):  # submitted back to back, so the two are prefilled as one batch
         for i in range(n):
-            engine.submit(GenerationRequest(f"load-{n}-{i}", [1] * 8, SamplingParams(max_new_tokens=2)),
-                          lambda item: isinstance(item, Final) and done.put(item))
+            engine.submit(
+                GenerationRequest(f"load-{n}-{i}", [1] * 8, SamplingParams(max_new_tokens=2)),
+                lambda item: isinstance(item, Final) and done.put(item),
+            )
         for _ in range(n):
             done.get()

@@ -6,6 +6,7 @@ CUDA graph when there is one for the batch size, fresh prefill steps one for the
 A token still on the device (Sequence.pending: sampled by the step in flight, not read back) is
 taken from that step's tokens (`prev`) by a device-side copy, so building a step never waits for
 the previous one. Every host-to-device copy here is non-blocking for the same reason."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -31,16 +32,17 @@ def pending_fills(batch: Batch) -> tuple[list[int], list[int]]:
 
 
 class ModelRunner:
-    def __init__(self, spec: EngineSpec, model, attention: PagedAttention, graphs=None,
-                 prefill=None):
+    def __init__(
+        self, spec: EngineSpec, model, attention: PagedAttention, graphs=None, prefill=None
+    ):
         """`graphs`: DecodeGraphs, or None."""
         self.model, self.attn, self.device, self.graphs = model, attention, spec.device, graphs
         self.prefill = prefill  # PrefillGraphs, or None
         self.block_size = attention.block_size
 
     def run(self, batch: Batch, prev: torch.Tensor | None = None) -> torch.Tensor:
-        """Logits [number of sampling sequences, V] in batch order. `prev`: the tokens sampled by the
-        step before, on the device (needed when an input token is pending)."""
+        """Logits [number of sampling sequences, V] in batch order. `prev`: the tokens sampled by
+        the step before, on the device (needed when an input token is pending)."""
         at, rows = pending_fills(batch)
         if at and prev is None:
             raise RuntimeError("a pending input token without the step that samples it")
@@ -53,7 +55,7 @@ class ModelRunner:
         for seq, start, n in zip(batch.seqs, batch.starts, batch.counts):
             p = np.arange(start, start + n)
             table = np.asarray(seq.block_table, dtype=np.int64)
-            ids.append(seq.token_ids[start:start + n])
+            ids.append(seq.token_ids[start : start + n])
             pos.append(p)
             slots.append(table[p // self.block_size] * self.block_size + p % self.block_size)
             cu_q.append(cu_q[-1] + n)
@@ -64,19 +66,30 @@ class ModelRunner:
         last = [cu_q[i + 1] - 1 for i, smp in enumerate(batch.samples) if smp]
         dev = self.device
         meta = StepMeta(
-            "varlen", to_device(np.concatenate(slots), dev), to_device(cu_q, dev, torch.int32), to_device(cu_k, dev, torch.int32),
-            list(batch.counts), [s + n for s, n in zip(batch.starts, batch.counts)],
-            None if fresh else to_device(np.concatenate(ctx), dev))
+            "varlen",
+            to_device(np.concatenate(slots), dev),
+            to_device(cu_q, dev, torch.int32),
+            to_device(cu_k, dev, torch.int32),
+            list(batch.counts),
+            [s + n for s, n in zip(batch.starts, batch.counts)],
+            None if fresh else to_device(np.concatenate(ctx), dev),
+        )
         ids_t = to_device([max(t, 0) for chunk in ids for t in chunk], dev)
         if at:
             ids_t.index_copy_(0, to_device(at, dev), prev.index_select(0, to_device(rows, dev)))
         self.attn.meta = meta
-        return self.model(ids_t, to_device(np.concatenate(pos), dev), self.attn, logit_index=to_device(last, dev))
+        return self.model(
+            ids_t, to_device(np.concatenate(pos), dev), self.attn, logit_index=to_device(last, dev)
+        )
 
     def score(self, token_ids: list[int]) -> torch.Tensor:
         """Teacher-forced logits [T, V] for one sequence; its K/V are not stored."""
         n = len(token_ids)
         cu = torch.tensor([0, n], dtype=torch.int32, device=self.device)
         self.attn.meta = StepMeta("varlen", None, cu, cu, [n], [n], None)
-        return self.model(torch.tensor(token_ids, device=self.device), torch.arange(n, device=self.device),
-                          self.attn, logit_index=None)
+        return self.model(
+            torch.tensor(token_ids, device=self.device),
+            torch.arange(n, device=self.device),
+            self.attn,
+            logit_index=None,
+        )

@@ -1,5 +1,6 @@
-"""Fresh prefill steps (every sequence from position 0) captured as CUDA graphs, one per token bucket,
-so a short prompt's first token costs a few graph launches instead of the host's per-kernel cost.
+"""Fresh prefill steps (every sequence from position 0) captured as CUDA graphs, one per token
+bucket, so a short prompt's first token costs a few graph launches instead of the host's per-kernel
+cost.
 
 A step of n tokens in S sequences replays the smallest bucket T >= n. Its inputs are padded to the
 bucket's fixed shapes: after the S real sequences comes one filler sequence of the T - n pad tokens
@@ -12,6 +13,7 @@ of the fixed rows read token 0 and are dropped).
 Captured graphs need flash varlen attention (the reference loop reads host lengths); with
 `capture=False` the same padded step runs eagerly, which is how CPU tests check the padding.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -36,14 +38,15 @@ def token_buckets(max_tokens: int) -> list[int]:
 @dataclass(frozen=True)
 class PaddedStep:
     """A fresh step's inputs padded to `tokens` tokens and `max_seqs` + 1 sequences."""
+
     tokens: int
-    ids: np.ndarray          # [tokens] int64 (a pending token reads 0 here; the device fills it)
-    positions: np.ndarray    # [tokens] int64
-    slots: np.ndarray        # [tokens] int64
-    cu: np.ndarray           # [max_seqs + 2] cumulative sequence lengths
-    lens: list[int]          # [max_seqs + 1] sequence lengths (host: the eager reference reads them)
-    logit_rows: np.ndarray   # [max_seqs] int64: the last token of each sampling sequence, then 0
-    sampling: int            # how many of logit_rows are real
+    ids: np.ndarray  # [tokens] int64 (a pending token reads 0 here; the device fills it)
+    positions: np.ndarray  # [tokens] int64
+    slots: np.ndarray  # [tokens] int64
+    cu: np.ndarray  # [max_seqs + 2] cumulative sequence lengths
+    lens: list[int]  # [max_seqs + 1] sequence lengths (host: the eager reference reads them)
+    logit_rows: np.ndarray  # [max_seqs] int64: the last token of each sampling sequence, then 0
+    sampling: int  # how many of logit_rows are real
 
 
 def pad_fresh_step(batch: Batch, tokens: int, max_seqs: int, block_size: int) -> PaddedStep:
@@ -54,30 +57,50 @@ def pad_fresh_step(batch: Batch, tokens: int, max_seqs: int, block_size: int) ->
     for seq, n, smp in zip(batch.seqs, batch.counts, batch.samples):
         p = np.arange(n)
         table = np.asarray(seq.block_table, dtype=np.int64)
-        ids[o:o + n] = [max(t, 0) for t in seq.token_ids[:n]]
-        pos[o:o + n] = p
-        slots[o:o + n] = table[p // block_size] * block_size + p % block_size
+        ids[o : o + n] = [max(t, 0) for t in seq.token_ids[:n]]
+        pos[o : o + n] = p
+        slots[o : o + n] = table[p // block_size] * block_size + p % block_size
         if smp:
             rows.append(o + n - 1)
         lens.append(n)
         o += n
-    pos[o:] = np.arange(tokens - o)              # the filler sequence; its slots stay 0 (scratch)
+    pos[o:] = np.arange(tokens - o)  # the filler sequence; its slots stay 0 (scratch)
     lens += [tokens - o] + [0] * (max_seqs - len(batch.seqs))
     logit_rows = np.zeros(max_seqs, np.int64)
-    logit_rows[:len(rows)] = rows
-    return PaddedStep(tokens, ids, pos, slots, np.concatenate([[0], np.cumsum(lens)]).astype(np.int64), lens,
-                      logit_rows, len(rows))
+    logit_rows[: len(rows)] = rows
+    return PaddedStep(
+        tokens,
+        ids,
+        pos,
+        slots,
+        np.concatenate([[0], np.cumsum(lens)]).astype(np.int64),
+        lens,
+        logit_rows,
+        len(rows),
+    )
 
 
 class PrefillGraphs:
-    def __init__(self, model, attention: PagedAttention, max_tokens: int, max_seqs: int, device: torch.device,
-                 capture: bool = True):
+    def __init__(
+        self,
+        model,
+        attention: PagedAttention,
+        max_tokens: int,
+        max_seqs: int,
+        device: torch.device,
+        capture: bool = True,
+    ):
         self.model, self.attn, self.device = model, attention, device
         self.block_size, self.max_seqs = attention.block_size, max_seqs
         self.sizes = token_buckets(max_tokens)
         self.max_tokens = self.sizes[-1]
         z = lambda n: torch.zeros(n, dtype=torch.long, device=device)  # noqa: E731
-        self.ids, self.pos, self.slots, self.rows = z(self.max_tokens), z(self.max_tokens), z(self.max_tokens), z(max_seqs)
+        self.ids, self.pos, self.slots, self.rows = (
+            z(self.max_tokens),
+            z(self.max_tokens),
+            z(self.max_tokens),
+            z(max_seqs),
+        )
         self.cu = torch.zeros(max_seqs + 2, dtype=torch.int32, device=device)
         self.graphs: dict[int, tuple[torch.cuda.CUDAGraph, torch.Tensor]] = {}
         self.pool = None
@@ -85,12 +108,15 @@ class PrefillGraphs:
         self.capture_s = capture_buckets(self.sizes, self._capture, device) if capture else 0.0
 
     def fits(self, batch: Batch) -> bool:
-        return (all(s == 0 for s in batch.starts) and len(batch.seqs) <= self.max_seqs
-                and batch.num_tokens <= self.max_tokens)
+        return (
+            all(s == 0 for s in batch.starts)
+            and len(batch.seqs) <= self.max_seqs
+            and batch.num_tokens <= self.max_tokens
+        )
 
     def _run(self, t: int, lens: list[int]) -> torch.Tensor:
-        """The padded forward; `lens`: the host sequence lengths the eager reference reads (a graph is
-        captured with the bucket as the bound flash attention takes)."""
+        """The padded forward; `lens`: the host sequence lengths the eager reference reads (a
+        graph is captured with the bucket as the bound flash attention takes)."""
         self.attn.meta = StepMeta("varlen", self.slots[:t], self.cu, self.cu, lens, lens, None)
         return self.model(self.ids[:t], self.pos[:t], self.attn, logit_index=self.rows)
 
@@ -101,32 +127,39 @@ class PrefillGraphs:
             self.pool = g.pool()
         self.graphs[t] = (g, out)
 
-    def prefill(self, batch: Batch, fills: tuple[list[int], list[int]] = ((), ()),
-                prev: torch.Tensor | None = None) -> torch.Tensor:
-        """Logits [sampling sequences, V] of a fresh step. `fills`: (index in the step's tokens, row of
-        `prev`) of the input tokens still on the device (see model_runner.pending_fills)."""
+    def prefill(
+        self,
+        batch: Batch,
+        fills: tuple[list[int], list[int]] = ((), ()),
+        prev: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Logits [sampling sequences, V] of a fresh step. `fills`: (index in the step's tokens,
+        row of `prev`) of the input tokens still on the device (see model_runner.pending_fills)."""
         t = next(b for b in self.sizes if b >= batch.num_tokens)
         step = pad_fresh_step(batch, t, self.max_seqs, self.block_size)
         at, rows = fills
         f, s = len(at), self.max_seqs
-        # one host buffer -> one copy: ids, pos, slots [t each], logit rows [s], cu [s + 2], fills [2 x f]
-        host = torch.empty(3 * t + 2 * s + 2 + 2 * f, dtype=torch.long, pin_memory=self.device.type == "cuda")
+        # one host buffer -> one copy: ids, pos, slots [t each], logit rows [s], cu [s + 2], fills
+        # [2 x f]
+        host = torch.empty(
+            3 * t + 2 * s + 2 + 2 * f, dtype=torch.long, pin_memory=self.device.type == "cuda"
+        )
         h = host.numpy()
-        h[:3 * t] = np.concatenate([step.ids, step.positions, step.slots])
-        h[3 * t:3 * t + s] = step.logit_rows
-        h[3 * t + s:3 * t + 2 * s + 2] = step.cu
-        h[3 * t + 2 * s + 2:] = np.asarray(list(at) + list(rows), np.int64)
+        h[: 3 * t] = np.concatenate([step.ids, step.positions, step.slots])
+        h[3 * t : 3 * t + s] = step.logit_rows
+        h[3 * t + s : 3 * t + 2 * s + 2] = step.cu
+        h[3 * t + 2 * s + 2 :] = np.asarray(list(at) + list(rows), np.int64)
         src = host.to(self.device, non_blocking=True)
         self.ids[:t].copy_(src[:t])
-        self.pos[:t].copy_(src[t:2 * t])
-        self.slots[:t].copy_(src[2 * t:3 * t])
-        self.rows.copy_(src[3 * t:3 * t + s])
-        self.cu.copy_(src[3 * t + s:3 * t + 2 * s + 2])
+        self.pos[:t].copy_(src[t : 2 * t])
+        self.slots[:t].copy_(src[2 * t : 3 * t])
+        self.rows.copy_(src[3 * t : 3 * t + s])
+        self.cu.copy_(src[3 * t + s : 3 * t + 2 * s + 2])
         if f:
             o = 3 * t + 2 * s + 2
-            self.ids.index_copy_(0, src[o:o + f], prev.index_select(0, src[o + f:o + 2 * f]))
+            self.ids.index_copy_(0, src[o : o + f], prev.index_select(0, src[o + f : o + 2 * f]))
         if not self.capture:
-            return self._run(t, step.lens)[:step.sampling]
+            return self._run(t, step.lens)[: step.sampling]
         g, out = self.graphs[t]
         g.replay()
-        return out[:step.sampling]
+        return out[: step.sampling]

@@ -26,6 +26,7 @@ it. When a running sequence needs a block and the pool is empty, the newest runn
 preempted: its blocks are freed and it goes back to the front of the queue, to be recomputed from
 its tokens (prompt + output so far) when it is admitted again.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -41,9 +42,9 @@ from .sequence import Sequence
 @dataclass
 class Batch:
     seqs: list[Sequence]
-    starts: list[int]     # first position computed in this step, per sequence
-    counts: list[int]     # tokens computed in this step, per sequence
-    samples: list[bool]   # the step reaches the sequence's last token: sample its next one
+    starts: list[int]  # first position computed in this step, per sequence
+    counts: list[int]  # tokens computed in this step, per sequence
+    samples: list[bool]  # the step reaches the sequence's last token: sample its next one
 
     @property
     def is_decode(self) -> bool:
@@ -59,14 +60,17 @@ class Scheduler:
         """Reads max_batch, the token budget, mixed and prefill_wait_factor of `cfg`."""
         if not cfg.prefill_wait_factor >= 0:
             raise ValueError(
-                f"prefill_wait_factor must be 0 or more, not {cfg.prefill_wait_factor}")
+                f"prefill_wait_factor must be 0 or more, not {cfg.prefill_wait_factor}"
+            )
         self.blocks, self.max_batch, self.budget = blocks, cfg.max_batch, cfg.token_budget()
         self.mixed = cfg.mixed
         self.prefill_wait_factor = cfg.prefill_wait_factor
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
-        self.watermark = max(1, blocks.capacity // 100)  # admission leaves this much for running decodes
-        self._decodes_since_prefill = 1   # decode steps run since the last prefill step
+        self.watermark = max(
+            1, blocks.capacity // 100
+        )  # admission leaves this much for running decodes
+        self._decodes_since_prefill = 1  # decode steps run since the last prefill step
         self.num_prefill_steps = self.num_decode_steps = 0
         self.num_preemptions = 0
         self.held: set[Sequence] = set()
@@ -118,7 +122,9 @@ class Scheduler:
             while self.waiting and budget > 0 and len(self.running) < self.max_batch:
                 s = self.waiting[0]
                 n = min(s.remaining, budget)
-                if not self.blocks.can_allocate(self.blocks.needed(s, n), self.watermark if self.running else 0):
+                if not self.blocks.can_allocate(
+                    self.blocks.needed(s, n), self.watermark if self.running else 0
+                ):
                     break  # FIFO: the head waits for blocks
                 self.waiting.popleft()
                 self.blocks.allocate(s, n)
@@ -127,7 +133,9 @@ class Scheduler:
                     s.timing.first_scheduled_ns = time.time_ns()
                 chosen[s] = n
                 budget -= n
-        if not chosen and ready and not (self.mixed or not do_prefill):  # no prefill fits yet: decode
+        if (
+            not chosen and ready and not (self.mixed or not do_prefill)
+        ):  # no prefill fits yet: decode
             for s in ready:
                 if s.decoding and self._reserve(s, 1, chosen):
                     chosen[s] = 1
@@ -140,16 +148,20 @@ class Scheduler:
             self._decodes_since_prefill += 1
             self.num_decode_steps += 1
         seqs = list(chosen)
-        batch = Batch(seqs, [s.num_computed for s in seqs], [chosen[s] for s in seqs],
-                      [s.num_computed + chosen[s] == len(s.token_ids) for s in seqs])
+        batch = Batch(
+            seqs,
+            [s.num_computed for s in seqs],
+            [chosen[s] for s in seqs],
+            [s.num_computed + chosen[s] == len(s.token_ids) for s in seqs],
+        )
         for s, n in zip(seqs, batch.counts):
             s.num_computed += n
         return batch
 
     def _prefill_due(self, decoding: int) -> bool:
-        """Alternating, with `decoding` requests ready to decode: whether this step is a prefill step
-        (module docstring)."""
-        if self._decodes_since_prefill == 0:                  # the last step was one: decode now
+        """Alternating, with `decoding` requests ready to decode: whether this step is a prefill
+        step (module docstring)."""
+        if self._decodes_since_prefill == 0:  # the last step was one: decode now
             return False
         if not self.prefill_wait_factor or any(not r.decoding for r in self.running):
             return True
@@ -160,13 +172,15 @@ class Scheduler:
         return tokens >= self.budget or waited >= self.prefill_wait_factor * decoding
 
     def _reserve(self, seq: Sequence, n: int, chosen: dict[Sequence, int]) -> bool:
-        """Blocks for `seq`'s next `n` tokens, preempting the newest running sequences if the pool is
-        empty. False when `seq` itself had to go."""
+        """Blocks for `seq`'s next `n` tokens, preempting the newest running sequences if the
+        pool is empty. False when `seq` itself had to go."""
         need = self.blocks.needed(seq, seq.num_computed + n)
         while not self.blocks.can_allocate(need):
             victim = self.running[-1]
             self._preempt(victim)
-            chosen.pop(victim, None)  # if it was already in this step, its tokens are simply not run
+            chosen.pop(
+                victim, None
+            )  # if it was already in this step, its tokens are simply not run
             if victim is seq:
                 return False
         self.blocks.allocate(seq, seq.num_computed + n)

@@ -4,6 +4,7 @@ table, its timing and where its output goes.
 A token sampled by a step whose result is not read back yet is held in `token_ids` as PLACEHOLDER,
 with `pending` naming where it is on the device (step, row): the next step's inputs take it from
 there, and `resolve` writes the real id once it is on the host (overlapped scheduling)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -21,19 +22,19 @@ PLACEHOLDER = -1
 @dataclass(eq=False)
 class Sequence:
     req: GenerationRequest
-    sink: Sink                              # Tokens as sampled, then one Final
+    sink: Sink  # Tokens as sampled, then one Final
     timing: TaskTiming
     out: list[int] = field(default_factory=list)
     generator: torch.Generator | None = None
     done: bool = False
-    token_ids: list[int] = field(default_factory=list)   # prompt + out: what the cache must hold
-    num_computed: int = 0                   # leading tokens whose K/V is in the cache
+    token_ids: list[int] = field(default_factory=list)  # prompt + out: what the cache must hold
+    num_computed: int = 0  # leading tokens whose K/V is in the cache
     block_table: list[int] = field(default_factory=list)
     preemptions: int = 0
-    max_len: int = 1 << 62                  # prompt + output, the engine's context limit
+    max_len: int = 1 << 62  # prompt + output, the engine's context limit
     pending: tuple[int, int] | None = None  # (step, row) of the sampled token not read back yet
-    think: ThinkState | None = None         # thinking on: its think block (engine.thinking)
-    queued_at_step: int = 0                 # the scheduler's decode-step count when it joined the queue
+    think: ThinkState | None = None  # thinking on: its think block (engine.thinking)
+    queued_at_step: int = 0  # the scheduler's decode-step count when it joined the queue
 
     def __post_init__(self) -> None:
         if not self.token_ids:
@@ -64,6 +65,7 @@ class Sequence:
         self.token_ids.append(token)
 
     def resolve(self, token: int) -> None:
-        """The oldest sampled-but-unread token is `token`: replace its placeholder, add it to out."""
+        """The oldest sampled-but-unread token is `token`: replace its placeholder, add it to
+        out."""
         self.token_ids[len(self.req.prompt_token_ids) + len(self.out)] = token
         self.out.append(token)

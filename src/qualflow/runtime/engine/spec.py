@@ -2,6 +2,7 @@
 loader from the EngineConfig and the bundle, and passed whole to each part: the config itself, the
 device, the context limit and the family's think-block tokens. What the config leaves to the device
 ("auto", 0) is decided here, not at each use."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -16,12 +17,13 @@ from .thinking import ThinkTokens
 class EngineSpec:
     cfg: EngineConfig
     device: torch.device
-    max_len: int                        # tokens per request: the context limit
-    think_tokens: ThinkTokens | None    # the family's think block (None: no thinking mode)
+    max_len: int  # tokens per request: the context limit
+    think_tokens: ThinkTokens | None  # the family's think block (None: no thinking mode)
 
     @classmethod
-    def resolve(cls, cfg: EngineConfig, max_len: int,
-                think_tokens: ThinkTokens | None = None) -> "EngineSpec":
+    def resolve(
+        cls, cfg: EngineConfig, max_len: int, think_tokens: ThinkTokens | None = None
+    ) -> EngineSpec:
         return cls(cfg, torch.device(cfg.device), max_len, think_tokens)
 
     @property

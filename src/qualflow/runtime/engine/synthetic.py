@@ -1,24 +1,26 @@
 """SyntheticEngine: an engine with no model, for measuring the serving path's own ceiling. It keeps
 the engine interface (engine.interface.EngineClient), so the Task's validation, the tokenizer, the
-detokenizer, the HTTP path, the timing records and the accounting are the real ones; only the forward
-pass is gone.
+detokenizer, the HTTP path, the timing records and the accounting are the real ones; only the
+forward pass is gone.
 
 One thread ticks a fixed step clock (`step_s`): each tick admits waiting requests up to the batch
-(oldest first) and gives every running request one token, the first one in the tick that admits it.
-A request runs to its max_new_tokens (finish reason `length`): the tokens cycle through `token_ids`,
-which hold no stop token, so stop tokens and min_tokens never decide. When the thread falls behind by
-more than a step, the clock starts again from now rather than bursting to catch up, so a token gap is
-never shorter than a step. `on_step`, when set, is called on the engine thread after each tick, as
-engine.Engine's is after each step (the engine process sends each step's items from it). A request
-with thinking on gets its think block closed by the forced closing tokens at its budget
-(engine.thinking), as in the real engine. `attach_feed` / `stop_soon` are engine.Engine's, for the engine
-process: the feed is polled (never waited on) at every tick, before the tick admits."""
+(oldest first) and gives every running request one token, the first one in the tick that admits
+it. A request runs to its max_new_tokens (finish reason `length`): the tokens cycle through
+`token_ids`, which hold no stop token, so stop tokens and min_tokens never decide. When the
+thread falls behind by more than a step, the clock starts again from now rather than bursting to
+catch up, so a token gap is never shorter than a step. `on_step`, when set, is called on the
+engine thread after each tick, as engine.Engine's is after each step (the engine process sends
+each step's items from it). A request with thinking on gets its think block closed by the forced
+closing tokens at its budget (engine.thinking), as in the real engine. `attach_feed` /
+`stop_soon` are engine.Engine's, for the engine process: the feed is polled (never waited on) at
+every tick, before the tick admits."""
+
 from __future__ import annotations
 
 import threading
 import time
 from collections import deque
-from typing import Callable
+from collections.abc import Callable
 
 from ..api.events import TaskTiming
 from ..api.request import GenerationRequest
@@ -29,12 +31,20 @@ from .threads import thread_death
 
 
 class SyntheticEngine:
-    def __init__(self, step_s: float, max_batch: int, token_ids: list[int], think_tokens: ThinkTokens | None = None):
+    def __init__(
+        self,
+        step_s: float,
+        max_batch: int,
+        token_ids: list[int],
+        think_tokens: ThinkTokens | None = None,
+    ):
         if step_s <= 0 or not token_ids:
             raise ValueError("the synthetic engine needs a positive step and at least one token id")
         self.step_s, self.max_batch, self.token_ids = step_s, max_batch, list(token_ids)
         self.think_tokens = think_tokens
-        self._think: dict[SubmittedRequest, ThinkState] = {}   # requests with thinking on (their think block)
+        self._think: dict[
+            SubmittedRequest, ThinkState
+        ] = {}  # requests with thinking on (their think block)
         self._lock = threading.Lock()
         self._waiting: deque[SubmittedRequest] = deque()
         self._running: list[SubmittedRequest] = []
@@ -42,12 +52,17 @@ class SyntheticEngine:
         self._stop = threading.Event()
         self.on_step: Callable[[], None] | None = None
         self.feed: Callable[[bool], None] | None = None
-        self.thread = threading.Thread(target=self._loop, name="qualflow-synthetic-engine", daemon=True)
+        self.thread = threading.Thread(
+            target=self._loop, name="qualflow-synthetic-engine", daemon=True
+        )
         self.thread.start()
 
     # ---- EngineClient ---------------------------------------------------------------------------
-    def submit(self, req: GenerationRequest, sink: Sink, timing: TaskTiming | None = None) -> SubmittedRequest:
-        """`timing`: stamps begun elsewhere (the engine process gets the caller's submission time)."""
+    def submit(
+        self, req: GenerationRequest, sink: Sink, timing: TaskTiming | None = None
+    ) -> SubmittedRequest:
+        """`timing`: stamps begun elsewhere (the engine process gets the caller's submission
+        time)."""
         seq = SubmittedRequest(req, sink, timing or TaskTiming(submitted_ns=time.time_ns()))
         with self._lock:
             if req.thinking is not None and self.think_tokens is not None:

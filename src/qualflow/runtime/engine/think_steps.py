@@ -5,6 +5,7 @@ sequence whose next sample must wait for the token just launched (the scheduler'
 read-back (`read`) it notes the block's close and the first answer token and releases held
 sequences. Only sequences with thinking on are looked at, so the others cost nothing more per
 token."""
+
 from __future__ import annotations
 
 import torch
@@ -16,9 +17,9 @@ from .transfer import to_device
 
 class ThinkSteps:
     def __init__(self, tokens: ThinkTokens | None, held: set[Sequence]):
-        self.tokens = tokens                # the family's think block (None: no thinking mode)
-        self.held = held                    # the scheduler's: not scheduled until released here
-        self.open: set[Sequence] = set()    # sequences whose think block is not settled
+        self.tokens = tokens  # the family's think block (None: no thinking mode)
+        self.held = held  # the scheduler's: not scheduled until released here
+        self.open: set[Sequence] = set()  # sequences whose think block is not settled
 
     def state(self, budget: int | None) -> ThinkState:
         """A new request's think state (ValueError for a family without thinking mode)."""

@@ -1,10 +1,11 @@
 """Why a thread died: the exception that ended it, recorded by a chained `threading.excepthook`."""
+
 from __future__ import annotations
 
 import threading
 import weakref
 
-_deaths: "weakref.WeakKeyDictionary[threading.Thread, str]" = weakref.WeakKeyDictionary()
+_deaths: weakref.WeakKeyDictionary[threading.Thread, str] = weakref.WeakKeyDictionary()
 _previous = threading.excepthook
 
 

@@ -1,22 +1,24 @@
 """Event delivery from the engine thread to a Task caller.
 
-Per asyncio loop one `Mailbox`: the engine thread drops its items (engine.outputs) into it, and the loop is woken at
-most once per engine step however many requests the step served. Per request one `Delivery`: the
-items waiting for that request's consumer, who is woken at most once per flush and takes them all
-at once, so one engine step makes one event per request (no per-token queue hop). A `Collector`
-turns a batch of items into one TokenEvent (one incremental decode of only the new tokens) and
-the FinalEvent.
+Per asyncio loop one `Mailbox`: the engine thread drops its items (engine.outputs) into it, and the
+loop is woken at most once per engine step however many requests the step served. Per request one
+`Delivery`: the items waiting for that request's consumer, who is woken at most once per flush and
+takes them all at once, so one engine step makes one event per request (no per-token queue hop). A
+`Collector` turns a batch of items into one TokenEvent (one incremental decode of only the new
+tokens) and the FinalEvent.
 
 The mailbox also watches the engine while requests are open: once the Task reports it cannot serve
-(its engine thread died), every open request gets an `error` final at once instead of waiting forever.
+(its engine thread died), every open request gets an `error` final at once instead of waiting
+forever.
 """
+
 from __future__ import annotations
 
 import asyncio
 import collections
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from ..api.events import FinalEvent, TokenEvent
 from ..engine.interface import SequenceView
@@ -29,6 +31,7 @@ WATCH_INTERVAL_S = 0.25
 
 class Delivery:
     """One request's pending engine items; its consumer awaits `take()`."""
+
     __slots__ = ("items", "waiter", "closed")
 
     def __init__(self):
@@ -56,7 +59,9 @@ class Delivery:
 class Mailbox:
     """Carries engine items into one asyncio loop with at most one wake-up per engine step."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, health: Callable[[], str | None] = lambda: None):
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, health: Callable[[], str | None] = lambda: None
+    ):
         """Made on `loop`'s own thread."""
         self.loop, self.health = loop, health
         self.loop_thread = threading.get_ident()
@@ -67,7 +72,9 @@ class Mailbox:
 
     # ---- engine thread (or the loop's own, where it reads the engine's messages) -----------------------
     def put(self, delivery: Delivery, item: EngineItem) -> None:
-        if threading.get_ident() == self.loop_thread:   # on the loop already: straight to the consumer, in order
+        if (
+            threading.get_ident() == self.loop_thread
+        ):  # on the loop already: straight to the consumer, in order
             self._drain()
             delivery._push(item)
             return
@@ -121,19 +128,31 @@ class Mailbox:
 
 
 class TaskStream:
-    """One submitted request's events, for its consumer: TokenEvents (at most one per engine step),
-    then one FinalEvent. The request is in the engine from the moment this exists, so a caller may do
-    other work (build and send a stream's head) while the engine prefills. `aclose()` (idempotent,
-    also at the end) closes the delivery and cancels the request if the engine is still on it, whether
-    or not the stream was ever iterated."""
+    """One submitted request's events, for its consumer: TokenEvents (at most one per engine
+    step), then one FinalEvent. The request is in the engine from the moment this exists, so a
+    caller may do other work (build and send a stream's head) while the engine prefills.
+    `aclose()` (idempotent, also at the end) closes the delivery and cancels the request if the
+    engine is still on it, whether or not the stream was ever iterated."""
 
-    def __init__(self, mailbox: Mailbox, box: Delivery, seq: SequenceView, collector: "Collector",
-                 cancel: Callable[[str], None]):
-        self.mailbox, self.box, self.seq, self.out, self._cancel = mailbox, box, seq, collector, cancel
+    def __init__(
+        self,
+        mailbox: Mailbox,
+        box: Delivery,
+        seq: SequenceView,
+        collector: Collector,
+        cancel: Callable[[str], None],
+    ):
+        self.mailbox, self.box, self.seq, self.out, self._cancel = (
+            mailbox,
+            box,
+            seq,
+            collector,
+            cancel,
+        )
         self._ready: collections.deque = collections.deque()
         self._closed = False
 
-    def __aiter__(self) -> "TaskStream":
+    def __aiter__(self) -> TaskStream:
         return self
 
     async def __anext__(self) -> TokenEvent | FinalEvent:
@@ -164,16 +183,22 @@ class TaskStream:
 
 
 class Collector:
-    """Turns the engine's items into TokenEvent / FinalEvent with incremental text. With thinking on
-    (`end_id`: the family's end-think token) the text is split into reasoning and answer (ThinkSplit)."""
+    """Turns the engine's items into TokenEvent / FinalEvent with incremental text. With thinking
+    on (`end_id`: the family's end-think token) the text is split into reasoning and answer
+    (ThinkSplit)."""
 
     def __init__(self, tokenizer, seq: SequenceView, end_id: int | None = None):
         self.seq, self.decoder, self.parts = seq, IncrementalDecoder(tokenizer), []
         self.final: FinalEvent | None = None
-        self.split = ThinkSplit(tokenizer, end_id) if seq.req.thinking is not None and end_id is not None else None
+        self.split = (
+            ThinkSplit(tokenizer, end_id)
+            if seq.req.thinking is not None and end_id is not None
+            else None
+        )
 
     def handle_many(self, items: list[EngineItem]) -> list[TokenEvent | FinalEvent]:
-        """Merge the token items into one event (one decode), keep the final last; nothing after it."""
+        """Merge the token items into one event (one decode), keep the final last; nothing after
+        it."""
         if self.final is not None:
             return []
         toks = [t for it in items if isinstance(it, Tokens) for t in it.ids]
@@ -191,20 +216,41 @@ class Collector:
             self.parts.append(text)
             return TokenEvent(rid, item.ids, text)
         timing = self.seq.timing
-        if timing.finished_ns is None:   # ended here, not by the engine (it died)
+        if timing.finished_ns is None:  # ended here, not by the engine (it died)
             timing.finished_ns = time.time_ns()
         if self.split is not None:
             return self._final_thinking(item)
         tail = self.decoder.flush()
         self.parts.append(tail)
-        self.final = FinalEvent(rid, item.reason, len(self.seq.req.prompt_token_ids), len(self.seq.out),
-                                "".join(self.parts), list(self.seq.out), timing, item.error, tail)
+        self.final = FinalEvent(
+            rid,
+            item.reason,
+            len(self.seq.req.prompt_token_ids),
+            len(self.seq.out),
+            "".join(self.parts),
+            list(self.seq.out),
+            timing,
+            item.error,
+            tail,
+        )
         return self.final
 
     def _final_thinking(self, item: Final) -> FinalEvent:
         split = self.split
         reasoning_tail, tail = split.flush()
-        self.final = FinalEvent(self.seq.req.request_id, item.reason, len(self.seq.req.prompt_token_ids),
-                                len(self.seq.out), split.answer_text, list(self.seq.out), self.seq.timing, item.error,
-                                tail, split.reasoning_text, split.reasoning_tokens, reasoning_tail, not split.open)
+        self.final = FinalEvent(
+            self.seq.req.request_id,
+            item.reason,
+            len(self.seq.req.prompt_token_ids),
+            len(self.seq.out),
+            split.answer_text,
+            list(self.seq.out),
+            self.seq.timing,
+            item.error,
+            tail,
+            split.reasoning_text,
+            split.reasoning_tokens,
+            reasoning_tail,
+            not split.open,
+        )
         return self.final

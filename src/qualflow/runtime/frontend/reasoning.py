@@ -2,6 +2,7 @@
 including the end-think token) and answer (after it), each decoded incrementally on its own. The
 end-think token is in neither text, and the blank lines the family puts after it are not the
 answer's (leading newlines of the answer are dropped; its token count keeps them)."""
+
 from __future__ import annotations
 
 from .detok import IncrementalDecoder
@@ -11,9 +12,9 @@ class ThinkSplit:
     def __init__(self, tokenizer, end_id: int):
         self.end_id = end_id
         self.reasoning, self.answer = IncrementalDecoder(tokenizer), IncrementalDecoder(tokenizer)
-        self.open = True               # the think block has not closed yet
-        self.reasoning_tokens = 0      # the end-think token included
-        self.answer_started = False    # some answer text (beyond leading newlines) was produced
+        self.open = True  # the think block has not closed yet
+        self.reasoning_tokens = 0  # the end-think token included
+        self.answer_started = False  # some answer text (beyond leading newlines) was produced
         self.reasoning_parts: list[str] = []
         self.answer_parts: list[str] = []
 
@@ -27,7 +28,7 @@ class ThinkSplit:
             if cut < len(ids):
                 self.open = False
                 reasoning += self.reasoning.flush()
-                ids = ids[cut + 1:]
+                ids = ids[cut + 1 :]
             else:
                 ids = []
             self.reasoning_parts.append(reasoning)

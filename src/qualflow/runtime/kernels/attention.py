@@ -1,8 +1,8 @@
 """Attention over the paged KV pool, passed to the family's model graph as its `attend` callable.
 
-The pool is one tensor [layers, 2, blocks, block_size, kv_heads, head_dim]; a token at position p of a
-sequence lives at slot block_table[p // block_size] * block_size + p % block_size. Each call stores
-the step's new K/V at their slots, then attends according to the step's metadata:
+The pool is one tensor [layers, 2, blocks, block_size, kv_heads, head_dim]; a token at position p of
+a sequence lives at slot block_table[p // block_size] * block_size + p % block_size. Each call
+stores the step's new K/V at their slots, then attends according to the step's metadata:
   - varlen: packed queries of several sequences (prefill chunks, or decode tokens outside a graph).
     A fresh step (every sequence starts at position 0) attends over the new K/V directly; otherwise
     each sequence's whole context is gathered from the pool. On CUDA one flash-attention varlen call
@@ -10,6 +10,7 @@ the step's new K/V at their slots, then attends according to the step's metadata
   - paged: one query per sequence, read straight from the block table by a Triton kernel (the decode
     step captured as a CUDA graph).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -22,17 +23,21 @@ from .destination import KvDestination
 
 @dataclass
 class StepMeta:
-    mode: str                                   # "varlen" or "paged"
-    slot_mapping: torch.Tensor | None           # [N] int64, where the new K/V go; None: store nothing
-    cu_q: torch.Tensor | None = None            # [S+1] int32 (varlen)
-    cu_k: torch.Tensor | None = None            # [S+1] int32 (varlen)
-    q_lens: list[int] | None = None             # host copies (varlen)
+    mode: str  # "varlen" or "paged"
+    slot_mapping: torch.Tensor | None  # [N] int64, where the new K/V go; None: store nothing
+    cu_q: torch.Tensor | None = None  # [S+1] int32 (varlen)
+    cu_k: torch.Tensor | None = None  # [S+1] int32 (varlen)
+    q_lens: list[int] | None = None  # host copies (varlen)
     k_lens: list[int] | None = None
-    ctx_slots: torch.Tensor | None = None       # [sum k_lens] int64; None: fresh step, attend the new K/V
-    block_tables: torch.Tensor | None = None    # [B, max_blocks] int32 (paged)
-    ctx_lens: torch.Tensor | None = None        # [B] int32 (paged)
-    splits: int = 1                             # paged: context partitions per (sequence, kv head)
-    counters: torch.Tensor | None = None        # paged, splits > 1: the kernel's arrival counters (persistent, zero)
+    ctx_slots: torch.Tensor | None = (
+        None  # [sum k_lens] int64; None: fresh step, attend the new K/V
+    )
+    block_tables: torch.Tensor | None = None  # [B, max_blocks] int32 (paged)
+    ctx_lens: torch.Tensor | None = None  # [B] int32 (paged)
+    splits: int = 1  # paged: context partitions per (sequence, kv head)
+    counters: torch.Tensor | None = (
+        None  # paged, splits > 1: the kernel's arrival counters (persistent, zero)
+    )
 
 
 class PagedAttention:
@@ -44,10 +49,13 @@ class PagedAttention:
         self.k_flat = [t.view(nb * bs, kv, d) for t in self.k]
         self.v_flat = [t.view(nb * bs, kv, d) for t in self.v]
         self.meta: StepMeta | None = None
-        self.gqa_native = True                   # flash varlen reads grouped K/V without repeating them
-        self.pdl = False                         # the paged kernel launches with programmatic dependent launch
+        self.gqa_native = True  # flash varlen reads grouped K/V without repeating them
+        self.pdl = False  # the paged kernel launches with programmatic dependent launch
         from .paged_decode import runs_on
-        self.paged_kernel = runs_on(pool)        # else the paged step runs the plain-torch reference (CPU tests)
+
+        self.paged_kernel = runs_on(
+            pool
+        )  # else the paged step runs the plain-torch reference (CPU tests)
 
     def kv_destination(self, layer: int) -> KvDestination | None:
         """Where this step's new K/V of `layer` go (None: nothing is stored), for a fused op that
@@ -57,8 +65,9 @@ class PagedAttention:
             return None
         return KvDestination(self.k_flat[layer], self.v_flat[layer], m.slot_mapping)
 
-    def __call__(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                 stored: bool = False) -> torch.Tensor:
+    def __call__(
+        self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, stored: bool = False
+    ) -> torch.Tensor:
         m = self.meta
         if m.slot_mapping is not None and not stored:
             self.k_flat[layer].index_copy_(0, m.slot_mapping, k)
@@ -66,10 +75,23 @@ class PagedAttention:
         N, H, D = q.shape
         if m.mode == "paged":
             from .paged_decode import paged_decode, reference
-            if not self.paged_kernel:  # CPU (tests) without Triton's interpreter: the same step, plain torch
-                return reference(q, self.k[layer], self.v[layer], m.block_tables, m.ctx_lens).view(N, H * D)
-            return paged_decode(q, self.k[layer], self.v[layer], m.block_tables, m.ctx_lens, m.splits,
-                                counters=m.counters, pdl=self.pdl).view(N, H * D)
+
+            if (
+                not self.paged_kernel
+            ):  # CPU (tests) without Triton's interpreter: the same step, plain torch
+                return reference(q, self.k[layer], self.v[layer], m.block_tables, m.ctx_lens).view(
+                    N, H * D
+                )
+            return paged_decode(
+                q,
+                self.k[layer],
+                self.v[layer],
+                m.block_tables,
+                m.ctx_lens,
+                m.splits,
+                counters=m.counters,
+                pdl=self.pdl,
+            ).view(N, H * D)
         if m.ctx_slots is None:
             K, V = k, v
         else:
@@ -82,11 +104,14 @@ class PagedAttention:
         if not self.gqa_native and K.shape[1] != q.shape[1]:
             K = K.repeat_interleave(q.shape[1] // K.shape[1], dim=1)
             V = V.repeat_interleave(q.shape[1] // V.shape[1], dim=1)
-        return torch.ops.aten._flash_attention_forward(q, K, V, m.cu_q, m.cu_k, max(m.q_lens), max(m.k_lens),
-                                                       0.0, True, False)[0]
+        return torch.ops.aten._flash_attention_forward(
+            q, K, V, m.cu_q, m.cu_k, max(m.q_lens), max(m.k_lens), 0.0, True, False
+        )[0]
 
 
-def varlen_sdpa(q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, q_lens: list[int], k_lens: list[int]) -> torch.Tensor:
+def varlen_sdpa(
+    q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, q_lens: list[int], k_lens: list[int]
+) -> torch.Tensor:
     """Reference varlen attention: sequence i's queries are the last q_lens[i] of its k_lens[i]
     positions (causal, aligned bottom-right). q [Nq, H, D], K/V [Nk, KV, D]. A sequence of no
     tokens (a padded step's filler) is skipped."""
@@ -96,21 +121,25 @@ def varlen_sdpa(q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, q_lens: list[
         if lq == 0:
             k0 += lk
             continue
-        qi = q[q0:q0 + lq].transpose(0, 1)
-        ki, vi = K[k0:k0 + lk].transpose(0, 1), V[k0:k0 + lk].transpose(0, 1)
+        qi = q[q0 : q0 + lq].transpose(0, 1)
+        ki, vi = K[k0 : k0 + lk].transpose(0, 1), V[k0 : k0 + lk].transpose(0, 1)
         if lq == lk:
             o = F.scaled_dot_product_attention(qi, ki, vi, is_causal=True, enable_gqa=True)
         else:
-            mask = torch.arange(lk, device=q.device)[None, :] <= torch.arange(lk - lq, lk, device=q.device)[:, None]
+            mask = (
+                torch.arange(lk, device=q.device)[None, :]
+                <= torch.arange(lk - lq, lk, device=q.device)[:, None]
+            )
             o = F.scaled_dot_product_attention(qi, ki, vi, attn_mask=mask, enable_gqa=True)
-        out[q0:q0 + lq] = o.transpose(0, 1)
+        out[q0 : q0 + lq] = o.transpose(0, 1)
         q0, k0 = q0 + lq, k0 + lk
     return out
 
 
 def choose_flash(attn: PagedAttention, heads: int, device: torch.device, dtype: torch.dtype) -> str:
-    """On CUDA, check the flash varlen path against the reference on a chunked (q shorter than k) and
-    a fresh case, with grouped K/V as they are and repeated; keep the first variant that agrees."""
+    """On CUDA, check the flash varlen path against the reference on a chunked (q shorter than k)
+    and a fresh case, with grouped K/V as they are and repeated; keep the first variant that
+    agrees."""
     if device.type != "cuda" or dtype not in (torch.float16, torch.bfloat16):
         attn.use_flash = False
         return "sdpa-loop"
@@ -120,7 +149,9 @@ def choose_flash(attn: PagedAttention, heads: int, device: torch.device, dtype: 
     q = torch.randn(sum(q_lens), heads, d, device=device, dtype=dtype, generator=g)
     K = torch.randn(sum(k_lens), kv, d, device=device, dtype=dtype, generator=g)
     V = torch.randn(sum(k_lens), kv, d, device=device, dtype=dtype, generator=g)
-    cu = lambda ls: torch.tensor([0] + list(torch.tensor(ls).cumsum(0)), dtype=torch.int32, device=device)  # noqa: E731
+    cu = lambda ls: torch.tensor(
+        [0] + list(torch.tensor(ls).cumsum(0)), dtype=torch.int32, device=device
+    )  # noqa: E731
     m = StepMeta("varlen", None, cu(q_lens), cu(k_lens), q_lens, k_lens)
     ref = varlen_sdpa(q.float(), K.float(), V.float(), q_lens, k_lens)
     for native in (True, False):

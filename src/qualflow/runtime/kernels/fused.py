@@ -5,12 +5,13 @@ kernels on CUDA with a plain-torch reference (kernels.reference) that is also th
     directly) and, when given a destination, the store of k and v into the paged KV cache;
   - `silu_mul`: SwiGLU's silu(gate) * up over the fused gate_up projection's output.
 
-Each Triton kernel rounds where the torch reference rounds (the residual sum, the normalised value
-before the weight, the weight product, silu before the product), so the two differ only by the
-order of the fp32 sum of squares and the rounding of exp/rsqrt. `FusedOps` is what the family's
-model graph calls; it picks the kernel per call (a CUDA tensor and a kernel that passed `self_check`)
-or the reference, and at skinny rows the skinny GEMM's forms (kernels.skinny_gemm). Nothing reads
-back to the host, so every op can be captured in a CUDA graph."""
+Each Triton kernel rounds where the torch reference rounds (the residual sum, the normalised
+value before the weight, the weight product, silu before the product), so the two differ only by
+the order of the fp32 sum of squares and the rounding of exp/rsqrt. `FusedOps` is what the
+family's model graph calls; it picks the kernel per call (a CUDA tensor and a kernel that passed
+`self_check`) or the reference, and at skinny rows the skinny GEMM's forms (kernels.skinny_gemm).
+Nothing reads back to the host, so every op can be captured in a CUDA graph."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -37,9 +38,24 @@ def available() -> bool:
 
 # ---- Triton -------------------------------------------------------------------------------------
 if triton is not None:
+
     @triton.jit
-    def _add_rms_norm_kernel(H, R, W, HO, Y, C, eps, s_h, s_r, s_ho, s_y,
-                             HAS_RES: tl.constexpr, BLOCK: tl.constexpr, PDL: tl.constexpr):
+    def _add_rms_norm_kernel(
+        H,
+        R,
+        W,
+        HO,
+        Y,
+        C,
+        eps,
+        s_h,
+        s_r,
+        s_ho,
+        s_y,
+        HAS_RES: tl.constexpr,
+        BLOCK: tl.constexpr,
+        PDL: tl.constexpr,
+    ):
         if PDL:
             gdc_wait()
             gdc_launch_dependents()
@@ -49,7 +65,7 @@ if triton is not None:
         h = tl.load(H + row * s_h + c, mask=m, other=0.0).to(tl.float32)
         if HAS_RES:
             r = tl.load(R + row * s_r + c, mask=m, other=0.0).to(tl.float32)
-            hq = (h + r).to(HO.dtype.element_ty)            # the residual stream is stored rounded
+            hq = (h + r).to(HO.dtype.element_ty)  # the residual stream is stored rounded
             tl.store(HO + row * s_ho + c, hq, mask=m)
             h = hq.to(tl.float32)
         inv = 1.0 / tl.sqrt(tl.sum(h * h, axis=0) / C + eps)
@@ -58,12 +74,41 @@ if triton is not None:
         tl.store(Y + row * s_y + c, (w * n).to(Y.dtype.element_ty), mask=m)
 
     @triton.jit
-    def _qk_norm_rope_kernel(QKV, WQ, WK, COS, SIN, POS, QO, KO, VO, KC, VC, SLOT, eps, N,
-                             s_t, s_qo, s_qh, s_ko, s_kh, s_vo, s_vh, s_tab, s_c, s_ch,
-                             H: tl.constexpr, KV: tl.constexpr, D: tl.constexpr, BLOCK_T: tl.constexpr,
-                             STORE: tl.constexpr, PDL: tl.constexpr):
-        # one program per BLOCK_T tokens and one head: heads [0, H) are q's, [H, H + KV) k's (with v's
-        # copy). A head's two halves are loaded apart, so rotate-half is arithmetic on them, not a gather.
+    def _qk_norm_rope_kernel(
+        QKV,
+        WQ,
+        WK,
+        COS,
+        SIN,
+        POS,
+        QO,
+        KO,
+        VO,
+        KC,
+        VC,
+        SLOT,
+        eps,
+        N,
+        s_t,
+        s_qo,
+        s_qh,
+        s_ko,
+        s_kh,
+        s_vo,
+        s_vh,
+        s_tab,
+        s_c,
+        s_ch,
+        H: tl.constexpr,
+        KV: tl.constexpr,
+        D: tl.constexpr,
+        BLOCK_T: tl.constexpr,
+        STORE: tl.constexpr,
+        PDL: tl.constexpr,
+    ):
+        # one program per BLOCK_T tokens and one head: heads [0, H) are q's, [H, H + KV) k's (with
+        # v's copy). A head's two halves are loaded apart, so rotate-half is arithmetic on them, not
+        # a gather.
         if PDL:
             gdc_wait()
             gdc_launch_dependents()
@@ -74,19 +119,25 @@ if triton is not None:
         m = live[:, None]
         is_q, is_k = j < H, j >= H
         tc = t[:, None]
-        row = QKV + tc * s_t + j * D + h                    # q head j, or k head j - H: both at j * D
+        row = QKV + tc * s_t + j * D + h  # q head j, or k head j - H: both at j * D
         x1 = tl.load(row, mask=m, other=0.0).to(tl.float32)
         x2 = tl.load(row + D // 2, mask=m, other=0.0).to(tl.float32)
         w1 = tl.where(is_q, tl.load(WQ + h).to(tl.float32), tl.load(WK + h).to(tl.float32))
-        w2 = tl.where(is_q, tl.load(WQ + D // 2 + h).to(tl.float32), tl.load(WK + D // 2 + h).to(tl.float32))
-        inv = (1.0 / tl.sqrt((tl.sum(x1 * x1, axis=1) + tl.sum(x2 * x2, axis=1)) / D + eps))[:, None]
+        w2 = tl.where(
+            is_q, tl.load(WQ + D // 2 + h).to(tl.float32), tl.load(WK + D // 2 + h).to(tl.float32)
+        )
+        inv = (1.0 / tl.sqrt((tl.sum(x1 * x1, axis=1) + tl.sum(x2 * x2, axis=1)) / D + eps))[
+            :, None
+        ]
         dt = QO.dtype.element_ty
         n1 = (w1 * (x1 * inv).to(dt).to(tl.float32)).to(dt).to(tl.float32)
         n2 = (w2 * (x2 * inv).to(dt).to(tl.float32)).to(dt).to(tl.float32)
         tab = tl.load(POS + t, mask=live, other=0).to(tl.int64)[:, None] * s_tab + h
         o1 = (n1 * tl.load(COS + tab, mask=m) - n2 * tl.load(SIN + tab, mask=m)).to(dt)
-        o2 = (n2 * tl.load(COS + tab + D // 2, mask=m) + n1 * tl.load(SIN + tab + D // 2, mask=m)).to(dt)
-        qh = tl.minimum(j, H - 1)                           # in-range pointers for the masked stores
+        o2 = (
+            n2 * tl.load(COS + tab + D // 2, mask=m) + n1 * tl.load(SIN + tab + D // 2, mask=m)
+        ).to(dt)
+        qh = tl.minimum(j, H - 1)  # in-range pointers for the masked stores
         kvh = tl.maximum(j - H, 0)
         qo = QO + tc * s_qo + qh * s_qh + h
         tl.store(qo, o1, mask=m & is_q)
@@ -129,8 +180,23 @@ def tri_add_rms_norm(h, delta, w, eps: float, pdl: bool = False):
     y = torch.empty_like(h)
     ho = torch.empty_like(h) if delta is not None else h
     r = delta if delta is not None else h
-    _add_rms_norm_kernel[(N,)](h, r, w, ho, y, C, eps, h.stride(0), r.stride(0), ho.stride(0), y.stride(0),
-                               HAS_RES=delta is not None, BLOCK=triton.next_power_of_2(C), PDL=pdl, **options(pdl))
+    _add_rms_norm_kernel[(N,)](
+        h,
+        r,
+        w,
+        ho,
+        y,
+        C,
+        eps,
+        h.stride(0),
+        r.stride(0),
+        ho.stride(0),
+        y.stride(0),
+        HAS_RES=delta is not None,
+        BLOCK=triton.next_power_of_2(C),
+        PDL=pdl,
+        **options(pdl),
+    )
     return ho, y
 
 
@@ -138,22 +204,33 @@ def tri_add_rms_norm(h, delta, w, eps: float, pdl: bool = False):
 class QkTile:
     """How `tri_qk_norm_rope` splits a step: tokens per program (each program one head of them) and
     warps per program."""
+
     block_t: int = 1
     num_warps: int = 1
 
 
 def qk_tile_for(tokens: int) -> QkTile:
-    """The tile for a step of `tokens` rows: below 128 rows (decode steps of fewer sequences) one token a
-    program on one warp; from 128 on (prefill steps, large decode steps) tiles of 16 tokens on four warps
-    (one program per token and head is hundreds of thousands of programs at a full prefill budget,
-    far from the op's bandwidth floor)."""
+    """The tile for a step of `tokens` rows: below 128 rows (decode steps of fewer sequences) one
+    token a program on one warp; from 128 on (prefill steps, large decode steps) tiles of 16
+    tokens on four warps (one program per token and head is hundreds of thousands of programs at
+    a full prefill budget, far from the op's bandwidth floor)."""
     return QkTile() if tokens < 128 else QkTile(16, 4)
 
 
-def tri_qk_norm_rope(qkv, w_qn, w_kn, rope: tuple[torch.Tensor, torch.Tensor], positions, heads: int, eps: float,
-                     dest: KvDestination | None = None, pdl: bool = False, tile: QkTile | None = None):
-    """ref_qk_norm_rope's computation; `rope` is its (cos_table, sin_table), the kv heads are what the
-    qkv row holds beyond the q heads, `tile`: qk_tile_for's by default."""
+def tri_qk_norm_rope(
+    qkv,
+    w_qn,
+    w_kn,
+    rope: tuple[torch.Tensor, torch.Tensor],
+    positions,
+    heads: int,
+    eps: float,
+    dest: KvDestination | None = None,
+    pdl: bool = False,
+    tile: QkTile | None = None,
+):
+    """ref_qk_norm_rope's computation; `rope` is its (cos_table, sin_table), the kv heads are
+    what the qkv row holds beyond the q heads, `tile`: qk_tile_for's by default."""
     cos_table, sin_table = rope
     N, D = qkv.shape[0], w_qn.shape[0]
     kv_heads = (qkv.shape[1] // D - heads) // 2
@@ -161,13 +238,43 @@ def tri_qk_norm_rope(qkv, w_qn, w_kn, rope: tuple[torch.Tensor, torch.Tensor], p
     q = torch.empty(N, heads, D, dtype=qkv.dtype, device=qkv.device)
     k = torch.empty(N, kv_heads, D, dtype=qkv.dtype, device=qkv.device)
     v = torch.empty_like(k)
-    kc, vc, slots = (dest.k_cache, dest.v_cache, dest.slots) if dest is not None else (k, v, positions)
+    kc, vc, slots = (
+        (dest.k_cache, dest.v_cache, dest.slots) if dest is not None else (k, v, positions)
+    )
     _qk_norm_rope_kernel[(triton.cdiv(N, tile.block_t), heads + kv_heads)](
-        qkv, w_qn, w_kn, cos_table, sin_table, positions, q, k, v, kc, vc, slots, eps, N,
-        qkv.stride(0), q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
-        cos_table.stride(0), kc.stride(0), kc.stride(1),
-        H=heads, KV=kv_heads, D=D, BLOCK_T=tile.block_t, STORE=dest is not None, PDL=pdl,
-        num_warps=tile.num_warps, **options(pdl))
+        qkv,
+        w_qn,
+        w_kn,
+        cos_table,
+        sin_table,
+        positions,
+        q,
+        k,
+        v,
+        kc,
+        vc,
+        slots,
+        eps,
+        N,
+        qkv.stride(0),
+        q.stride(0),
+        q.stride(1),
+        k.stride(0),
+        k.stride(1),
+        v.stride(0),
+        v.stride(1),
+        cos_table.stride(0),
+        kc.stride(0),
+        kc.stride(1),
+        H=heads,
+        KV=kv_heads,
+        D=D,
+        BLOCK_T=tile.block_t,
+        STORE=dest is not None,
+        PDL=pdl,
+        num_warps=tile.num_warps,
+        **options(pdl),
+    )
     return q, k, v
 
 
@@ -175,20 +282,30 @@ def tri_silu_mul(y, pdl: bool = False):
     N, I = y.shape[0], y.shape[1] // 2
     o = torch.empty(N, I, dtype=y.dtype, device=y.device)
     block = min(1024, triton.next_power_of_2(I))
-    _silu_mul_kernel[(N, triton.cdiv(I, block))](y, o, I, y.stride(0), o.stride(0), BLOCK=block, PDL=pdl,
-                                                 **options(pdl))
+    _silu_mul_kernel[(N, triton.cdiv(I, block))](
+        y, o, I, y.stride(0), o.stride(0), BLOCK=block, PDL=pdl, **options(pdl)
+    )
     return o
 
 
 class FusedOps:
-    """The ops the family's fused layer path calls. A call runs its Triton kernel when the tensor is
-    on CUDA and `self_check` passed on this device (`use_triton`), the torch reference otherwise.
-    `linear` and `gate_up_silu` run the skinny GEMM for steps of at most `skinny_rows` rows (0: never),
-    torch's GEMM otherwise. `pdl`: the kernels launch with programmatic dependent launch (kernels.pdl)."""
+    """The ops the family's fused layer path calls. A call runs its Triton kernel when the tensor
+    is on CUDA and `self_check` passed on this device (`use_triton`), the torch reference
+    otherwise. `linear` and `gate_up_silu` run the skinny GEMM for steps of at most `skinny_rows`
+    rows (0: never), torch's GEMM otherwise. `pdl`: the kernels launch with programmatic
+    dependent launch (kernels.pdl)."""
 
-    def __init__(self, use_triton: bool = False, any_device: bool = False, skinny_rows: int = 0, pdl: bool = False):
+    def __init__(
+        self,
+        use_triton: bool = False,
+        any_device: bool = False,
+        skinny_rows: int = 0,
+        pdl: bool = False,
+    ):
         self.use_triton = use_triton and available()
-        self.any_device = any_device  # Triton's interpreter (TRITON_INTERPRET=1) runs CPU tensors: tests
+        self.any_device = (
+            any_device  # Triton's interpreter (TRITON_INTERPRET=1) runs CPU tensors: tests
+        )
         self.skinny_rows = min(skinny_rows, skinny_gemm.MAX_ROWS) if self.use_triton else 0
         self.pdl = pdl and self.use_triton
 
@@ -201,8 +318,8 @@ class FusedOps:
         return F.linear(x, w)
 
     def gate_up_silu(self, x, w_gu):
-        """silu(gate) * up of the fused gate_up projection: one kernel at skinny rows, else the GEMM and
-        `silu_mul`."""
+        """silu(gate) * up of the fused gate_up projection: one kernel at skinny rows, else the
+        GEMM and `silu_mul`."""
         if self._skinny(x):
             return skinny_gemm.skinny_gate_up_silu(x, w_gu, pdl=self.pdl)
         return self.silu_mul(self.linear(x, w_gu))
@@ -215,12 +332,27 @@ class FusedOps:
             return tri_add_rms_norm(h, delta, w, eps, pdl=self.pdl)
         return ref_add_rms_norm(h, delta, w, eps)
 
-    def qk_norm_rope(self, qkv, w_qn, w_kn, cos_table, sin_table, positions, heads: int, kv_heads: int,
-                     eps: float, dest: KvDestination | None = None):
+    def qk_norm_rope(
+        self,
+        qkv,
+        w_qn,
+        w_kn,
+        cos_table,
+        sin_table,
+        positions,
+        heads: int,
+        kv_heads: int,
+        eps: float,
+        dest: KvDestination | None = None,
+    ):
         D = w_qn.shape[0]
         if self._tri(qkv) and D & (D - 1) == 0:
-            return tri_qk_norm_rope(qkv, w_qn, w_kn, (cos_table, sin_table), positions, heads, eps, dest, self.pdl)
-        return ref_qk_norm_rope(qkv, w_qn, w_kn, cos_table, sin_table, positions, heads, kv_heads, eps, dest)
+            return tri_qk_norm_rope(
+                qkv, w_qn, w_kn, (cos_table, sin_table), positions, heads, eps, dest, self.pdl
+            )
+        return ref_qk_norm_rope(
+            qkv, w_qn, w_kn, cos_table, sin_table, positions, heads, kv_heads, eps, dest
+        )
 
     def silu_mul(self, y):
         if self._tri(y):
@@ -228,8 +360,17 @@ class FusedOps:
         return ref_silu_mul(y)
 
 
-def self_check(device: torch.device, dtype: torch.dtype, heads: int, kv_heads: int, head_dim: int,
-               hidden: int, intermediate: int, pdl: bool = False, tol: float = 1e-2) -> str | None:
+def self_check(
+    device: torch.device,
+    dtype: torch.dtype,
+    heads: int,
+    kv_heads: int,
+    head_dim: int,
+    hidden: int,
+    intermediate: int,
+    pdl: bool = False,
+    tol: float = 1e-2,
+) -> str | None:
     """Run every kernel once on this device, launched as the engine will (`pdl`), against the
     reference at the model's shapes; None when
     all agree, else why not (the caller then keeps the reference: a kernel this build cannot
@@ -244,13 +385,19 @@ def self_check(device: torch.device, dtype: torch.dtype, heads: int, kv_heads: i
     try:
         h, dl, w = rnd(N, hidden), rnd(N, hidden), rnd(hidden)
         for delta in (dl, None):
-            got, ref = tri_add_rms_norm(h, delta, w, eps, pdl=pdl), ref_add_rms_norm(h, delta, w, eps)
+            got, ref = (
+                tri_add_rms_norm(h, delta, w, eps, pdl=pdl),
+                ref_add_rms_norm(h, delta, w, eps),
+            )
             if not (agrees(got[0], ref[0], tol) and agrees(got[1], ref[1], tol)):
                 return "add_rms_norm disagrees with the reference"
         y = rnd(N, 2 * intermediate)
         if not agrees(tri_silu_mul(y, pdl=pdl), ref_silu_mul(y), tol):
             return "silu_mul disagrees with the reference"
-        for tile in (QkTile(), qk_tile_for(1 << 20)):    # the decode steps' launch and the prefill steps'
+        for tile in (
+            QkTile(),
+            qk_tile_for(1 << 20),
+        ):  # the decode steps' launch and the prefill steps'
             if not _qk_norm_rope_agrees(rnd, g, heads, kv_heads, head_dim, eps, pdl, tile, tol):
                 return f"qk_norm_rope ({tile}) disagrees with the reference"
     except Exception as e:  # noqa: BLE001 - this build cannot compile or run a kernel
@@ -258,10 +405,19 @@ def self_check(device: torch.device, dtype: torch.dtype, heads: int, kv_heads: i
     return None
 
 
-def _qk_norm_rope_agrees(rnd, g: torch.Generator, heads: int, kv_heads: int, head_dim: int, eps: float, pdl: bool,
-                         tile: QkTile, tol: float) -> bool:
-    """tri_qk_norm_rope launched with `tile` against the reference: 37 tokens (tiles of 16 end part-full)
-    at scattered positions, stored at scattered slots of a cache of 48."""
+def _qk_norm_rope_agrees(
+    rnd,
+    g: torch.Generator,
+    heads: int,
+    kv_heads: int,
+    head_dim: int,
+    eps: float,
+    pdl: bool,
+    tile: QkTile,
+    tol: float,
+) -> bool:
+    """tri_qk_norm_rope launched with `tile` against the reference: 37 tokens (tiles of 16 end
+    part-full) at scattered positions, stored at scattered slots of a cache of 48."""
     device = g.device
     n, slots_n, dtype = 37, 48, rnd(1).dtype
     qkv = rnd(n, (heads + 2 * kv_heads) * head_dim)
@@ -275,8 +431,12 @@ def _qk_norm_rope_agrees(rnd, g: torch.Generator, heads: int, kv_heads: int, hea
         vc = torch.zeros_like(kc)
         dest = KvDestination(kc, vc, slots)
         if triton_kernel:
-            q, k, v = tri_qk_norm_rope(qkv, wq, wk, (ang.cos(), ang.sin()), pos, heads, eps, dest, pdl, tile)
+            q, k, v = tri_qk_norm_rope(
+                qkv, wq, wk, (ang.cos(), ang.sin()), pos, heads, eps, dest, pdl, tile
+            )
         else:
-            q, k, v = ref_qk_norm_rope(qkv, wq, wk, ang.cos(), ang.sin(), pos, heads, kv_heads, eps, dest)
+            q, k, v = ref_qk_norm_rope(
+                qkv, wq, wk, ang.cos(), ang.sin(), pos, heads, kv_heads, eps, dest
+            )
         outs.append((q, k, v, kc, vc))
     return all(agrees(a, b, tol) for a, b in zip(*outs))

@@ -2,15 +2,17 @@
 
 A kernel launched with PDL may start while the kernel before it in the stream is still running. Each
 of our kernels then calls `gdc_wait` before it reads anything an earlier kernel wrote and before it
-writes anything. That wait returns once the previous kernel has finished and its writes are
-visible, and the previous kernel finished only after its own wait, so the order holds along the whole
-chain. Right after the wait the kernel calls `gdc_launch_dependents`, which lets the next kernel launch
-at once. Before its wait a kernel may only read constant inputs: the skinny GEMM loads its first weight
-chunk there. A decode step at batch 1 is some 280 kernels of a few microseconds each, so what a launch
-costs is a large part of the step. Inside a CUDA graph the launches become programmatic edges.
+writes anything. That wait returns once the previous kernel has finished and its writes are visible,
+and the previous kernel finished only after its own wait, so the order holds along the whole chain.
+Right after the wait the kernel calls `gdc_launch_dependents`, which lets the next kernel launch at
+once. Before its wait a kernel may only read constant inputs: the skinny GEMM loads its first weight
+chunk there. A decode step at batch 1 is some 280 kernels of a few microseconds each, so what a
+launch costs is a large part of the step. Inside a CUDA graph the launches become programmatic
+edges.
 
 A kernel that runs without PDL (`PDL=False`: CPU, Triton's interpreter, an older GPU or Triton, or
 `--no-programmatic-launch`) compiles with neither call and launches as before."""
+
 from __future__ import annotations
 
 import torch

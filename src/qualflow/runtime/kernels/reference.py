@@ -1,6 +1,7 @@
 """The torch reference of the fused layer kernels (kernels.fused): the CPU path, and what each
 kernel is checked against. Each rounds where the family's plain layer rounds (the residual sum,
 the normalised value before the weight, the weight product, silu before the product)."""
+
 from __future__ import annotations
 
 import torch
@@ -29,8 +30,18 @@ def ref_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Ten
     return (xf * cos[:, None] + rot * sin[:, None]).to(x.dtype)
 
 
-def ref_qk_norm_rope(qkv, w_qn, w_kn, cos_table, sin_table, positions, heads: int, kv_heads: int, eps: float,
-                     dest: KvDestination | None = None):
+def ref_qk_norm_rope(
+    qkv,
+    w_qn,
+    w_kn,
+    cos_table,
+    sin_table,
+    positions,
+    heads: int,
+    kv_heads: int,
+    eps: float,
+    dest: KvDestination | None = None,
+):
     """qkv [N, (H + 2 KV) * D] -> q [N, H, D], k, v [N, KV, D]; k and v also stored at dest."""
     N, D = qkv.shape[0], w_qn.shape[0]
     q, k, v = qkv.split([heads * D, kv_heads * D, kv_heads * D], dim=-1)

@@ -23,7 +23,7 @@ import os
 import select
 import signal
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 from ...lifetime import die_with_parent
 from ..api.events import TaskTiming
@@ -63,8 +63,18 @@ class Outbox:
             if isinstance(item, Tokens):
                 self.tokens.setdefault(key, []).extend(item.ids)
             else:
-                self.finals.append(Finished(key, item.reason, item.error, timing.first_scheduled_ns,
-                                            timing.first_token_ns, timing.finished_ns, timing.answer_first_token_ns))
+                self.finals.append(
+                    Finished(
+                        key,
+                        item.reason,
+                        item.error,
+                        timing.first_scheduled_ns,
+                        timing.first_token_ns,
+                        timing.finished_ns,
+                        timing.answer_first_token_ns,
+                    )
+                )
+
         return put
 
     def flush(self) -> None:  # engine thread, once per step
@@ -80,8 +90,8 @@ class Outbox:
 
 
 def watch_health(engine, out, stopping: threading.Event) -> None:
-    """The engine thread died (a fault the step handlers do not catch): say why (`out.send`), and end
-    the process."""
+    """The engine thread died (a fault the step handlers do not catch): say why (`out.send`), and
+    end the process."""
     while (why := engine.health()) is None or stopping.is_set():
         if stopping.wait(HEALTH_INTERVAL_S):
             return
@@ -101,14 +111,16 @@ def answer_score(engine, out, call: int, token_ids: list[int]) -> None:
 def become_engine_process(parent_pid: int, cfg: EngineConfig) -> None:
     """Die with the parent, leave SIGINT/SIGTERM to it, and apply the process settings of `cfg`."""
     die_with_parent(signal.SIGKILL)
-    if os.getppid() != parent_pid:   # the parent died before the request above took effect
+    if os.getppid() != parent_pid:  # the parent died before the request above took effect
         os._exit(0)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     cfg.apply_to_this_process()
 
 
-def main(conn_in, conn_out, load: Callable, bundle_dir: str, cfg: EngineConfig, parent_pid: int) -> None:
+def main(
+    conn_in, conn_out, load: Callable, bundle_dir: str, cfg: EngineConfig, parent_pid: int
+) -> None:
     """`load(bundle_dir, cfg)` builds the Task whose engine this process runs (in this process: the
     child is given `cfg` with engine_process off)."""
     become_engine_process(parent_pid, cfg)
@@ -121,7 +133,9 @@ def main(conn_in, conn_out, load: Callable, bundle_dir: str, cfg: EngineConfig, 
     engine = task.engine
     engine.on_step = out.flush
     stopping = threading.Event()
-    threading.Thread(target=watch_health, args=(engine, out, stopping), name="qualflow-engine-watch", daemon=True).start()
+    threading.Thread(
+        target=watch_health, args=(engine, out, stopping), name="qualflow-engine-watch", daemon=True
+    ).start()
     out.send(Loaded(task.load_timing, task.info))
     _serve(conn_in, engine, out, stopping)
 
@@ -138,14 +152,14 @@ class PipeFeed:
 
     def __call__(self, block: bool) -> None:
         if block:
-            self._apply(self._recv())   # waits in the read: the GIL is free meanwhile
+            self._apply(self._recv())  # waits in the read: the GIL is free meanwhile
         while self.poller.poll(0):
             self._apply(self._recv())
 
     def _recv(self):
         try:
             return recv(self.conn)
-        except (EOFError, OSError):   # the parent is gone
+        except (EOFError, OSError):  # the parent is gone
             os._exit(0)
 
     def _apply(self, msg) -> None:
@@ -156,7 +170,9 @@ class PipeFeed:
         elif isinstance(msg, Cancel):
             engine.cancel(msg.request_id)
         elif isinstance(msg, Score):
-            threading.Thread(target=answer_score, args=(engine, self.out, msg.call, msg.token_ids), daemon=True).start()
+            threading.Thread(
+                target=answer_score, args=(engine, self.out, msg.call, msg.token_ids), daemon=True
+            ).start()
         elif isinstance(msg, Stop):
             self.stopping.set()
             engine.stop_soon()
@@ -170,19 +186,24 @@ def _serve(conn_in, engine, out: Outbox, stopping: threading.Event) -> None:
     if stopping.is_set():
         out.send(Closed())
         return
-    threading.Event().wait()   # watch_health sends Failed and exits
+    threading.Event().wait()  # watch_health sends Failed and exits
 
 
 class EngineProxy(EngineLink):
     def __init__(self, load: Callable, bundle_dir: str, cfg: EngineConfig):
-        """`load(bundle_dir, cfg)`: a module-level function (pickled by name) that builds the Task in
-        the child."""
+        """`load(bundle_dir, cfg)`: a module-level function (pickled by name) that builds the
+        Task in the child."""
         super().__init__()
         self._started, self._start_error = threading.Event(), None
-        # The child's death signal follows the thread that started it, so the thread that starts it is
-        # the one that reads from it for the proxy's whole life (not, say, a short-lived loading thread).
-        self.thread = threading.Thread(target=self._run, args=(load, str(bundle_dir), cfg),
-                                       name="qualflow-engine-proxy", daemon=True)
+        # The child's death signal follows the thread that started it, so the thread that starts it
+        # is the one that reads from it for the proxy's whole life (not, say, a short-lived loading
+        # thread).
+        self.thread = threading.Thread(
+            target=self._run,
+            args=(load, str(bundle_dir), cfg),
+            name="qualflow-engine-proxy",
+            daemon=True,
+        )
         self.thread.start()
         self._started.wait()
         if self._start_error is not None:
@@ -193,7 +214,9 @@ class EngineProxy(EngineLink):
         try:
             self._start(load, bundle_dir, cfg)
         except BaseException as e:  # noqa: BLE001 - raised by __init__
-            self._start_error = str(e) if isinstance(e, RuntimeError) else f"{type(e).__name__}: {e}"
+            self._start_error = (
+                str(e) if isinstance(e, RuntimeError) else f"{type(e).__name__}: {e}"
+            )
             return
         finally:
             self._started.set()
@@ -203,14 +226,18 @@ class EngineProxy(EngineLink):
         ctx = multiprocessing.get_context("spawn")
         child_in, self._to_engine = ctx.Pipe(duplex=False)
         self._from_engine, child_out = ctx.Pipe(duplex=False)
-        self.proc = ctx.Process(target=main, name="qualflow-engine",
-                                args=(child_in, child_out, load, bundle_dir, cfg, os.getpid()), daemon=True)
+        self.proc = ctx.Process(
+            target=main,
+            name="qualflow-engine",
+            args=(child_in, child_out, load, bundle_dir, cfg, os.getpid()),
+            daemon=True,
+        )
         self.proc.start()
         child_in.close()
-        child_out.close()   # ours closed: the child's death reads as EOF
+        child_out.close()  # ours closed: the child's death reads as EOF
         self.pid = self.proc.pid
         first = self._recv_or_fail("while loading")
-        if not isinstance(first, Loaded):   # LoadFailed, or the engine died at once (Failed)
+        if not isinstance(first, Loaded):  # LoadFailed, or the engine died at once (Failed)
             self.proc.join(timeout=5)
             raise RuntimeError(f"the engine process failed to load: {first.why}")
         self.load_timing, self.info = first.load_timing, first.info
@@ -232,7 +259,9 @@ class EngineProxy(EngineLink):
     def _alive(self) -> bool:
         return self.proc.is_alive()
 
-    def _after_closed(self) -> None:   # let it exit before this thread ends (its death signal follows us)
+    def _after_closed(
+        self,
+    ) -> None:  # let it exit before this thread ends (its death signal follows us)
         self.proc.join(timeout=STOP_TIMEOUT_S)
 
     def _settle(self) -> None:

@@ -44,7 +44,7 @@ from .messages import (
 )
 from .reading import PipeReading
 
-if TYPE_CHECKING:   # numpy and torch are imported by a score, so that core_hub's parent stays light
+if TYPE_CHECKING:  # numpy and torch are imported by a score, so that core_hub's parent stays light
     import numpy as np
     import torch
 
@@ -56,6 +56,7 @@ STOP_TIMEOUT_S = 30.0
 @dataclass(eq=False)
 class ScoreCall:
     """A score call waiting for its answer: set `done` once `logits` or `error` is in."""
+
     done: threading.Event = field(default_factory=threading.Event)
     logits: np.ndarray | None = None
     error: str | None = None
@@ -73,7 +74,7 @@ class EngineLink:
         self._calls: dict[int, ScoreCall] = {}
         self._failure: str | None = None
         self._closing = False
-        self._reading: PipeReading | None = None   # set once `_from_engine` is (`_begin_reading`)
+        self._reading: PipeReading | None = None  # set once `_from_engine` is (`_begin_reading`)
 
     # ---- what the kinds of link say about their engine process ---------------------------------
     def _alive(self) -> bool:
@@ -108,8 +109,8 @@ class EngineLink:
         self._send(Cancel(request_id))
 
     def before_blocking_wait(self) -> None:
-        """A caller is about to block until the engine answers: if it is the loop that reads the pipe,
-        the receiver thread takes the pipe back (the loop would wait on its own reader)."""
+        """A caller is about to block until the engine answers: if it is the loop that reads the
+        pipe, the receiver thread takes the pipe back (the loop would wait on its own reader)."""
         if self._reading is not None and self._reading.on_loop_thread():
             self._reading.take_back()
 
@@ -124,6 +125,7 @@ class EngineLink:
         if call.error is not None:
             raise EngineFailed(call.error) if self._failure else RuntimeError(call.error)
         import torch
+
         return torch.from_numpy(call.logits)
 
     def health(self) -> str | None:
@@ -139,7 +141,7 @@ class EngineLink:
             with self._send_lock:
                 send(self._to_engine, msg)
             return True
-        except (OSError, ValueError):   # the engine is gone (broken pipe) or the link is closed
+        except (OSError, ValueError):  # the engine is gone (broken pipe) or the link is closed
             return False
 
     def _begin_reading(self) -> None:
@@ -152,8 +154,8 @@ class EngineLink:
             self._reading.take_back(closing=True)
 
     def _receive(self) -> None:
-        """The receiver thread: apply the engine's messages (or wait while a loop does) until it closes
-        or is gone; then end every open request and call."""
+        """The receiver thread: apply the engine's messages (or wait while a loop does) until it
+        closes or is gone; then end every open request and call."""
         try:
             self._reading.run()
             self._after_closed()
@@ -193,11 +195,16 @@ class EngineLink:
 
     @staticmethod
     def _stamp(t: TaskTiming, f: Finished) -> None:
-        t.first_scheduled_ns, t.first_token_ns, t.finished_ns = f.first_scheduled_ns, f.first_token_ns, f.finished_ns
+        t.first_scheduled_ns, t.first_token_ns, t.finished_ns = (
+            f.first_scheduled_ns,
+            f.first_token_ns,
+            f.finished_ns,
+        )
         t.answer_first_token_ns = f.answer_first_token_ns
 
     def _end_all(self) -> None:
-        """The engine is gone: every open request ends as an error, every waiting score call fails."""
+        """The engine is gone: every open request ends as an error, every waiting score call
+        fails."""
         self._settle()
         if not self._closing or self._seqs:
             self._failure = self._failure or self._exit_reason()
@@ -219,26 +226,36 @@ class EngineLink:
 
 class AttachedEngine(EngineLink):
     """One API process's link to an engine process it shares with the other API processes of the
-    server (core_hub.EngineHost starts it, core_hub.main runs it). Built once the engine answered: raises
-    RuntimeError if it failed to load (ValueError for an input error: a missing or tampered bundle).
-    `close` detaches this API process: its open requests end as cancelled; the engine goes on for the
-    others, and ends once every API process has detached."""
+    server (core_hub.EngineHost starts it, core_hub.main runs it). Built once the engine
+    answered: raises RuntimeError if it failed to load (ValueError for an input error: a missing
+    or tampered bundle). `close` detaches this API process: its open requests end as cancelled;
+    the engine goes on for the others, and ends once every API process has detached."""
 
     def __init__(self, ends: LinkEnds):
         super().__init__()
-        self._to_engine, self._from_engine, self.pid = ends.to_engine, ends.from_engine, ends.engine_pid
+        self._to_engine, self._from_engine, self.pid = (
+            ends.to_engine,
+            ends.from_engine,
+            ends.engine_pid,
+        )
         self._broken = False
         try:
             first = recv(self._from_engine)
         except (EOFError, OSError):
-            raise RuntimeError(f"the engine process (pid {self.pid}) exited while loading") from None
+            raise RuntimeError(
+                f"the engine process (pid {self.pid}) exited while loading"
+            ) from None
         if isinstance(first, LoadFailed):
-            raise (ValueError if first.input_error else RuntimeError)(f"the engine process failed to load: {first.why}")
-        if not isinstance(first, Loaded):   # Failed: the engine died at once
+            raise (ValueError if first.input_error else RuntimeError)(
+                f"the engine process failed to load: {first.why}"
+            )
+        if not isinstance(first, Loaded):  # Failed: the engine died at once
             raise RuntimeError(f"the engine process failed to load: {first.why}")
         self.load_timing, self.info = first.load_timing, first.info
         self._begin_reading()
-        self.thread = threading.Thread(target=self._receive, name="qualflow-engine-link", daemon=True)
+        self.thread = threading.Thread(
+            target=self._receive, name="qualflow-engine-link", daemon=True
+        )
         self.thread.start()
 
     def _alive(self) -> bool:

@@ -31,7 +31,7 @@ import os
 import select
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from ..api.events import TaskTiming
 from ..config import EngineConfig
@@ -74,12 +74,23 @@ class Link:
                 self.tokens.setdefault(key, []).extend(item.ids)
             else:
                 self.open.pop(key, None)
-                self.finals.append(Finished(key, item.reason, item.error, timing.first_scheduled_ns,
-                                            timing.first_token_ns, timing.finished_ns, timing.answer_first_token_ns))
+                self.finals.append(
+                    Finished(
+                        key,
+                        item.reason,
+                        item.error,
+                        timing.first_scheduled_ns,
+                        timing.first_token_ns,
+                        timing.finished_ns,
+                        timing.answer_first_token_ns,
+                    )
+                )
+
         return put
 
     def send(self, msg) -> None:
-        """Send unless detached; an API process that is gone is noticed by the receiving loop (EOF)."""
+        """Send unless detached; an API process that is gone is noticed by the receiving loop
+        (EOF)."""
         with self.lock:
             if self.closed:
                 return
@@ -89,12 +100,22 @@ class Link:
                 pass
 
     def detach(self, answer: bool) -> list[str]:
-        """End this link: its open requests' finals (cancelled) and Closed, when `answer`; the request
-        ids the engine should cancel."""
+        """End this link: its open requests' finals (cancelled) and Closed, when `answer`; the
+        request ids the engine should cancel."""
         open_ = dict(self.open)
         now = time.time_ns()
-        finals = [Finished(key, "cancelled", DETACHED, t.first_scheduled_ns, t.first_token_ns, now,
-                           t.answer_first_token_ns) for key, (_, t) in open_.items()]
+        finals = [
+            Finished(
+                key,
+                "cancelled",
+                DETACHED,
+                t.first_scheduled_ns,
+                t.first_token_ns,
+                now,
+                t.answer_first_token_ns,
+            )
+            for key, (_, t) in open_.items()
+        ]
         if answer:
             self.send(Step({}, finals))
             self.send(Closed())
@@ -110,13 +131,13 @@ class Hub:
 
     def __init__(self, engine, links: list[Link], stopping: threading.Event | None = None):
         self.engine, self.links = engine, links
-        self.stopping = stopping or threading.Event()   # set once every link detached
+        self.stopping = stopping or threading.Event()  # set once every link detached
         self.poller, self.by_fd = select.poll(), {}
         for link in links:
             self.by_fd[link.conn_in.fileno()] = link
             self.poller.register(link.conn_in.fileno(), select.POLLIN)
 
-    def flush(self) -> None:   # engine thread, once per step
+    def flush(self) -> None:  # engine thread, once per step
         for link in self.links:
             if link.tokens or link.finals:
                 step = Step(link.tokens, link.finals)
@@ -137,7 +158,9 @@ class Hub:
         elif isinstance(msg, Cancel):
             engine.cancel(msg.request_id)
         elif isinstance(msg, Score):
-            threading.Thread(target=answer_score, args=(engine, link, msg.call, msg.token_ids), daemon=True).start()
+            threading.Thread(
+                target=answer_score, args=(engine, link, msg.call, msg.token_ids), daemon=True
+            ).start()
         elif isinstance(msg, Stop):
             self.detach(link, answer=True)
 
@@ -145,15 +168,18 @@ class Hub:
         fd = link.conn_in.fileno()
         self.poller.unregister(fd)
         del self.by_fd[fd]
-        self.links = [x for x in self.links if x is not link]   # a new list: the engine thread may iterate the old
+        self.links = [
+            x for x in self.links if x is not link
+        ]  # a new list: the engine thread may iterate the old
         for request_id in link.detach(answer):
             self.engine.cancel(request_id)
-        if not self.links:   # the last API process went: the engine closes
+        if not self.links:  # the last API process went: the engine closes
             self.stopping.set()
             self.engine.stop_soon()
 
     def feed(self, block: bool) -> None:
-        """The engine's feed (engine thread): apply what the links sent; when `block`, wait for it."""
+        """The engine's feed (engine thread): apply what the links sent; when `block`, wait for
+        it."""
         ready = self.poller.poll(None if block and self.links else 0)
         while ready:
             for fd, _ in ready:
@@ -162,16 +188,18 @@ class Hub:
                     continue
                 try:
                     msg = recv(link.conn_in)
-                except (EOFError, OSError):   # that API process is gone
+                except (EOFError, OSError):  # that API process is gone
                     self.detach(link, answer=False)
                     continue
                 self.apply(link, msg)
             ready = self.poller.poll(0) if self.links else []
 
 
-def main(ends: list[EngineEnds], load: Callable, bundle_dir: str, cfg: EngineConfig, parent_pid: int) -> None:
-    """`load(bundle_dir, cfg)` builds the Task whose engine this process runs (here, with engine_process
-    off); its load timing and info go to every link as Loaded."""
+def main(
+    ends: list[EngineEnds], load: Callable, bundle_dir: str, cfg: EngineConfig, parent_pid: int
+) -> None:
+    """`load(bundle_dir, cfg)` builds the Task whose engine this process runs (here, with
+    engine_process off); its load timing and info go to every link as Loaded."""
     become_engine_process(parent_pid, cfg)
     links = [Link(e) for e in ends]
     try:
@@ -184,17 +212,19 @@ def main(ends: list[EngineEnds], load: Callable, bundle_dir: str, cfg: EngineCon
     stopping = threading.Event()
     hub = Hub(engine, links, stopping)
     engine.on_step = hub.flush
-    threading.Thread(target=watch_health, args=(engine, hub, stopping), name="qualflow-engine-watch", daemon=True).start()
+    threading.Thread(
+        target=watch_health, args=(engine, hub, stopping), name="qualflow-engine-watch", daemon=True
+    ).start()
     for link in links:
         link.send(Loaded(task.load_timing, task.info))
     engine.attach_feed(hub.feed)
     engine.thread.join()
     if not stopping.is_set():
-        threading.Event().wait()   # the engine thread died: watch_health sends Failed and exits
-    engine.close()   # what is still open ends as cancelled (nothing, once every link detached)
+        threading.Event().wait()  # the engine thread died: watch_health sends Failed and exits
+    engine.close()  # what is still open ends as cancelled (nothing, once every link detached)
 
 
-STOP_TIMEOUT_S = 45.0   # the engine closes once every API process detached (each waits up to 30 s)
+STOP_TIMEOUT_S = 45.0  # the engine closes once every API process detached (each waits up to 30 s)
 
 
 class EngineHost:
@@ -208,14 +238,20 @@ class EngineHost:
             from_engine, to_api = ctx.Pipe(duplex=False)
             engine_ends.append(EngineEnds(from_api, to_api))
             api_ends.append((to_engine, from_engine))
-        self.proc = ctx.Process(target=main, name="qualflow-engine", daemon=True,
-                                args=(engine_ends, load, str(bundle_dir), cfg, os.getpid()))
+        self.proc = ctx.Process(
+            target=main,
+            name="qualflow-engine",
+            daemon=True,
+            args=(engine_ends, load, str(bundle_dir), cfg, os.getpid()),
+        )
         self.proc.start()
         self.pid = self.proc.pid
         for e in engine_ends:
             e.from_api.close()
             e.to_api.close()
-        self.links = [LinkEnds(to_engine, from_engine, self.pid) for to_engine, from_engine in api_ends]
+        self.links = [
+            LinkEnds(to_engine, from_engine, self.pid) for to_engine, from_engine in api_ends
+        ]
 
     def release_links(self) -> None:
         """The API processes hold their ends now: close ours."""
@@ -225,8 +261,11 @@ class EngineHost:
 
     def exit_reason(self) -> str:
         code = self.proc.exitcode
-        how = "is running" if code is None else \
-            (f"was killed by signal {-code}" if code < 0 else f"exited with code {code}")
+        how = (
+            "is running"
+            if code is None
+            else (f"was killed by signal {-code}" if code < 0 else f"exited with code {code}")
+        )
         return f"the engine process (pid {self.pid}) {how}"
 
     def stop(self, timeout_s: float = STOP_TIMEOUT_S) -> None:

@@ -27,18 +27,21 @@ from ..api.events import FinishReason
 from ..api.request import GenerationRequest
 
 
-def send(conn, msg: "_Message") -> None:
-    """One message over `conn` (raises what `send_bytes` raises: OSError, ValueError once closed)."""
+def send(conn, msg: _Message) -> None:
+    """One message over `conn` (raises what `send_bytes` raises: OSError, ValueError once
+    closed)."""
     conn.send_bytes(pickle.dumps(msg, protocol=pickle.HIGHEST_PROTOCOL))
 
 
-def recv(conn) -> "_Message":
-    """The next message from `conn` (raises EOFError once the other end is closed, as `recv` does)."""
+def recv(conn) -> _Message:
+    """The next message from `conn` (raises EOFError once the other end is closed, as `recv`
+    does)."""
     return pickle.loads(conn.recv_bytes())
 
 
 class _Message:
     """Pickled as (class, field values): no per-message field names, no __setstate__ call."""
+
     __slots__ = ()
 
     def __reduce__(self):
@@ -48,9 +51,9 @@ class _Message:
 # ---- parent -> child -------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class Submit(_Message):
-    key: int                      # the proxy's key of the request (request ids may repeat)
+    key: int  # the proxy's key of the request (request ids may repeat)
     request: GenerationRequest
-    submitted_ns: int             # stamped at the Task call, in the parent
+    submitted_ns: int  # stamped at the Task call, in the parent
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,25 +82,31 @@ class Loaded(_Message):
 @dataclass(frozen=True, slots=True)
 class LoadFailed(_Message):
     why: str
-    input_error: bool = False     # the bundle is missing, tampered or invalid (the loader's ValueError)
+    input_error: bool = (
+        False  # the bundle is missing, tampered or invalid (the loader's ValueError)
+    )
 
 
 @dataclass(frozen=True, slots=True)
 class Finished(_Message):
     """One request's end, with the engine-side stamps of its timing."""
+
     key: int
     reason: FinishReason
     error: str | None
     first_scheduled_ns: int | None
     first_token_ns: int | None
     finished_ns: int | None
-    answer_first_token_ns: int | None = None   # thinking on: when the first token after the think block came
+    answer_first_token_ns: int | None = (
+        None  # thinking on: when the first token after the think block came
+    )
 
 
 @dataclass(frozen=True, slots=True)
 class Step(_Message):
     """One engine step: new token ids per request key (in the order they were sampled), then the
     requests that ended in it."""
+
     tokens: dict[int, list[int]] = field(default_factory=dict)
     finals: list[Finished] = field(default_factory=list)
 
@@ -105,13 +114,14 @@ class Step(_Message):
 @dataclass(frozen=True, slots=True)
 class Scored(_Message):
     call: int
-    logits: Any = None            # numpy float32 [T, V]; None when the call failed
+    logits: Any = None  # numpy float32 [T, V]; None when the call failed
     error: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Failed(_Message):
     """The engine thread died: why. The child exits right after."""
+
     why: str
 
 
@@ -122,8 +132,10 @@ class Closed(_Message):
 
 @dataclass(frozen=True)
 class LinkEnds:
-    to_engine: Any       # multiprocessing Connection: Submit | Cancel | Score | Stop
-    from_engine: Any     # multiprocessing Connection: Loaded | LoadFailed, Step, Scored, Failed, Closed
+    to_engine: Any  # multiprocessing Connection: Submit | Cancel | Score | Stop
+    from_engine: (
+        Any  # multiprocessing Connection: Loaded | LoadFailed, Step, Scored, Failed, Closed
+    )
     engine_pid: int
 
 

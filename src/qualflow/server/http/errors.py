@@ -1,5 +1,6 @@
 """ApiError rendered as OpenAI's error body, and the app's handlers that turn FastAPI's own errors
 (validation, 404, 405) into that shape."""
+
 from __future__ import annotations
 
 import orjson
@@ -15,9 +16,14 @@ from ..protocol.errors import ApiError
 def error_response(e: ApiError, background: BackgroundTask | None = None) -> Response:
     headers = e.headers()
     if e.status == 413:
-        headers["connection"] = "close"   # the rest of the body is not read
-    return Response(orjson.dumps(e.body()), status_code=e.status, headers=headers,
-                    media_type="application/json", background=background)
+        headers["connection"] = "close"  # the rest of the body is not read
+    return Response(
+        orjson.dumps(e.body()),
+        status_code=e.status,
+        headers=headers,
+        media_type="application/json",
+        background=background,
+    )
 
 
 def add_error_handlers(app: FastAPI) -> None:
@@ -29,10 +35,18 @@ def add_error_handlers(app: FastAPI) -> None:
     async def on_validation_error(request: Request, e: RequestValidationError):
         err = e.errors()[0]
         param = ".".join(str(p) for p in err["loc"][1:]) or None
-        return error_response(ApiError(400, f"Invalid request: {err['msg']}.", param=param, code="invalid_type"))
+        return error_response(
+            ApiError(400, f"Invalid request: {err['msg']}.", param=param, code="invalid_type")
+        )
 
     @app.exception_handler(HTTPException)
     async def on_http_error(request: Request, e: HTTPException):
         code = {404: "not_found", 405: "method_not_allowed"}.get(e.status_code, "http_error")
-        return error_response(ApiError(e.status_code, f"{e.detail}: {request.method} {request.url.path}",
-                                       param=None, code=code))
+        return error_response(
+            ApiError(
+                e.status_code,
+                f"{e.detail}: {request.method} {request.url.path}",
+                param=None,
+                code=code,
+            )
+        )

@@ -1,9 +1,11 @@
 """POST /v1/responses as a raw ASGI endpoint: the handler's Response or event stream, rendered.
 
 `DirectRoutes` hands this endpoint its requests straight from the request-id middleware, past
-FastAPI's router, dependency solving and exit stacks (about 0.15 ms of a c1 request on a 2-core box).
-It does everything that machinery did for it: reads the headers and the capped body from the ASGI
-scope, and answers every refusal itself, in OpenAI's shape, with the request's timing record."""
+FastAPI's router, dependency solving and exit stacks (about 0.15 ms of a c1 request on a 2-core
+box). It does everything that machinery did for it: reads the headers and the capped body from
+the ASGI scope, and answers every refusal itself, in OpenAI's shape, with the request's timing
+record."""
+
 from __future__ import annotations
 
 import asyncio
@@ -23,7 +25,7 @@ from .errors import error_response
 from .state import ServerState
 from .streaming import EventStream, watch_disconnect
 
-OFFLOAD_BYTES = 64 << 10   # bodies above this are parsed, templated and tokenized off the event loop
+OFFLOAD_BYTES = 64 << 10  # bodies above this are parsed, templated and tokenized off the event loop
 _PHASE = PHASE_HEADER.lower().encode()
 
 
@@ -35,9 +37,11 @@ def header(scope: dict, name: bytes) -> str | None:
     return None
 
 
-async def _prepare(state: ServerState, handler: ResponsesHandler, body: bytes, rid: str,
-                   rec: TimingRecord) -> Prepared:
+async def _prepare(
+    state: ServerState, handler: ResponsesHandler, body: bytes, rid: str, rec: TimingRecord
+) -> Prepared:
     """Parse, template and tokenize the request (a large one on the prepare pool)."""
+
     def prepare() -> Prepared:
         req = parse_request(body)
         rec.stream = bool(req.stream)
@@ -48,26 +52,39 @@ async def _prepare(state: ServerState, handler: ResponsesHandler, body: bytes, r
     return prepare()
 
 
-async def _answer(state: ServerState, handler: ResponsesHandler, p: Prepared, receive, admitted: bool) -> Response:
+async def _answer(
+    state: ServerState, handler: ResponsesHandler, p: Prepared, receive, admitted: bool
+) -> Response:
     """The event stream, or the whole Response once the Task is done (a client that leaves first
     cancels the Task request)."""
     rec = p.record
     if p.req.stream:
-        return EventStream(handler.stream_batches(p), lambda: handler.abandon(p.response_id),
-                           lambda: state.finish(rec, 200, admitted))
-    work = asyncio.ensure_future(handler.create_response(p.req, p.record.request_id, rec, prepared=p))
+        return EventStream(
+            handler.stream_batches(p),
+            lambda: handler.abandon(p.response_id),
+            lambda: state.finish(rec, 200, admitted),
+        )
+    work = asyncio.ensure_future(
+        handler.create_response(p.req, p.record.request_id, rec, prepared=p)
+    )
     watcher = watch_disconnect(receive, lambda: handler.abandon(p.response_id))
     try:
         resp = await work
     finally:
         watcher.cancel()
-    return Response(resp.__pydantic_serializer__.to_json(resp), media_type="application/json",
-                    background=BackgroundTask(state.finish, rec, 200, admitted))
+    return Response(
+        resp.__pydantic_serializer__.to_json(resp),
+        media_type="application/json",
+        background=BackgroundTask(state.finish, rec, 200, admitted),
+    )
 
 
-def _refused(state: ServerState, e: ApiError, rec: TimingRecord, rid: str, admitted: bool) -> Response:
-    """An ApiError as the answer (recorded as a rejection or a failure); nothing for a client that left."""
-    if rec.status == "cancelled":   # the client left; nobody reads this answer
+def _refused(
+    state: ServerState, e: ApiError, rec: TimingRecord, rid: str, admitted: bool
+) -> Response:
+    """An ApiError as the answer (recorded as a rejection or a failure); nothing for a client
+    that left."""
+    if rec.status == "cancelled":  # the client left; nobody reads this answer
         state.finish(rec, 499, admitted)
         return Response(status_code=499)
     if e.status < 500 or e.code == "model_not_ready":
@@ -92,7 +109,9 @@ class ResponsesEndpoint:
     async def _respond(self, scope, receive) -> Response:
         state = self.state
         rid, received_ns = scope["state"]["request_id"], scope["state"]["received_ns"]
-        rec = state.store.add(new_record(rid, new_id("resp"), header(scope, _PHASE), None, received_ns))
+        rec = state.store.add(
+            new_record(rid, new_id("resp"), header(scope, _PHASE), None, received_ns)
+        )
         admitted = False
         try:
             handler = state.ready_handler()
@@ -105,7 +124,7 @@ class ResponsesEndpoint:
             return await _answer(state, handler, p, receive, admitted)
         except ApiError as e:
             return _refused(state, e, rec, rid, admitted)
-        except ClientLeft:   # gone before its body was in: nothing to answer, nothing ran
+        except ClientLeft:  # gone before its body was in: nothing to answer, nothing ran
             rec.cancel()
             state.finish(rec, 499, admitted)
             return Response(status_code=499)
@@ -124,6 +143,9 @@ class DirectRoutes:
         self.app, self.routes = app, routes
 
     async def __call__(self, scope, receive, send) -> None:
-        if scope["type"] == "http" and (direct := self.routes.get((scope["method"], scope["path"]))) is not None:
+        if (
+            scope["type"] == "http"
+            and (direct := self.routes.get((scope["method"], scope["path"]))) is not None
+        ):
             return await direct(scope, receive, send)
         return await self.app(scope, receive, send)

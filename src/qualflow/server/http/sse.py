@@ -1,6 +1,7 @@
 """SSE framing of the stream's events: each is one frame, `event: <type>` + `data: <json>`. The hot
 path's deltas (TextDelta, ReasoningDelta: no pydantic model) are framed by byte templates that give
 the bytes their models would."""
+
 from __future__ import annotations
 
 import orjson
@@ -13,19 +14,37 @@ _INDEX = (b"0", b"1")
 
 
 def _text_delta(e: TextDelta) -> bytes:
-    return b"".join((b'event: response.output_text.delta\n'
-                     b'data: {"type":"response.output_text.delta",'
-                     b'"sequence_number":', str(e.sequence_number).encode(), b',"item_id":"',
-                     e.item_id.encode(), b'","output_index":', _INDEX[e.output_index],
-                     b',"content_index":0,"delta":', orjson.dumps(e.delta), b',"logprobs":[]}\n\n'))
+    return b"".join(
+        (
+            b"event: response.output_text.delta\n"
+            b'data: {"type":"response.output_text.delta",'
+            b'"sequence_number":',
+            str(e.sequence_number).encode(),
+            b',"item_id":"',
+            e.item_id.encode(),
+            b'","output_index":',
+            _INDEX[e.output_index],
+            b',"content_index":0,"delta":',
+            orjson.dumps(e.delta),
+            b',"logprobs":[]}\n\n',
+        )
+    )
 
 
 def _reasoning_delta(e: ReasoningDelta) -> bytes:
-    return b"".join((b'event: response.reasoning_text.delta\n'
-                     b'data: {"type":"response.reasoning_text.delta",'
-                     b'"sequence_number":', str(e.sequence_number).encode(), b',"item_id":"',
-                     e.item_id.encode(), b'","output_index":0,"content_index":0,"delta":',
-                     orjson.dumps(e.delta), b'}\n\n'))
+    return b"".join(
+        (
+            b"event: response.reasoning_text.delta\n"
+            b'data: {"type":"response.reasoning_text.delta",'
+            b'"sequence_number":',
+            str(e.sequence_number).encode(),
+            b',"item_id":"',
+            e.item_id.encode(),
+            b'","output_index":0,"content_index":0,"delta":',
+            orjson.dumps(e.delta),
+            b"}\n\n",
+        )
+    )
 
 
 def sse_frame(e: Event | TextDelta | ReasoningDelta) -> bytes:
@@ -34,5 +53,6 @@ def sse_frame(e: Event | TextDelta | ReasoningDelta) -> bytes:
         return _text_delta(e)
     if isinstance(e, ReasoningDelta):
         return _reasoning_delta(e)
-    return b"".join((b"event: ", e.type.encode(), b"\ndata: ", e.__pydantic_serializer__.to_json(e),
-                     b"\n\n"))
+    return b"".join(
+        (b"event: ", e.type.encode(), b"\ndata: ", e.__pydantic_serializer__.to_json(e), b"\n\n")
+    )

@@ -1,9 +1,10 @@
 """Server-sent events of the handler's event batches, and the disconnect watch that cancels a
 request whose client left."""
+
 from __future__ import annotations
 
 import asyncio
-from typing import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable
 
 from starlette.responses import Response
 
@@ -13,27 +14,39 @@ from .sse import sse_frame
 
 def _is_last(batch: list) -> bool:
     e = batch[-1]
-    return isinstance(e, ResponseEvent) and e.type not in ("response.created", "response.in_progress")
+    return isinstance(e, ResponseEvent) and e.type not in (
+        "response.created",
+        "response.in_progress",
+    )
 
 
 def watch_disconnect(receive, on_gone: Callable[[], None]) -> asyncio.Task:
-    """A task that calls `on_gone` once the client disconnects (cancel it when the answer is out)."""
+    """A task that calls `on_gone` once the client disconnects (cancel it when the answer is
+    out)."""
+
     async def watch():
         while (await receive())["type"] != "http.disconnect":
             pass
         on_gone()
+
     return asyncio.ensure_future(watch())
 
 
 class EventStream(Response):
-    """SSE of the handler's event batches: each batch (one engine step's delta, or the head / tail) is
-    one write. A client that leaves cancels the Task request; the stream is still drained to the
-    Task's final event (which comes at once), so the record gets the Task's own outcome and timing."""
+    """SSE of the handler's event batches: each batch (one engine step's delta, or the head /
+    tail) is one write. A client that leaves cancels the Task request; the stream is still
+    drained to the Task's final event (which comes at once), so the record gets the Task's own
+    outcome and timing."""
 
-    HEADERS = [(b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-cache"),
-               (b"x-accel-buffering", b"no")]
+    HEADERS = [
+        (b"content-type", b"text/event-stream; charset=utf-8"),
+        (b"cache-control", b"no-cache"),
+        (b"x-accel-buffering", b"no"),
+    ]
 
-    def __init__(self, batches: AsyncIterator[list], on_gone: Callable[[], None], on_done: Callable[[], None]):
+    def __init__(
+        self, batches: AsyncIterator[list], on_gone: Callable[[], None], on_done: Callable[[], None]
+    ):
         self.status_code, self.background = 200, None
         self.raw_headers = list(self.HEADERS)
         self.batches, self.on_gone, self.on_done = batches, on_gone, on_done
@@ -52,8 +65,13 @@ class EventStream(Response):
             async for batch in self.batches:
                 if not gone:
                     last = _is_last(batch)
-                    await send({"type": "http.response.body", "body": b"".join(map(sse_frame, batch)),
-                                "more_body": not last})
+                    await send(
+                        {
+                            "type": "http.response.body",
+                            "body": b"".join(map(sse_frame, batch)),
+                            "more_body": not last,
+                        }
+                    )
         finally:
             watcher.cancel()
             await self.batches.aclose()

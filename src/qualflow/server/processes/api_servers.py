@@ -4,11 +4,13 @@ processes (api_process) that all serve that socket, each over its own link to th
 is one semaphore of max_batch + max_queue that every API process takes from, so the server admits
 what one API process would; every API process appends whole lines to the one timing log.
 
-This process only supervises: SIGTERM or SIGINT stops the API processes (each finishes gracefully and
-detaches from the engine, which then closes), then the engine process, and the signal is re-raised
-as uvicorn does for one process. An API process that exits on its own (a failed load, a crash) stops
-everything, said on stderr, with exit code 2 for an input error (its own 2) and 1 otherwise. The
-engine process dying is not a stop: each API process answers 503 and fails its open streams."""
+This process only supervises: SIGTERM or SIGINT stops the API processes (each finishes gracefully
+and detaches from the engine, which then closes), then the engine process, and the signal is
+re-raised as uvicorn does for one process. An API process that exits on its own (a failed load, a
+crash) stops everything, said on stderr, with exit code 2 for an input error (its own 2) and 1
+otherwise. The engine process dying is not a stop: each API process answers 503 and fails its
+open streams."""
+
 from __future__ import annotations
 
 import multiprocessing
@@ -21,21 +23,28 @@ from ..config import EngineConfig, ServerConfig
 from .api_process import ApiProcess, main
 from .run_app import load_engine_task, say
 
-STOP_TIMEOUT_S = 40.0   # an API process's graceful stop: uvicorn's 5 s, then its engine link's up to 30 s
+STOP_TIMEOUT_S = (
+    40.0  # an API process's graceful stop: uvicorn's 5 s, then its engine link's up to 30 s
+)
 
 
 def _start(server: ServerConfig, engine: EngineConfig, sock: socket.socket, started_ns: int):
     """The engine process and the API processes, started; (host, processes, the shared semaphores:
     held here while they run, as the processes' spawn arguments are dropped once they started)."""
     from qualflow.runtime import EngineHost
+
     ctx = multiprocessing.get_context("spawn")
     n, limit = server.api_server_count, engine.max_batch + server.max_queue
-    shared = (ctx.Semaphore(limit), ctx.Semaphore(0))   # admission, readiness (peers)
+    shared = (ctx.Semaphore(limit), ctx.Semaphore(0))  # admission, readiness (peers)
     host = EngineHost(load_engine_task, server.bundle, engine, n)
     procs = []
     for i in range(n):
         me = ApiProcess(i, n, host.links[i], shared[0], limit, shared[1], started_ns, os.getpid())
-        procs.append(ctx.Process(target=main, args=(sock, me, server, engine), name=f"qualflow-api-{i}", daemon=True))
+        procs.append(
+            ctx.Process(
+                target=main, args=(sock, me, server, engine), name=f"qualflow-api-{i}", daemon=True
+            )
+        )
         procs[-1].start()
     host.release_links()
     return host, procs, shared
@@ -71,8 +80,10 @@ def _supervise(host, procs) -> tuple[int | None, object | None]:
         gone = next((p for p in procs if p.exitcode is not None), None)
         if gone is not None and first is None and not stop:
             first = gone
-            say(f"error: API process {procs.index(gone)} (pid {gone.pid}) exited with code {gone.exitcode}; "
-                "stopping the server")
+            say(
+                f"error: API process {procs.index(gone)} (pid {gone.pid}) exited with code {gone.exitcode}; "
+                "stopping the server"
+            )
             _terminate(procs)
         if stop or first is not None:
             _join(procs)
@@ -88,19 +99,25 @@ def _join(procs) -> None:
         p.join(timeout=5)
 
 
-def serve_api_processes(server: ServerConfig, engine: EngineConfig, sock: socket.socket, started_ns: int) -> int:
+def serve_api_processes(
+    server: ServerConfig, engine: EngineConfig, sock: socket.socket, started_ns: int
+) -> int:
     """Serve until interrupted (re-raising the signal) or until an API process exits on its own
     (returns serve's exit code)."""
     if engine.engine_process == "off":
-        say("error: --api-server-count above 1 runs the engine in its own process: drop --engine-process off")
+        say(
+            "error: --api-server-count above 1 runs the engine in its own process: drop --engine-process off"
+        )
         return 2
     host, procs, shared = _start(server, engine, sock, started_ns)
-    say(f"listening on http://{server.host}:{sock.getsockname()[1]} (bundle {server.bundle}, device "
-        f"{engine.device}, {len(procs)} API processes {[p.pid for p in procs]}, engine process {host.pid})")
+    say(
+        f"listening on http://{server.host}:{sock.getsockname()[1]} (bundle {server.bundle}, device "
+        f"{engine.device}, {len(procs)} API processes {[p.pid for p in procs]}, engine process {host.pid})"
+    )
     sig, first = _supervise(host, procs)
     host.stop()
     sock.close()
-    del shared   # the last references: their finalizers unlink the named semaphores (before a re-raised signal)
+    del shared  # the last references: their finalizers unlink the named semaphores (before a re-raised signal)
     if sig is not None:
         signal.signal(sig, signal.SIG_DFL)
         signal.raise_signal(sig)

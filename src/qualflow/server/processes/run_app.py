@@ -1,11 +1,14 @@
-"""Running the app in a process of `qualflow serve`: `run_app` (uvicorn on the bound socket, the Task
-loading on a thread), and what the serve processes share: `say` (their stderr lines), `tune_process`
-(an API process's process-wide knobs) and `load_engine_task` (the Task, as the runtime loads it)."""
+"""Running the app in a process of `qualflow serve`: `run_app` (uvicorn on the bound socket, the
+Task loading on a thread), and what the serve processes share: `say` (their stderr lines),
+`tune_process` (an API process's process-wide knobs) and `load_engine_task` (the Task, as the
+runtime loads it)."""
+
 from __future__ import annotations
 
 import socket
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..config import EngineConfig, ServerConfig
 
@@ -15,24 +18,35 @@ def say(message: str) -> None:
 
 
 def load_engine_task(bundle: str, engine: EngineConfig) -> Any:
-    """The Task `qualflow serve` runs: `load_task(bundle, engine)`, the runtime's agreed signature."""
+    """The Task `qualflow serve` runs: `load_task(bundle, engine)`, the runtime's agreed
+    signature."""
     from qualflow.runtime import load_task
+
     return load_task(bundle, engine)
 
 
 def tune_process(engine: EngineConfig) -> None:
     """Process-wide knobs of an API process, set before the Task loads."""
-    if engine.gil_switch_ms:   # the engine thread gets the GIL back sooner after its GPU wait
+    if engine.gil_switch_ms:  # the engine thread gets the GIL back sooner after its GPU wait
         sys.setswitchinterval(engine.gil_switch_ms / 1000)
-    if engine.cpu_threads:   # intra-op threads; on a box shared with the load generator, fewer spin less
+    if (
+        engine.cpu_threads
+    ):  # intra-op threads; on a box shared with the load generator, fewer spin less
         import torch
+
         torch.set_num_threads(engine.cpu_threads)
 
 
-def run_app(server: ServerConfig, sock: socket.socket, load: Callable[[], Any], started_ns: int,
-            peers: Any = None) -> int:
-    """The app under uvicorn on `sock` until interrupted, its Task built by `load()` on a thread; the
-    exit code (`serve`'s). `peers`: what it shares with the server's other API processes (api_servers)."""
+def run_app(
+    server: ServerConfig,
+    sock: socket.socket,
+    load: Callable[[], Any],
+    started_ns: int,
+    peers: Any = None,
+) -> int:
+    """The app under uvicorn on `sock` until interrupted, its Task built by `load()` on a thread;
+    the exit code (`serve`'s). `peers`: what it shares with the server's other API processes
+    (api_servers)."""
     import uvicorn
 
     from ..app import create_app
@@ -44,11 +58,26 @@ def run_app(server: ServerConfig, sock: socket.socket, load: Callable[[], Any], 
         failed.append(e)
         uv.should_exit = True
 
-    app = create_app(load, model_name=server.model_name, timing_log=server.timing_log, started_ns=started_ns,
-                     on_load_error=on_load_error, max_queue=server.max_queue, max_body_bytes=server.max_body_bytes,
-                     reasoning_budgets=server.reasoning_budgets, peers=peers)
-    uv = uvicorn.Server(uvicorn.Config(app, log_level=server.log_level, access_log=False, lifespan="on",
-                                       timeout_graceful_shutdown=5))
+    app = create_app(
+        load,
+        model_name=server.model_name,
+        timing_log=server.timing_log,
+        started_ns=started_ns,
+        on_load_error=on_load_error,
+        max_queue=server.max_queue,
+        max_body_bytes=server.max_body_bytes,
+        reasoning_budgets=server.reasoning_budgets,
+        peers=peers,
+    )
+    uv = uvicorn.Server(
+        uvicorn.Config(
+            app,
+            log_level=server.log_level,
+            access_log=False,
+            lifespan="on",
+            timeout_graceful_shutdown=5,
+        )
+    )
     uv.run(sockets=[sock])
     if failed:
         say(f"error: task load failed: {failed[0]}")

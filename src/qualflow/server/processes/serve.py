@@ -1,7 +1,9 @@
-"""`qualflow serve`: one process serving one bundle. Its flags are generated from ServerConfig and the
-runtime's EngineConfig; `serve(server, engine)` binds the port before anything loads, then runs the
-app under uvicorn while the Task loads on a thread (`run_app`). With --api-server-count N > 1 this
-process starts one engine process and N API processes on the socket instead (`api_servers`)."""
+"""`qualflow serve`: one process serving one bundle. Its flags are generated from ServerConfig
+and the runtime's EngineConfig; `serve(server, engine)` binds the port before anything loads,
+then runs the app under uvicorn while the Task loads on a thread (`run_app`). With
+--api-server-count N > 1 this process starts one engine process and N API processes on the socket
+instead (`api_servers`)."""
+
 from __future__ import annotations
 
 import argparse
@@ -19,9 +21,9 @@ LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
 def serve(server: ServerConfig, engine: EngineConfig) -> int:
-    """Run the server until interrupted. Returns the process exit code: 2 for a busy port or bad input
-    (the loader's ValueError: a missing, tampered or invalid bundle), 1 if the Task failed to load
-    otherwise."""
+    """Run the server until interrupted. Returns the process exit code: 2 for a busy port or bad
+    input (the loader's ValueError: a missing, tampered or invalid bundle), 1 if the Task failed
+    to load otherwise."""
     started_ns = time.time_ns()
     try:
         sock = bind(server.host, server.port)
@@ -30,14 +32,20 @@ def serve(server: ServerConfig, engine: EngineConfig) -> int:
         return 2
     logging.basicConfig(level=server.log_level.upper(), format=LOG_FORMAT)
     if server.host not in LOOPBACK:
-        say(f"warning: bound to {server.host}, reachable beyond this machine; the server has no authentication")
+        say(
+            f"warning: bound to {server.host}, reachable beyond this machine; the server has no authentication"
+        )
     if server.api_server_count > 1:
         from .api_servers import serve_api_processes
+
         return serve_api_processes(server, engine, sock, started_ns)
     tune_process(engine)
     from qualflow.runtime import load_task  # noqa: F401 - the Task API is imported here, not on the load thread
-    say(f"listening on http://{server.host}:{sock.getsockname()[1]} (bundle {server.bundle}, "
-        f"device {engine.device})")
+
+    say(
+        f"listening on http://{server.host}:{sock.getsockname()[1]} (bundle {server.bundle}, "
+        f"device {engine.device})"
+    )
     return run_app(server, sock, lambda: load_engine_task(server.bundle, engine), started_ns)
 
 

@@ -1,6 +1,7 @@
 """Errors in OpenAI's shape: `ApiError` (status, message, type, param, code) and its 400
 (`bad_request`); `from_validation_error` turns pydantic's first validation error of a request body
 into the 400 OpenAI answers for it, with a string code and the offending param."""
+
 from __future__ import annotations
 
 from pydantic import ValidationError
@@ -9,9 +10,15 @@ from pydantic import ValidationError
 class ApiError(Exception):
     """An error in OpenAI's shape: {"error": {"message", "type", "param", "code"}}."""
 
-    def __init__(self, status: int, message: str, type: str = "invalid_request_error",
-                 param: str | None = None, code: str | None = None,
-                 retry_after: float | None = None):
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        type: str = "invalid_request_error",
+        param: str | None = None,
+        code: str | None = None,
+        retry_after: float | None = None,
+    ):
         super().__init__(message)
         self.status, self.message, self.type = status, message, type
         self.param, self.code = param, code
@@ -24,8 +31,14 @@ class ApiError(Exception):
         return {"x-should-retry": "false"} if self.status >= 500 else {}
 
     def body(self) -> dict:
-        return {"error": {"message": self.message, "type": self.type, "param": self.param,
-                          "code": self.code}}
+        return {
+            "error": {
+                "message": self.message,
+                "type": self.type,
+                "param": self.param,
+                "code": self.code,
+            }
+        }
 
 
 def bad_request(message: str, param: str | None, code: str) -> ApiError:
@@ -47,8 +60,12 @@ def _param(loc: tuple) -> str:
     return out
 
 
-_BOUNDS = {"greater_than_equal": ">=", "greater_than": ">", "less_than_equal": "<=",
-           "less_than": "<"}
+_BOUNDS = {
+    "greater_than_equal": ">=",
+    "greater_than": ">",
+    "less_than_equal": "<=",
+    "less_than": "<",
+}
 
 
 def from_validation_error(e: ValidationError) -> ApiError:
@@ -58,8 +75,9 @@ def from_validation_error(e: ValidationError) -> ApiError:
     if kind == "extra_forbidden":
         return bad_request(f"Unknown parameter: '{param}'.", param, "unknown_parameter")
     if kind == "missing":
-        return bad_request(f"Missing required parameter: '{param}'.", param,
-                           "missing_required_parameter")
+        return bad_request(
+            f"Missing required parameter: '{param}'.", param, "missing_required_parameter"
+        )
     if kind in _BOUNDS:
         op, bound = _BOUNDS[kind], next(iter(ctx.values()), None)
         number = "decimal" if isinstance(bound, float) else "integer"
@@ -67,13 +85,18 @@ def from_validation_error(e: ValidationError) -> ApiError:
         return bad_request(
             f"Invalid '{param}': {number} {'below minimum' if below else 'above maximum'} value. "
             f"Expected a value {op} {bound}, but got {err.get('input')!r} instead.",
-            param, f"{number}_{'below_min' if below else 'above_max'}_value")
+            param,
+            f"{number}_{'below_min' if below else 'above_max'}_value",
+        )
     if kind == "string_too_long":
         limit = ctx.get("max_length")
-        return bad_request(f"Invalid '{param}': string too long. Expected a string with maximum "
-                           f"length {limit}, but got a string with length "
-                           f"{len(err.get('input') or '')} instead.", param,
-                           "string_above_max_length")
+        return bad_request(
+            f"Invalid '{param}': string too long. Expected a string with maximum "
+            f"length {limit}, but got a string with length "
+            f"{len(err.get('input') or '')} instead.",
+            param,
+            "string_above_max_length",
+        )
     if kind == "literal_error":
         return bad_request(f"Invalid value for '{param}': {err['msg']}.", param, "invalid_value")
     return bad_request(f"Invalid type for '{param}': {err['msg']}.", param, "invalid_type")

@@ -2,6 +2,7 @@
 (ResponseEvent), `output_item.added`, `content_part.added`, the text deltas, `output_text.done`,
 `content_part.done`, `output_item.done`, then the terminal ResponseEvent (after an ErrorEvent for a
 failed response). The caller numbers them (`sequence_number`); the HTTP layer frames them as SSE."""
+
 from __future__ import annotations
 
 from pydantic import BaseModel, Field
@@ -15,16 +16,16 @@ class Event(BaseModel):
     sequence_number: int = 0
 
 
-class ResponseEvent(Event):          # created / in_progress / completed / incomplete / failed
+class ResponseEvent(Event):  # created / in_progress / completed / incomplete / failed
     response: Response
 
 
-class OutputItemEvent(Event):        # output_item.added / .done
+class OutputItemEvent(Event):  # output_item.added / .done
     output_index: int = 0
     item: OutputMessage | ReasoningItem
 
 
-class ContentPartEvent(Event):       # content_part.added / .done
+class ContentPartEvent(Event):  # content_part.added / .done
     item_id: str
     output_index: int = 0
     content_index: int = 0
@@ -34,6 +35,7 @@ class ContentPartEvent(Event):       # content_part.added / .done
 class TextDelta:
     """`response.output_text.delta` on the hot path: no model, framed by a byte template
     (http.sse). Same wire form as `TextDeltaEvent`."""
+
     __slots__ = ("sequence_number", "item_id", "delta", "output_index")
     type = "response.output_text.delta"
     content_index = 0
@@ -64,6 +66,7 @@ class TextDoneEvent(Event):
 class ErrorEvent(Event):
     """Live OpenAI nests the error; the spec documents flat fields. We send both, so a client of
     either reads it."""
+
     type: str = "error"
     code: str | None = None
     message: str

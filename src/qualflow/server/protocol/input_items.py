@@ -1,13 +1,16 @@
 """The request's `input` as chat messages: a string, or a list of message items with text content.
 Text only: any other item or content part type, an unknown key or a wrong type is a 400 naming the
 offending param (`input[i].content[j].type`, ...)."""
+
 from __future__ import annotations
 
 from .errors import bad_request
 
 _MESSAGE_KEYS = {"type", "role", "content", "id", "status", "phase"}
-_PART_KEYS = {"input_text": {"type", "text", "prompt_cache_breakpoint"},
-              "output_text": {"type", "text", "annotations", "logprobs"}}
+_PART_KEYS = {
+    "input_text": {"type", "text", "prompt_cache_breakpoint"},
+    "output_text": {"type", "text", "annotations", "logprobs"},
+}
 _ROLES = ("user", "assistant", "system", "developer")
 
 
@@ -18,8 +21,12 @@ def input_messages(inp: str | list) -> list[dict]:
     else:
         messages = _items(inp) if inp else []
     if not any(m["content"] for m in messages):
-        raise bad_request("Invalid 'input': expected a non-empty string or a list of message items "
-                          "with some text.", "input", "invalid_value")
+        raise bad_request(
+            "Invalid 'input': expected a non-empty string or a list of message items "
+            "with some text.",
+            "input",
+            "invalid_value",
+        )
     return messages
 
 
@@ -32,11 +39,17 @@ def _items(inp: list) -> list[dict]:
             messages.append({"role": role, "content": content})
             continue
         if not isinstance(content, list):
-            raise bad_request(f"Invalid type for '{at}.content': expected a string or a list of "
-                              "content parts.", f"{at}.content", "invalid_type")
+            raise bad_request(
+                f"Invalid type for '{at}.content': expected a string or a list of content parts.",
+                f"{at}.content",
+                "invalid_type",
+            )
         if not content:
-            raise bad_request(f"Invalid '{at}.content': expected a non-empty list of content "
-                              "parts.", f"{at}.content", "invalid_value")
+            raise bad_request(
+                f"Invalid '{at}.content': expected a non-empty list of content parts.",
+                f"{at}.content",
+                "invalid_value",
+            )
         texts = [_part_text(part, role, f"{at}.content[{j}]") for j, part in enumerate(content)]
         messages.append({"role": role, "content": "".join(texts)})
     return messages
@@ -45,28 +58,39 @@ def _items(inp: list) -> list[dict]:
 def _check_item(item, at: str) -> tuple:
     """A message item's (role, content), checked but for the content's parts."""
     if not isinstance(item, dict):
-        raise bad_request(f"Invalid type for '{at}': expected a message object.", at,
-                          "invalid_type")
+        raise bad_request(
+            f"Invalid type for '{at}': expected a message object.", at, "invalid_type"
+        )
     kind = item.get("type", "message")
     if kind != "message":
-        raise bad_request(f"Input item type {kind!r} is not supported: this server takes message "
-                          "items with text content only.", f"{at}.type", "unsupported_value")
+        raise bad_request(
+            f"Input item type {kind!r} is not supported: this server takes message "
+            "items with text content only.",
+            f"{at}.type",
+            "unsupported_value",
+        )
     for key in item:
         if key not in _MESSAGE_KEYS:
-            raise bad_request(f"Unknown parameter: '{at}.{key}'.", f"{at}.{key}",
-                              "unknown_parameter")
+            raise bad_request(
+                f"Unknown parameter: '{at}.{key}'.", f"{at}.{key}", "unknown_parameter"
+            )
     for key in ("id", "status", "phase"):
         if key in item and not isinstance(item[key], str):
-            raise bad_request(f"Invalid type for '{at}.{key}': expected a string.", f"{at}.{key}",
-                              "invalid_type")
+            raise bad_request(
+                f"Invalid type for '{at}.{key}': expected a string.", f"{at}.{key}", "invalid_type"
+            )
     role, content = item.get("role"), item.get("content")
     if role is None or content is None:
         missing = f"{at}.role" if role is None else f"{at}.content"
-        raise bad_request(f"Missing required parameter: '{missing}'.", missing,
-                          "missing_required_parameter")
+        raise bad_request(
+            f"Missing required parameter: '{missing}'.", missing, "missing_required_parameter"
+        )
     if role not in _ROLES:
-        raise bad_request(f"Invalid value for '{at}.role': {role!r}; expected one of "
-                          f"{list(_ROLES)}.", f"{at}.role", "invalid_value")
+        raise bad_request(
+            f"Invalid value for '{at}.role': {role!r}; expected one of {list(_ROLES)}.",
+            f"{at}.role",
+            "invalid_value",
+        )
     return role, content
 
 
@@ -75,14 +99,19 @@ def _part_text(part, role: str, pat: str) -> str:
     ptype = part.get("type") if isinstance(part, dict) else None
     allowed = ("input_text", "output_text") if role == "assistant" else ("input_text",)
     if ptype not in allowed:
-        raise bad_request(f"Content part type {ptype!r} is not supported for role {role!r}: this "
-                          f"server is text-only and takes {' / '.join(allowed)} parts.",
-                          f"{pat}.type", "unsupported_value")
+        raise bad_request(
+            f"Content part type {ptype!r} is not supported for role {role!r}: this "
+            f"server is text-only and takes {' / '.join(allowed)} parts.",
+            f"{pat}.type",
+            "unsupported_value",
+        )
     for key in part:
         if key not in _PART_KEYS[ptype]:
-            raise bad_request(f"Unknown parameter: '{pat}.{key}'.", f"{pat}.{key}",
-                              "unknown_parameter")
+            raise bad_request(
+                f"Unknown parameter: '{pat}.{key}'.", f"{pat}.{key}", "unknown_parameter"
+            )
     if not isinstance(part.get("text"), str):
-        raise bad_request(f"Invalid type for '{pat}.text': expected a string.", f"{pat}.text",
-                          "invalid_type")
+        raise bad_request(
+            f"Invalid type for '{pat}.text': expected a string.", f"{pat}.text", "invalid_type"
+        )
     return part["text"]

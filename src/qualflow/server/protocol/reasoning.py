@@ -3,6 +3,7 @@
 events.
 No other module is imported here (`requests` and `responses` use these in their models);
 server.thinking maps the request onto the Task."""
+
 from __future__ import annotations
 
 from typing import Literal
@@ -15,6 +16,7 @@ Effort = Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"]
 class ReasoningParam(BaseModel):
     """The request's `reasoning`: every field the Responses API defines, so unknown keys are
     refused; server.thinking decides which values are honoured."""
+
     model_config = ConfigDict(extra="forbid", strict=True)
     effort: Effort | None = None
     summary: Literal["auto", "concise", "detailed"] | None = None
@@ -31,6 +33,7 @@ class ReasoningText(BaseModel):
 
 class ReasoningItem(BaseModel):
     """The `reasoning` output item: the model's own thinking as `reasoning_text` (no summary)."""
+
     id: str
     type: Literal["reasoning"] = "reasoning"
     summary: list = Field(default_factory=list)
@@ -38,14 +41,16 @@ class ReasoningItem(BaseModel):
     status: Literal["in_progress", "completed", "incomplete"] = "in_progress"
 
     @classmethod
-    def of(cls, item_id: str, text: str | None, status: str = "in_progress") -> "ReasoningItem":
-        return cls(id=item_id, status=status,
-                   content=[] if text is None else [ReasoningText(text=text)])
+    def of(cls, item_id: str, text: str | None, status: str = "in_progress") -> ReasoningItem:
+        return cls(
+            id=item_id, status=status, content=[] if text is None else [ReasoningText(text=text)]
+        )
 
 
 class ReasoningDelta:
     """`response.reasoning_text.delta` on the hot path, framed by a byte template (http.sse), as
     TextDelta."""
+
     __slots__ = ("sequence_number", "item_id", "delta")
     type = "response.reasoning_text.delta"
     output_index = content_index = 0

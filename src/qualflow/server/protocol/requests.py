@@ -1,9 +1,11 @@
 """The request: `CreateResponse` (the POST /v1/responses body), validated strictly (unknown keys,
 wrong types and out-of-range values are errors), and `parse_request`, which turns every failure into
 a 400 `ApiError` in OpenAI's shape."""
+
 from __future__ import annotations
 
-from typing import Any, Callable, Literal
+from collections.abc import Callable
+from typing import Any, Literal
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -29,6 +31,7 @@ class CreateResponse(_Strict):
     """POST /v1/responses body. Every known field is listed so that unknown keys can be refused;
     which ones are honoured, ignored or rejected is decided by the handler
     (`supported.check_supported`, `thinking`)."""
+
     # honoured
     model: str | None = Field(None, max_length=256)
     input: str | list[Any] | None = None
@@ -68,26 +71,33 @@ class CreateResponse(_Strict):
     context_management: list[Any] | None = None
     moderation: dict[str, Any] | None = None
 
-    def to_sampling_params(self, default_params: Callable[..., SamplingParams],
-                           room: int) -> SamplingParams:
+    def to_sampling_params(
+        self, default_params: Callable[..., SamplingParams], room: int
+    ) -> SamplingParams:
         """The Task's sampling parameters for this request; `room` is the context left after the
         prompt."""
         return default_params(
             max_new_tokens=self.max_output_tokens or max(1, room),
             temperature=1.0 if self.temperature is None else self.temperature,
-            top_p=1.0 if self.top_p is None else self.top_p, ignore_eos=bool(self.ignore_eos),
-            min_tokens=self.min_tokens or 0)
+            top_p=1.0 if self.top_p is None else self.top_p,
+            ignore_eos=bool(self.ignore_eos),
+            min_tokens=self.min_tokens or 0,
+        )
 
 
 def parse_request(body: bytes | str | dict) -> CreateResponse:
     """Raw body -> CreateResponse, or ApiError(400) for malformed JSON, wrong types, unknown
     keys."""
     if not isinstance(body, dict):
-        try:   # orjson: refuses lone surrogates, invalid UTF-8 and nesting over 1024 deep
+        try:  # orjson: refuses lone surrogates, invalid UTF-8 and nesting over 1024 deep
             body = orjson.loads(body)
         except (ValueError, UnicodeDecodeError, RecursionError) as e:
-            raise bad_request(f"We could not parse the JSON body of your request ({e}). "
-                              "The body must be a JSON object.", None, "invalid_json") from None
+            raise bad_request(
+                f"We could not parse the JSON body of your request ({e}). "
+                "The body must be a JSON object.",
+                None,
+                "invalid_json",
+            ) from None
     if not isinstance(body, dict):
         raise bad_request("The request body must be a JSON object.", None, "invalid_json")
     try:

@@ -1,6 +1,7 @@
 """The response: `Response` (the request's configuration echoed, then completed by the Task's final
 event), its output items (`OutputMessage` with `OutputText`; the reasoning item is in `reasoning`),
 `Usage`, and `FINAL_STATUS`, the Task's finish reason -> the Response's status."""
+
 from __future__ import annotations
 
 import secrets
@@ -15,8 +16,12 @@ from .reasoning import ReasoningItem
 from .requests import CreateResponse
 
 # A cancelled generation is `failed` on the wire: OpenAI's `cancelled` is a background response's
-FINAL_STATUS = {"stop": "completed", "length": "incomplete", "error": "failed",
-                "cancelled": "failed"}
+FINAL_STATUS = {
+    "stop": "completed",
+    "length": "incomplete",
+    "error": "failed",
+    "cancelled": "failed",
+}
 Status = Literal["completed", "failed", "in_progress", "cancelled", "queued", "incomplete"]
 
 
@@ -39,15 +44,17 @@ class OutputMessage(BaseModel):
     content: list[OutputText] = Field(default_factory=list)
 
     @classmethod
-    def of(cls, message_id: str, text: str | None, status: str = "in_progress") -> "OutputMessage":
-        return cls(id=message_id, status=status,
-                   content=[] if text is None else [OutputText(text=text)])
+    def of(cls, message_id: str, text: str | None, status: str = "in_progress") -> OutputMessage:
+        return cls(
+            id=message_id, status=status, content=[] if text is None else [OutputText(text=text)]
+        )
 
 
 class Usage(BaseModel):
     input_tokens: int
     input_tokens_details: dict = Field(
-        default_factory=lambda: {"cached_tokens": 0, "cache_write_tokens": 0})
+        default_factory=lambda: {"cached_tokens": 0, "cache_write_tokens": 0}
+    )
     output_tokens: int
     output_tokens_details: dict = Field(default_factory=lambda: {"reasoning_tokens": 0})
     total_tokens: int
@@ -73,7 +80,7 @@ class Response(BaseModel):
     background: bool = False
     temperature: float
     top_p: float
-    presence_penalty: float = 0.0    # not supported: the neutral value the published types require
+    presence_penalty: float = 0.0  # not supported: the neutral value the published types require
     frequency_penalty: float = 0.0
     text: dict = Field(default_factory=lambda: {"format": {"type": "text"}, "verbosity": "medium"})
     tool_choice: str = "auto"
@@ -88,34 +95,63 @@ class Response(BaseModel):
     prompt_cache_key: str | None = None
 
     @classmethod
-    def from_request(cls, r: CreateResponse, params: SamplingParams, response_id: str,
-                     created_at: int, model: str) -> "Response":
+    def from_request(
+        cls,
+        r: CreateResponse,
+        params: SamplingParams,
+        response_id: str,
+        created_at: int,
+        model: str,
+    ) -> Response:
         """The in-progress response: the request's configuration echoed."""
         text = {"format": {"type": "text"}, "verbosity": (r.text and r.text.verbosity) or "medium"}
         tools_parallel = True if r.parallel_tool_calls is None else r.parallel_tool_calls
         effort = r.reasoning.effort if r.reasoning else None
-        return cls(id=response_id, created_at=created_at, model=model, instructions=r.instructions,
-                   max_output_tokens=r.max_output_tokens, max_tool_calls=r.max_tool_calls,
-                   temperature=params.temperature, top_p=params.top_p,
-                   parallel_tool_calls=tools_parallel,
-                   tool_choice=r.tool_choice or "auto", metadata=r.metadata or {}, user=r.user,
-                   text=text, safety_identifier=r.safety_identifier,
-                   prompt_cache_key=r.prompt_cache_key,
-                   reasoning={"effort": effort, "summary": None})
+        return cls(
+            id=response_id,
+            created_at=created_at,
+            model=model,
+            instructions=r.instructions,
+            max_output_tokens=r.max_output_tokens,
+            max_tool_calls=r.max_tool_calls,
+            temperature=params.temperature,
+            top_p=params.top_p,
+            parallel_tool_calls=tools_parallel,
+            tool_choice=r.tool_choice or "auto",
+            metadata=r.metadata or {},
+            user=r.user,
+            text=text,
+            safety_identifier=r.safety_identifier,
+            prompt_cache_key=r.prompt_cache_key,
+            reasoning={"effort": effort, "summary": None},
+        )
 
-    def finished(self, final: FinalEvent, message_id: str, text: str | None = None,
-                 reasoning_id: str | None = None, reasoning: str | None = None,
-                 closed: bool | None = None) -> "Response":
+    def finished(
+        self,
+        final: FinalEvent,
+        message_id: str,
+        text: str | None = None,
+        reasoning_id: str | None = None,
+        reasoning: str | None = None,
+        closed: bool | None = None,
+    ) -> Response:
         """A copy completed by the Task's final event. `text`, `reasoning`: the output a stream sent
         (default the final's); a failed response keeps what was produced so far, as its `*.done`
         events did. With `reasoning_id` (thinking on) the reasoning item comes first, and the
         message only once the think block `closed` (default: as the final says)."""
         status = FINAL_STATUS.get(final.finish_reason, "failed")
         text = final.text if text is None else text
-        resp = self.model_copy(update={"status": status, "usage": Usage(
-            input_tokens=final.prompt_tokens, output_tokens=final.completion_tokens,
-            output_tokens_details={"reasoning_tokens": final.reasoning_tokens},
-            total_tokens=final.prompt_tokens + final.completion_tokens)})
+        resp = self.model_copy(
+            update={
+                "status": status,
+                "usage": Usage(
+                    input_tokens=final.prompt_tokens,
+                    output_tokens=final.completion_tokens,
+                    output_tokens_details={"reasoning_tokens": final.reasoning_tokens},
+                    total_tokens=final.prompt_tokens + final.completion_tokens,
+                ),
+            }
+        )
         if status == "completed":
             resp.completed_at = int(time.time())
         elif status == "incomplete":
