@@ -1,9 +1,9 @@
 """The store under test, on each backend: a SQLite file, and a real PostgreSQL server (a throwaway
 cluster per session, emptied before each test; its cases skip, saying why, where there is none)."""
+
 from __future__ import annotations
 
 import pytest
-
 from fixtures.postgres import empty_database, start_postgres, stop_postgres
 
 
@@ -27,6 +27,7 @@ def store_url(request, tmp_path) -> str:
 @pytest.fixture
 def store(store_url):
     from qualflow.server.store import open_store
+
     s = open_store(store_url)
     yield s
     s.close()

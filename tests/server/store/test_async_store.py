@@ -1,10 +1,13 @@
-"""AsyncStore: the store's calls as coroutines, each on a worker thread, never on the event loop's."""
+"""AsyncStore: the store's calls as coroutines, each on a worker thread, never on the event
+loop's."""
+
 from __future__ import annotations
 
 import asyncio
 import threading
 
 from fixtures.store import ALICE, item, response
+
 from qualflow.server.store import AsyncStore, Conversation, ResponseStore, SqlStore
 
 
@@ -22,6 +25,7 @@ def test_calls_run_off_the_loop_thread(store):
             def call(*args, **kwargs):
                 threads.append(threading.get_ident())
                 return method(*args, **kwargs)
+
             return call
 
     async def run():

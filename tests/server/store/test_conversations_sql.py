@@ -1,10 +1,11 @@
 """Conversations on both backends: create, retrieve, update, delete, items, owner isolation, and the
 items a response stored in a conversation adds to it."""
+
 from __future__ import annotations
 
 import pytest
-
 from fixtures.store import ALICE, BOB, item, response
+
 from qualflow.server.store import Conversation, DuplicateId, NotFound
 
 
@@ -37,13 +38,17 @@ def test_delete_removes_it_and_its_items(store, conv):
         store.get_conversation(ALICE, "conv_1")
     with pytest.raises(NotFound):
         store.delete_conversation(ALICE, "conv_1")
-    store.create_conversation(Conversation("conv_1", ALICE, 1.0), [item("m1")])   # item ids free again
+    store.create_conversation(
+        Conversation("conv_1", ALICE, 1.0), [item("m1")]
+    )  # item ids free again
 
 
 def test_add_items_appends_in_order(store, conv):
     added = store.add_items(ALICE, "conv_1", [item("m2"), item("fc", "function_call")])
-    assert [(i.position, i.item_id, i.type) for i in added] == [(1, "m2", "message"),
-                                                                (2, "fc", "function_call")]
+    assert [(i.position, i.item_id, i.type) for i in added] == [
+        (1, "m2", "message"),
+        (2, "fc", "function_call"),
+    ]
     page = store.list_items(ALICE, "conv_1", order="asc")
     assert [d["id"] for d in page.data] == ["m1", "m2", "fc"]
     with pytest.raises(DuplicateId):
@@ -61,9 +66,15 @@ def test_delete_item(store, conv):
 
 
 def test_a_response_in_a_conversation_appends_its_inputs_and_outputs(store, conv):
-    store.put(response("r1", conversation="conv_1"), [item("u2")], [item("rs", "reasoning"), item("a2")])
-    assert [d["id"] for d in store.list_items(ALICE, "conv_1", order="asc").data] == \
-        ["m1", "u2", "rs", "a2"]
+    store.put(
+        response("r1", conversation="conv_1"), [item("u2")], [item("rs", "reasoning"), item("a2")]
+    )
+    assert [d["id"] for d in store.list_items(ALICE, "conv_1", order="asc").data] == [
+        "m1",
+        "u2",
+        "rs",
+        "a2",
+    ]
     assert store.get(ALICE, "r1").conversation_id == "conv_1"
 
 
@@ -76,13 +87,15 @@ def test_a_response_in_another_owners_conversation_is_not_stored(store, conv):
 
 
 def test_another_owner_gets_not_found_everywhere(store, conv):
-    calls = [lambda: store.get_conversation(BOB, "conv_1"),
-             lambda: store.update_conversation(BOB, "conv_1", {}),
-             lambda: store.delete_conversation(BOB, "conv_1"),
-             lambda: store.add_items(BOB, "conv_1", [item("x")]),
-             lambda: store.list_items(BOB, "conv_1"),
-             lambda: store.get_item(BOB, "conv_1", "m1"),
-             lambda: store.delete_item(BOB, "conv_1", "m1")]
+    calls = [
+        lambda: store.get_conversation(BOB, "conv_1"),
+        lambda: store.update_conversation(BOB, "conv_1", {}),
+        lambda: store.delete_conversation(BOB, "conv_1"),
+        lambda: store.add_items(BOB, "conv_1", [item("x")]),
+        lambda: store.list_items(BOB, "conv_1"),
+        lambda: store.get_item(BOB, "conv_1", "m1"),
+        lambda: store.delete_item(BOB, "conv_1", "m1"),
+    ]
     for call in calls:
         with pytest.raises(NotFound) as e:
             call()

@@ -1,5 +1,6 @@
-"""A put that has returned survives its process being killed (SIGKILL) at once: on SQLite, the WAL was
-synced at commit (synchronous=FULL); on PostgreSQL, the server had committed it."""
+"""A put that has returned survives its process being killed (SIGKILL) at once: on SQLite, the WAL
+was synced at commit (synchronous=FULL); on PostgreSQL, the server had committed it."""
+
 from __future__ import annotations
 
 import os
@@ -8,6 +9,7 @@ import subprocess
 import sys
 
 from fixtures.store import ALICE
+
 from qualflow.server.store import open_store
 
 CHILD = """
@@ -23,8 +25,13 @@ time.sleep(600)
 
 def test_a_returned_put_survives_kill_9(store_url):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    child = subprocess.Popen([sys.executable, "-c", CHILD, store_url, ALICE], stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True, env=env)
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD, store_url, ALICE],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     try:
         line = child.stdout.readline()
         assert line == "stored\n", child.stderr.read()

@@ -1,19 +1,20 @@
 """Opening the store: SQLite's durability settings, the URLs accepted, and errors that name the URL
 without its password."""
+
 from __future__ import annotations
 
 import pytest
-
 from fixtures.postgres import free_port
+
 from qualflow.server.store import StoreOpenError, open_store
 
 
 def test_sqlite_is_wal_with_full_synchronous_commits_and_foreign_keys(tmp_path):
-    store = open_store(str(tmp_path / "s.db"))     # a bare path is a SQLite file
+    store = open_store(str(tmp_path / "s.db"))  # a bare path is a SQLite file
     try:
         with store.engine.connect() as conn:
             assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
-            assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 2      # FULL
+            assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 2  # FULL
             assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
     finally:
         store.close()
@@ -25,9 +26,14 @@ def test_a_sqlite_file_in_a_missing_folder_is_a_clear_error(tmp_path):
         open_store(f"sqlite:///{tmp_path}/missing/s.db")
 
 
-@pytest.mark.parametrize("url, match", [("sqlite://", "needs a SQLite file"),
-                                        ("sqlite:///:memory:", "needs a SQLite file"),
-                                        ("mysql://u:hunter2@h/db", "unsupported response store URL")])
+@pytest.mark.parametrize(
+    "url, match",
+    [
+        ("sqlite://", "needs a SQLite file"),
+        ("sqlite:///:memory:", "needs a SQLite file"),
+        ("mysql://u:hunter2@h/db", "unsupported response store URL"),
+    ],
+)
 def test_unsupported_urls_are_refused(url, match):
     with pytest.raises(StoreOpenError, match=match) as e:
         open_store(url)

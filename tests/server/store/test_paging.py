@@ -1,10 +1,11 @@
 """input_items and conversation items pagination (OpenAI's after/limit/order), on both backends."""
+
 from __future__ import annotations
 
 import pytest
 import sqlalchemy as sa
-
 from fixtures.store import ALICE, item, response
+
 from qualflow.server.store import Conversation, InvalidPage
 
 IDS = [f"in{i:02d}" for i in range(25)]
@@ -51,9 +52,17 @@ def test_limit_bounds_are_accepted(stored, limit):
     assert len(stored.input_items(ALICE, "r1", limit=limit).data) == min(limit, 25)
 
 
-@pytest.mark.parametrize("kwargs, param", [({"limit": 0}, "limit"), ({"limit": 101}, "limit"),
-                                           ({"limit": True}, "limit"), ({"order": "up"}, "order"),
-                                           ({"after": "nope"}, "after"), ({"after": "out"}, "after")])
+@pytest.mark.parametrize(
+    "kwargs, param",
+    [
+        ({"limit": 0}, "limit"),
+        ({"limit": 101}, "limit"),
+        ({"limit": True}, "limit"),
+        ({"order": "up"}, "order"),
+        ({"after": "nope"}, "after"),
+        ({"after": "out"}, "after"),
+    ],
+)
 def test_bad_arguments_name_their_param(stored, kwargs, param):
     with pytest.raises(InvalidPage) as e:
         stored.input_items(ALICE, "r1", **kwargs)
@@ -62,8 +71,11 @@ def test_bad_arguments_name_their_param(stored, kwargs, param):
 
 def test_a_page_is_read_with_limit_plus_one_in_sql(stored):
     statements = []
-    sa.event.listen(stored.engine, "before_cursor_execute",
-                    lambda conn, cur, statement, params, ctx, many: statements.append((statement, params)))
+    sa.event.listen(
+        stored.engine,
+        "before_cursor_execute",
+        lambda conn, cur, statement, params, ctx, many: statements.append((statement, params)),
+    )
     stored.input_items(ALICE, "r1", limit=5)
     paged = [(s, p) for s, p in statements if "response_items" in s and "LIMIT" in s.upper()]
     assert paged, statements

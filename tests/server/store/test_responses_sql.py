@@ -1,9 +1,11 @@
-"""Stored responses on both backends: put/get/delete, the previous_response_id chain, owner isolation."""
+"""Stored responses on both backends: put/get/delete, the previous_response_id chain, owner
+isolation."""
+
 from __future__ import annotations
 
 import pytest
-
 from fixtures.store import ALICE, BOB, item, put_turn, response
+
 from qualflow.server.store import ChainBroken, DuplicateId, NotFound, owner_of
 
 
@@ -26,12 +28,14 @@ def test_put_twice_is_a_duplicate_and_keeps_the_first(store):
     assert [i["id"] for i in store.input_items(ALICE, "resp_1").data] == ["a"]
 
 
-@pytest.mark.parametrize("bad, match", [({"type": "message"}, "no id"), ({"id": "x"}, "no type"),
-                                        ("text", "not a JSON object")])
+@pytest.mark.parametrize(
+    "bad, match",
+    [({"type": "message"}, "no id"), ({"id": "x"}, "no type"), ("text", "not a JSON object")],
+)
 def test_put_rejects_an_item_without_id_or_type(store, bad, match):
     with pytest.raises(ValueError, match=match):
         store.put(response("resp_1"), [bad], [])
-    with pytest.raises(NotFound):          # nothing half-stored
+    with pytest.raises(NotFound):  # nothing half-stored
         store.get(ALICE, "resp_1")
 
 
@@ -49,26 +53,50 @@ def test_delete_removes_the_response_and_its_items(store):
         store.input_items(ALICE, "resp_1")
     with pytest.raises(NotFound):
         store.delete(ALICE, "resp_1")
-    put_turn(store, "resp_1")               # its items went with it: the id and item ids are free again
+    put_turn(store, "resp_1")  # its items went with it: the id and item ids are free again
     assert len(store.input_items(ALICE, "resp_1").data) == 1
 
 
 def test_chain_has_every_turn_in_order_with_all_item_types(store):
-    store.put(response("r1"), [item("u1", role="user", content="weather?")],
-              [item("rs1", "reasoning", summary=[]), item("fc1", "function_call", name="get", call_id="c1",
-                                                          arguments="{}")])
-    store.put(response("r2", previous="r1"), [item("fco1", "function_call_output", call_id="c1",
-                                                   output="sunny")],
-              [item("m2", role="assistant", content="sunny")])
-    store.put(response("r3", previous="r2"), [item("u3", role="user", content="thanks")],
-              [item("m3", role="assistant", content="welcome")])
+    store.put(
+        response("r1"),
+        [item("u1", role="user", content="weather?")],
+        [
+            item("rs1", "reasoning", summary=[]),
+            item("fc1", "function_call", name="get", call_id="c1", arguments="{}"),
+        ],
+    )
+    store.put(
+        response("r2", previous="r1"),
+        [item("fco1", "function_call_output", call_id="c1", output="sunny")],
+        [item("m2", role="assistant", content="sunny")],
+    )
+    store.put(
+        response("r3", previous="r2"),
+        [item("u3", role="user", content="thanks")],
+        [item("m3", role="assistant", content="welcome")],
+    )
     chain = store.chain(ALICE, "r3")
     assert [r.id for r in chain.responses] == ["r1", "r2", "r3"]
     assert [i["id"] for i in chain.context()] == ["u1", "rs1", "fc1", "fco1", "m2", "u3", "m3"]
-    assert [i["type"] for i in chain.context()][:4] == ["message", "reasoning", "function_call",
-                                                        "function_call_output"]
-    assert [(i.kind, i.position) for i in chain.items][:3] == [("input", 0), ("output", 1), ("output", 2)]
-    assert [i["id"] for i in store.chain(ALICE, "r2").context()] == ["u1", "rs1", "fc1", "fco1", "m2"]
+    assert [i["type"] for i in chain.context()][:4] == [
+        "message",
+        "reasoning",
+        "function_call",
+        "function_call_output",
+    ]
+    assert [(i.kind, i.position) for i in chain.items][:3] == [
+        ("input", 0),
+        ("output", 1),
+        ("output", 2),
+    ]
+    assert [i["id"] for i in store.chain(ALICE, "r2").context()] == [
+        "u1",
+        "rs1",
+        "fc1",
+        "fco1",
+        "m2",
+    ]
 
 
 def test_chain_of_a_first_turn_is_itself(store):
@@ -87,19 +115,23 @@ def test_chain_with_a_deleted_ancestor_is_broken(store):
 
 def test_chain_never_crosses_owners(store):
     put_turn(store, "r1", BOB)
-    put_turn(store, "r2", ALICE, previous="r1")     # Alice names Bob's response as her previous one
+    put_turn(store, "r2", ALICE, previous="r1")  # Alice names Bob's response as her previous one
     with pytest.raises(ChainBroken):
         store.chain(ALICE, "r2")
 
 
 def test_another_owner_gets_not_found_everywhere(store):
     put_turn(store, "r1", ALICE)
-    for call in (lambda: store.get(BOB, "r1"), lambda: store.chain(BOB, "r1"),
-                 lambda: store.input_items(BOB, "r1"), lambda: store.delete(BOB, "r1")):
+    for call in (
+        lambda: store.get(BOB, "r1"),
+        lambda: store.chain(BOB, "r1"),
+        lambda: store.input_items(BOB, "r1"),
+        lambda: store.delete(BOB, "r1"),
+    ):
         with pytest.raises(NotFound) as e:
             call()
-        assert str(e.value) == "Response with id 'r1' not found."     # as for an unknown id
-    assert store.get(ALICE, "r1").id == "r1"                            # Bob's delete did nothing
+        assert str(e.value) == "Response with id 'r1' not found."  # as for an unknown id
+    assert store.get(ALICE, "r1").id == "r1"  # Bob's delete did nothing
 
 
 def test_owner_is_a_hash_of_the_key():

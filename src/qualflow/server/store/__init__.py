@@ -10,18 +10,50 @@
   responses_sql, conversations_sql, paging, items: the operations in SQL
   retention      pruning by age and count, and its background task
   sql_store      SqlStore and open_store; async_store: AsyncStore (each call on a worker thread)"""
+
 from __future__ import annotations
 
 from .async_store import AsyncStore
 from .config import StoreConfig
 from .errors import ChainBroken, DuplicateId, InvalidPage, NotFound, StoreError, StoreOpenError
 from .interface import DEFAULT_LIMIT, MAX_LIMIT, ResponseStore
-from .records import (ANONYMOUS, Chain, Conversation, ConversationItem, Page, StoredItem,
-                      StoredResponse, new_id, owner_of)
+from .records import (
+    ANONYMOUS,
+    Chain,
+    Conversation,
+    ConversationItem,
+    Page,
+    StoredItem,
+    StoredResponse,
+    new_id,
+    owner_of,
+)
 from .retention import prune_once, retain
 from .sql_store import SqlStore, open_store
 
-__all__ = ["ANONYMOUS", "DEFAULT_LIMIT", "MAX_LIMIT", "AsyncStore", "Chain", "ChainBroken",
-           "Conversation", "ConversationItem", "DuplicateId", "InvalidPage", "NotFound", "Page",
-           "ResponseStore", "SqlStore", "StoreConfig", "StoreError", "StoreOpenError", "StoredItem",
-           "StoredResponse", "new_id", "open_store", "owner_of", "prune_once", "retain"]
+__all__ = [
+    "ANONYMOUS",
+    "DEFAULT_LIMIT",
+    "MAX_LIMIT",
+    "AsyncStore",
+    "Chain",
+    "ChainBroken",
+    "Conversation",
+    "ConversationItem",
+    "DuplicateId",
+    "InvalidPage",
+    "NotFound",
+    "Page",
+    "ResponseStore",
+    "SqlStore",
+    "StoreConfig",
+    "StoreError",
+    "StoreOpenError",
+    "StoredItem",
+    "StoredResponse",
+    "new_id",
+    "open_store",
+    "owner_of",
+    "prune_once",
+    "retain",
+]

@@ -1,5 +1,6 @@
-"""Conversations and their items in SQL: create, retrieve, update, delete; append, list, get and delete
-items. Every query is scoped by owner; another owner's conversation is NotFound."""
+"""Conversations and their items in SQL: create, retrieve, update, delete; append, list, get and
+delete items. Every query is scoped by owner; another owner's conversation is NotFound."""
+
 from __future__ import annotations
 
 import json
@@ -26,29 +27,49 @@ def _row(conn: Connection, owner: str, conversation_id: str, *, lock: bool = Fal
 
 
 def _record(row: sa.Row) -> Conversation:
-    return Conversation(id=row.id, owner=row.owner, created_at=row.created_at,
-                        metadata=json.loads(row.metadata))
+    return Conversation(
+        id=row.id, owner=row.owner, created_at=row.created_at, metadata=json.loads(row.metadata)
+    )
 
 
-def append(conn: Connection, owner: str, conversation_id: str,
-           rows: list[tuple[str, str, str]]) -> tuple[ConversationItem, ...]:
+def append(
+    conn: Connection, owner: str, conversation_id: str, rows: list[tuple[str, str, str]]
+) -> tuple[ConversationItem, ...]:
     """Append encoded items (items.encode) to the owner's conversation, inside the caller's write
     transaction: the conversation row is locked, so concurrent appends get distinct positions."""
     _row(conn, owner, conversation_id, lock=True)
     if not rows:
         return ()
     ids = [r[0] for r in rows]
-    taken = conn.execute(sa.select(ci.c.item_id).where(
-        ci.c.conversation_id == conversation_id, ci.c.item_id.in_(ids)).limit(1)).scalar()
+    taken = conn.execute(
+        sa.select(ci.c.item_id)
+        .where(ci.c.conversation_id == conversation_id, ci.c.item_id.in_(ids))
+        .limit(1)
+    ).scalar()
     if taken is not None:
         raise DuplicateId("item", taken)
-    start = conn.execute(sa.select(sa.func.coalesce(sa.func.max(ci.c.position) + 1, 0))
-                         .where(ci.c.conversation_id == conversation_id)).scalar()
-    values = [{"conversation_id": conversation_id, "position": start + i, "item_id": item_id,
-               "type": kind, "item": text} for i, (item_id, kind, text) in enumerate(rows)]
+    start = conn.execute(
+        sa.select(sa.func.coalesce(sa.func.max(ci.c.position) + 1, 0)).where(
+            ci.c.conversation_id == conversation_id
+        )
+    ).scalar()
+    values = [
+        {
+            "conversation_id": conversation_id,
+            "position": start + i,
+            "item_id": item_id,
+            "type": kind,
+            "item": text,
+        }
+        for i, (item_id, kind, text) in enumerate(rows)
+    ]
     conn.execute(ci.insert(), values)
-    return tuple(ConversationItem(conversation_id, v["position"], v["item_id"], v["type"],
-                                  json.loads(v["item"])) for v in values)
+    return tuple(
+        ConversationItem(
+            conversation_id, v["position"], v["item_id"], v["type"], json.loads(v["item"])
+        )
+        for v in values
+    )
 
 
 def create(engine: Engine, conversation: Conversation, items: Sequence[JSON]) -> None:
@@ -56,9 +77,14 @@ def create(engine: Engine, conversation: Conversation, items: Sequence[JSON]) ->
     with write_tx(engine) as conn:
         if conn.execute(sa.select(cv.c.id).where(cv.c.id == conversation.id)).first() is not None:
             raise DuplicateId("Conversation", conversation.id)
-        conn.execute(cv.insert().values(id=conversation.id, owner=conversation.owner,
-                                        created_at=conversation.created_at,
-                                        metadata=dumps(conversation.metadata)))
+        conn.execute(
+            cv.insert().values(
+                id=conversation.id,
+                owner=conversation.owner,
+                created_at=conversation.created_at,
+                metadata=dumps(conversation.metadata),
+            )
+        )
         append(conn, conversation.owner, conversation.id, rows)
 
 
@@ -67,12 +93,15 @@ def get(engine: Engine, owner: str, conversation_id: str) -> Conversation:
         return _record(_row(conn, owner, conversation_id))
 
 
-def update(engine: Engine, owner: str, conversation_id: str, metadata: dict[str, str]) -> Conversation:
+def update(
+    engine: Engine, owner: str, conversation_id: str, metadata: dict[str, str]
+) -> Conversation:
     with write_tx(engine) as conn:
         row = _row(conn, owner, conversation_id, lock=True)
         conn.execute(cv.update().where(cv.c.id == conversation_id).values(metadata=dumps(metadata)))
-        return Conversation(id=row.id, owner=row.owner, created_at=row.created_at,
-                            metadata=dict(metadata))
+        return Conversation(
+            id=row.id, owner=row.owner, created_at=row.created_at, metadata=dict(metadata)
+        )
 
 
 def delete(engine: Engine, owner: str, conversation_id: str) -> None:
@@ -82,26 +111,32 @@ def delete(engine: Engine, owner: str, conversation_id: str) -> None:
             raise NotFound("Conversation", conversation_id)
 
 
-def add(engine: Engine, owner: str, conversation_id: str,
-        items: Sequence[JSON]) -> tuple[ConversationItem, ...]:
+def add(
+    engine: Engine, owner: str, conversation_id: str, items: Sequence[JSON]
+) -> tuple[ConversationItem, ...]:
     rows = encode(items, "items")
     with write_tx(engine) as conn:
         return append(conn, owner, conversation_id, rows)
 
 
-def list_page(engine: Engine, owner: str, conversation_id: str, *, after: str | None, limit: int,
-              order: Order) -> Page:
+def list_page(
+    engine: Engine, owner: str, conversation_id: str, *, after: str | None, limit: int, order: Order
+) -> Page:
     with read_tx(engine) as conn:
         _row(conn, owner, conversation_id)
-        return page(conn, ci, ci.c.conversation_id == conversation_id, after=after, limit=limit,
-                    order=order)
+        return page(
+            conn, ci, ci.c.conversation_id == conversation_id, after=after, limit=limit, order=order
+        )
 
 
 def get_item(engine: Engine, owner: str, conversation_id: str, item_id: str) -> JSON:
     with read_tx(engine) as conn:
         _row(conn, owner, conversation_id)
-        text = conn.execute(sa.select(ci.c.item).where(
-            ci.c.conversation_id == conversation_id, ci.c.item_id == item_id)).scalar()
+        text = conn.execute(
+            sa.select(ci.c.item).where(
+                ci.c.conversation_id == conversation_id, ci.c.item_id == item_id
+            )
+        ).scalar()
     if text is None:
         raise NotFound("Item", item_id)
     return json.loads(text)
@@ -110,7 +145,8 @@ def get_item(engine: Engine, owner: str, conversation_id: str, item_id: str) -> 
 def delete_item(engine: Engine, owner: str, conversation_id: str, item_id: str) -> None:
     with write_tx(engine) as conn:
         _row(conn, owner, conversation_id, lock=True)
-        gone = conn.execute(ci.delete().where(ci.c.conversation_id == conversation_id,
-                                              ci.c.item_id == item_id))
+        gone = conn.execute(
+            ci.delete().where(ci.c.conversation_id == conversation_id, ci.c.item_id == item_id)
+        )
         if gone.rowcount == 0:
             raise NotFound("Item", item_id)

@@ -1,4 +1,5 @@
 """The typed errors of the response store. The HTTP layer renders them; none carries a password."""
+
 from __future__ import annotations
 
 
@@ -7,12 +8,13 @@ class StoreError(Exception):
 
 
 class StoreOpenError(StoreError):
-    """The store could not be opened (bad URL, unreachable server, unwritable file, failed migration).
-    The message names the URL without its password."""
+    """The store could not be opened (bad URL, unreachable server, unwritable file, failed
+    migration). The message names the URL without its password."""
 
 
 class NotFound(StoreError):
-    """No such object for this owner. Another owner's object is reported exactly like an unknown one."""
+    """No such object for this owner. Another owner's object is reported exactly like an unknown
+    one."""
 
     def __init__(self, kind: str, object_id: str):
         self.kind, self.object_id = kind, object_id
@@ -25,12 +27,15 @@ class ChainBroken(StoreError):
 
     def __init__(self, head_id: str, missing_id: str):
         self.head_id, self.missing_id = head_id, missing_id
-        super().__init__(f"the context of response '{head_id}' is incomplete: its ancestor "
-                         f"'{missing_id}' is no longer stored.")
+        super().__init__(
+            f"the context of response '{head_id}' is incomplete: its ancestor "
+            f"'{missing_id}' is no longer stored."
+        )
 
 
 class DuplicateId(StoreError):
-    """An object with this id is already stored (by any owner), or one put names an item id twice."""
+    """An object with this id is already stored (by any owner), or one put names an item id
+    twice."""
 
     def __init__(self, kind: str, object_id: str):
         self.kind, self.object_id = kind, object_id

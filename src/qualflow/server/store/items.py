@@ -1,5 +1,6 @@
 """Checking and encoding items before they are stored: each a JSON object with a string `id` and
 `type`, ids unique within what one call stores."""
+
 from __future__ import annotations
 
 import json
