@@ -1,6 +1,6 @@
-"""A family's tool-call format as data (`ToolCallSpec`), as `ReasoningSpec` is its thinking mode: the
-markers a call is written between and their token ids, the call's payload (a JSON object with the
-function's name and its arguments), and how the chat template takes tools, assistant calls and tool
+"""A family's tool-call format as data (`ToolCallSpec`), as `ReasoningSpec` is its thinking mode:
+the markers a call is written between and their token ids, the call's payload (a JSON object with
+the function's name and its arguments), and how the chat template takes tools, assistant calls and tool
 outputs (the Hugging Face chat-template conventions: `tools=[{"type": "function", "function": …}]`,
 an assistant message's `tool_calls`, messages of role `tool`).
 
@@ -13,6 +13,7 @@ Input items the renderers take, in order (what the server makes of a request's `
   {"type": "function_call_output", "call_id": str, "output": str}
 Function tools are the Responses API's: {"type": "function", "name", "description", "parameters",
 "strict"}."""
+
 from __future__ import annotations
 
 import json
@@ -21,21 +22,22 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class ToolCallSpec:
-    open: str                  # the marker a call starts with (one token)
-    close: str                 # ... and ends with
-    open_id: int               # their ids in the family's tokenizer
+    open: str  # the marker a call starts with (one token)
+    close: str  # ... and ends with
+    open_id: int  # their ids in the family's tokenizer
     close_id: int
-    name_key: str = "name"             # the payload: {name_key: <name>, arguments_key: <object>}
+    name_key: str = "name"  # the payload: {name_key: <name>, arguments_key: <object>}
     arguments_key: str = "arguments"
-    head: str = "\n"           # between the open marker and the payload
-    tail: str = "\n"           # between the payload and the close marker
-    between: str = "\n"        # between two consecutive calls
+    head: str = "\n"  # between the open marker and the payload
+    tail: str = "\n"  # between the payload and the close marker
+    between: str = "\n"  # between two consecutive calls
     output_role: str = "tool"  # the template's role of a tool output message
 
     def payload_head(self, name: str) -> str:
-        """What the model writes from the open marker up to a call's arguments, as the template renders
-        it: the marker, `head`, then the payload up to its arguments value."""
-        return f'{self.open}{self.head}{{"{self.name_key}": {json.dumps(name)}, "{self.arguments_key}": '
+        """What the model writes from the open marker up to a call's arguments, as the template
+        renders it: the marker, `head`, then the payload up to its arguments value."""
+        payload = f'{{"{self.name_key}": {json.dumps(name)}, "{self.arguments_key}": '
+        return self.open + self.head + payload
 
     def payload_tail(self) -> str:
         """What follows a call's arguments value, up to and including the close marker."""
@@ -50,12 +52,13 @@ class ToolCallSpec:
         `id_to_token`: the tokenizer's id -> token text."""
         found = (id_to_token(self.open_id), id_to_token(self.close_id))
         if found != (self.open, self.close):
-            return f"the tokenizer has {found} where the tool-call markers {(self.open, self.close)} should be"
+            markers = (self.open, self.close)
+            return f"the tokenizer has {found} where the tool-call markers {markers} should be"
         return None
 
 
 def no_tools_reason(family) -> str | None:
-    """Why `family` cannot serve function tools (what the server's 400 says), or None when it can."""
+    """Why `family` cannot serve function tools (what the server's 400 says); None: it can."""
     if getattr(family, "tool_calls", None) is None:
         return f"the {family.name} family declares no tool-call format"
     return None
@@ -78,16 +81,24 @@ def template_messages(items: list[dict], role_map: dict, output_role: str = "too
     for item in items:
         kind = item.get("type", "message")
         if kind == "function_call":
-            call = {"type": "function", "id": item.get("call_id"),
-                    "function": {"name": item["name"], "arguments": item["arguments"]}}
+            call = {
+                "type": "function",
+                "id": item.get("call_id"),
+                "function": {"name": item["name"], "arguments": item["arguments"]},
+            }
             last = out[-1] if out else None
             if last is not None and last["role"] == "assistant":
                 last.setdefault("tool_calls", []).append(call)
             else:
                 out.append({"role": "assistant", "content": "", "tool_calls": [call]})
         elif kind == "function_call_output":
-            out.append({"role": output_role, "content": output_text(item["output"]),
-                        "tool_call_id": item.get("call_id")})
+            out.append(
+                {
+                    "role": output_role,
+                    "content": output_text(item["output"]),
+                    "tool_call_id": item.get("call_id"),
+                }
+            )
         elif kind == "message":
             role = role_map.get(item["role"])
             if role is None:

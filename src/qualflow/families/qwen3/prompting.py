@@ -1,5 +1,6 @@
 """Responses-style input (instructions + items, and function tools) -> prompt token ids through the
 bundle's chat template, rendered as transformers' `apply_chat_template` renders it."""
+
 from __future__ import annotations
 
 import json
@@ -14,8 +15,9 @@ ROLE_MAP = {"developer": "system", "system": "system", "user": "user", "assistan
 
 def _tojson(value, ensure_ascii=False, indent=None, separators=None, sort_keys=False) -> str:
     """transformers' `tojson` (not jinja's, which sorts keys and escapes HTML characters)."""
-    return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators,
-                      sort_keys=sort_keys)
+    return json.dumps(
+        value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys
+    )
 
 
 @lru_cache(maxsize=8)
@@ -25,8 +27,13 @@ def _compile(template: str):
     return env.from_string(template)
 
 
-def render_text(chat_template: str, instructions: str | None, messages: list[dict],
-                tools: list[dict] | None = None, **settings) -> str:
+def render_text(
+    chat_template: str,
+    instructions: str | None,
+    messages: list[dict],
+    tools: list[dict] | None = None,
+    **settings,
+) -> str:
     """System content (instructions, then system/developer messages) is merged into one leading
     system turn, as the Qwen3 template expects; other turns keep their order. `messages`: the input
     items (messages, function_call and function_call_output items, families/tools.py); `tools`:
@@ -40,10 +47,18 @@ def render_text(chat_template: str, instructions: str | None, messages: list[dic
     if system:
         turns.insert(0, {"role": "system", "content": "\n\n".join(system)})
     extra = {"tools": [template_tool(t) for t in tools]} if tools else {}
-    return _compile(chat_template).render(messages=turns, add_generation_prompt=True, **extra, **settings)
+    return _compile(chat_template).render(
+        messages=turns, add_generation_prompt=True, **extra, **settings
+    )
 
 
-def render_ids(tokenizer, chat_template: str, instructions: str | None, messages: list[dict],
-               tools: list[dict] | None = None, **settings) -> list[int]:
+def render_ids(
+    tokenizer,
+    chat_template: str,
+    instructions: str | None,
+    messages: list[dict],
+    tools: list[dict] | None = None,
+    **settings,
+) -> list[int]:
     text = render_text(chat_template, instructions, messages, tools, **settings)
     return tokenizer.encode(text, add_special_tokens=False).ids

@@ -9,6 +9,7 @@ the end), then the call is done when its close marker arrives, or invalid (a typ
 reason) when its payload is not the format. A call the output ends inside is done if its payload
 is complete, else invalid. With thinking on, this parser takes the answer text (after the think
 block, frontend/reasoning.py)."""
+
 from __future__ import annotations
 
 import json
@@ -27,14 +28,14 @@ def held_prefix(text: str, marker: str) -> int:
 
 
 class ValueEnd:
-    """Where one JSON value ends in a stream of characters (objects, arrays, strings, bare scalars)."""
+    """Where one JSON value ends in a stream of characters (objects, arrays, strings, scalars)."""
 
     def __init__(self):
         self.started = self.done = self.in_string = self.escaped = self.bare = False
         self.depth = 0
 
     def feed(self, text: str) -> tuple[int, str]:
-        """(characters of `text` read, those of them that are the value); stops at the value's end."""
+        """(characters of `text` read, those that are the value's); stops at the value's end."""
         start = None
         for i, ch in enumerate(text):
             if not self.started:
@@ -49,7 +50,7 @@ class ValueEnd:
                 return i, text[start:i]
             if self._ends_after(ch):
                 self.done = True
-                return i + 1, text[start:i + 1]
+                return i + 1, text[start : i + 1]
         return len(text), "" if start is None else text[start:]
 
     def _ends_before(self, ch: str) -> bool:
@@ -80,29 +81,31 @@ class ValueEnd:
 class _Call:
     def __init__(self, index: int):
         self.index = index
-        self.phase = "head"           # head (before the arguments) -> args -> tail (after them)
-        self.scanned = 0              # characters of the body read so far
+        self.phase = "head"  # head (before the arguments) -> args -> tail (after them)
+        self.scanned = 0  # characters of the body read so far
         self.name: str | None = None
         self.value = ValueEnd()
-        self.args: list[str] = []     # the argument pieces reported
+        self.args: list[str] = []  # the argument pieces reported
 
 
 class ToolCallParser:
     def __init__(self, spec):
         self.open, self.close = spec.open, spec.close
         self.name_key, self.args_key = spec.name_key, spec.arguments_key
-        self._head = re.compile(r'\s*\{\s*"%s"\s*:\s*"((?:[^"\\]|\\.)*)"\s*,\s*"%s"\s*:'
-                                % (re.escape(spec.name_key), re.escape(spec.arguments_key)))
-        self._pending = ""            # text not yet reported (or the open call's body)
+        name, args = re.escape(spec.name_key), re.escape(spec.arguments_key)
+        self._head = re.compile(rf'\s*\{{\s*"{name}"\s*:\s*"((?:[^"\\]|\\.)*)"\s*,\s*"{args}"\s*:')
+        self._pending = ""  # text not yet reported (or the open call's body)
         self._call: _Call | None = None
-        self._after_call = False      # the next text's leading whitespace separates it from a call
+        self._after_call = False  # the next text's leading whitespace separates it from a call
         self.calls = 0
 
     def push(self, text: str) -> list:
         """Events for the next piece of answer text."""
         self._pending += text
         events: list = []
-        while self._text_step(events) if self._call is None else self._call_step(events, final=False):
+        while (
+            self._text_step(events) if self._call is None else self._call_step(events, final=False)
+        ):
             pass
         return events
 
@@ -121,15 +124,15 @@ class ToolCallParser:
         at = buf.find(self.open)
         if at >= 0:
             self._emit_text(events, buf[:at], before_call=True)
-            self._pending = buf[at + len(self.open):]
+            self._pending = buf[at + len(self.open) :]
             self._call = _Call(self.calls)
             self.calls += 1
             events.append(CallStarted(self._call.index))
             return True
-        stable = buf[:len(buf) - held_prefix(buf, self.open)]
-        said = stable.rstrip()        # trailing whitespace waits: it may separate text from a call
+        stable = buf[: len(buf) - held_prefix(buf, self.open)]
+        said = stable.rstrip()  # trailing whitespace waits: it may separate text from a call
         self._emit_text(events, said, before_call=False)
-        self._pending = buf[len(said):]
+        self._pending = buf[len(said) :]
         return False
 
     def _emit_text(self, events: list, text: str, before_call: bool) -> None:
@@ -150,7 +153,7 @@ class ToolCallParser:
         if at < 0 and not final:
             return False
         self._done(call, body[:limit], events, closed=at >= 0)
-        self._pending = body[at + len(self.close):] if at >= 0 else ""
+        self._pending = body[at + len(self.close) :] if at >= 0 else ""
         self._call, self._after_call = None, True
         return True
 
@@ -167,7 +170,7 @@ class ToolCallParser:
             events.append(CallName(call.index, call.name))
             call.phase, call.scanned = "args", m.end()
         if call.phase == "args":
-            read, part = call.value.feed(visible[call.scanned:])
+            read, part = call.value.feed(visible[call.scanned :])
             call.scanned += read
             if part:
                 call.args.append(part)
@@ -187,7 +190,7 @@ class ToolCallParser:
             events.append(CallName(call.index, name))
         if call.phase in ("args", "tail") and call.args:
             text = "".join(call.args)
-        else:                       # the payload had no streamable head (keys in another order)
+        else:  # the payload had no streamable head (keys in another order)
             text = json.dumps(args, ensure_ascii=False)
             events.append(CallArguments(call.index, text))
         events.append(CallDone(call.index, name, text))
@@ -199,7 +202,10 @@ class ToolCallParser:
             return None, f"the call's payload is not valid JSON: {e}"
         keys = {self.name_key, self.args_key}
         if not isinstance(obj, dict) or set(obj) != keys:
-            return None, f"the call's payload must be a JSON object with exactly the keys {sorted(keys)}"
+            return (
+                None,
+                f"the call's payload must be a JSON object with exactly the keys {sorted(keys)}",
+            )
         if not isinstance(obj[self.name_key], str) or not obj[self.name_key]:
             return None, f"the call's {self.name_key!r} must be a non-empty string"
         if not isinstance(obj[self.args_key], dict):
