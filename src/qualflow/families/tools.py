@@ -1,7 +1,8 @@
 """A family's tool-call format as data (`ToolCallSpec`), as `ReasoningSpec` is its thinking mode:
 the markers a call is written between and their token ids, the call's payload (a JSON object with
 the function's name and its arguments), and how the chat template takes tools, assistant calls and
-tool outputs (the Hugging Face chat-template conventions: `tools=[{"type": "function", "function": …}]`,
+tool outputs (the Hugging Face chat-template conventions: `tools=[{"type": "function",
+"function": …}]`,
 an assistant message's `tool_calls`, messages of role `tool`).
 
 A family that declares one (`<family>.tool_calls`) can serve function tools; a family without one
