@@ -2,8 +2,7 @@
 the markers a call is written between and their token ids, the call's payload (a JSON object with
 the function's name and its arguments), and how the chat template takes tools, assistant calls and
 tool outputs (the Hugging Face chat-template conventions: `tools=[{"type": "function",
-"function": …}]`,
-an assistant message's `tool_calls`, messages of role `tool`).
+"function": …}]`, an assistant message's `tool_calls`, messages of role `tool`).
 
 A family that declares one (`<family>.tool_calls`) can serve function tools; a family without one
 (`tool_calls = None`) keeps answering a request with tools with a 400 (`no_tools_reason`).
