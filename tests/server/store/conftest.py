@@ -4,6 +4,7 @@ cluster per session, emptied before each test; its cases skip, saying why, where
 from __future__ import annotations
 
 import pytest
+
 from fixtures.postgres import empty_database, start_postgres, stop_postgres
 
 

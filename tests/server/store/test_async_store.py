@@ -7,7 +7,6 @@ import asyncio
 import threading
 
 from fixtures.store import ALICE, item, response
-
 from qualflow.server.store import AsyncStore, Conversation, ResponseStore, SqlStore
 
 

@@ -4,8 +4,8 @@ items a response stored in a conversation adds to it."""
 from __future__ import annotations
 
 import pytest
-from fixtures.store import ALICE, BOB, item, response
 
+from fixtures.store import ALICE, BOB, item, response
 from qualflow.server.store import Conversation, DuplicateId, NotFound
 
 

@@ -9,7 +9,6 @@ import subprocess
 import sys
 
 from fixtures.store import ALICE
-
 from qualflow.server.store import open_store
 
 CHILD = """

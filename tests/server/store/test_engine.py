@@ -4,8 +4,8 @@ without its password."""
 from __future__ import annotations
 
 import pytest
-from fixtures.postgres import free_port
 
+from fixtures.postgres import free_port
 from qualflow.server.store import StoreOpenError, open_store
 
 

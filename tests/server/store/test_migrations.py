@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 import sqlalchemy as sa
-from fixtures.store import ALICE, item, put_turn
 
+from fixtures.store import ALICE, item, put_turn
 from qualflow.server.store import Conversation, StoreOpenError, open_store
 from qualflow.server.store.engine import open_engine
 from qualflow.server.store.migrations import CURRENT, migrate, version_of

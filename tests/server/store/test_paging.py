@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 import sqlalchemy as sa
-from fixtures.store import ALICE, item, response
 
+from fixtures.store import ALICE, item, response
 from qualflow.server.store import Conversation, InvalidPage
 
 IDS = [f"in{i:02d}" for i in range(25)]

@@ -4,8 +4,8 @@ isolation."""
 from __future__ import annotations
 
 import pytest
-from fixtures.store import ALICE, BOB, item, put_turn, response
 
+from fixtures.store import ALICE, BOB, item, put_turn, response
 from qualflow.server.store import ChainBroken, DuplicateId, NotFound, owner_of
 
 

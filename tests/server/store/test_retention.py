@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from fixtures.store import ALICE, BOB, item, put_turn, response
 
+from fixtures.store import ALICE, BOB, item, put_turn, response
 from qualflow.server.store import Conversation, NotFound, StoreConfig, prune_once, retain
 
 

@@ -10,6 +10,7 @@ from importlib import resources
 import yaml
 
 from ..reasoning import ReasoningSpec
+from ..tools import ToolCallSpec
 from .convert import hf_to_native
 from .model import Qwen3Config, Qwen3Model
 from .prompting import render_ids
@@ -35,6 +36,13 @@ class Qwen3Family:
             default_effort=None,
         )
     )
+    # Function tools: a call is <tool_call>\n{"name": …, "arguments": {…}}\n</tool_call> (151657,
+    # 151658 in the Qwen3 tokenizer); tools, calls and outputs rendered by the chat template.
+    tool_calls: ToolCallSpec | None = field(
+        default_factory=lambda: ToolCallSpec(
+            open="<tool_call>", close="</tool_call>", open_id=151657, close_id=151658
+        )
+    )
 
     def convert_weights(self, hf_state: dict, config: dict) -> dict:
         return hf_to_native(hf_state, config)
@@ -58,14 +66,17 @@ class Qwen3Family:
         instructions: str | None,
         messages: list[dict],
         thinking: bool = False,
+        tools: list[dict] | None = None,
     ) -> list[int]:
         """Prompt ids; with `thinking`, rendered with thinking on and ending in the opened think
-        block."""
+        block. `messages`: input items (families/tools.py); `tools`: Responses function tools."""
         r = self.reasoning
         if thinking and r is None:
             raise ValueError(f"the {self.name} family has no thinking mode")
+        if tools and self.tool_calls is None:
+            raise ValueError(f"the {self.name} family declares no tool-call format")
         settings = {} if r is None else r.template_on if thinking else r.template_off
-        ids = render_ids(tokenizer, chat_template, instructions, messages, **settings)
+        ids = render_ids(tokenizer, chat_template, instructions, messages, tools, **settings)
         return ids + list(r.open_ids) if thinking else ids
 
     def stop_token_ids(self, generation_config: dict) -> tuple[int, ...]:

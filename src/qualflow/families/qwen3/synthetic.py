@@ -13,6 +13,7 @@ import base64
 import functools
 import json
 import os
+from importlib import resources
 from pathlib import Path
 
 from qualflow.files import save_safetensors
@@ -87,19 +88,10 @@ SPECIAL_TOKENS = [  # (content, special) from id 151643 on
     ("</think>", False),
 ]
 
-# Qwen3-compatible chat template (concise): system/user/assistant turns in ChatML; with
-# add_generation_prompt an assistant header, and with enable_thinking=false an empty think block.
+# The chat template (chat_template.jinja): Qwen3's prompt format, with tools, calls and tool
+# outputs, thinking on or off.
 CHAT_TEMPLATE = (
-    "{%- for message in messages %}"
-    "{%- if message['content'] is string %}{%- set content = message['content'] %}"
-    "{%- else %}{%- set content = namespace(t='') %}"
-    "{%- for part in message['content'] %}{%- set content.t = content.t + part['text'] %}{%- endfor %}"
-    "{%- set content = content.t %}{%- endif %}"
-    "{{- '<|im_start|>' + message['role'] + '\\n' + content + '<|im_end|>\\n' }}"
-    "{%- endfor %}"
-    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}"
-    "{%- if enable_thinking is defined and enable_thinking is false %}{{- '<think>\\n\\n</think>\\n\\n' }}{%- endif %}"
-    "{%- endif %}"
+    resources.files(__package__).joinpath("chat_template.jinja").read_text(encoding="utf-8")
 )
 
 
