@@ -1,5 +1,6 @@
-"""Functions read in one screen: none in src/qualflow over 80 lines or 10 parameters (self/cls not
-counted), Triton kernels aside (their signature is the kernel's argument list)."""
+"""Code read in one screen: no module in src/qualflow over 300 lines; no function over 80 lines or
+10 parameters (self/cls not counted), Triton kernels aside (their signature is the kernel's argument
+list)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 
 PKG = Path(__file__).resolve().parents[1] / "src" / "qualflow"
 MAX_LINES, MAX_PARAMS = 80, 10
+MAX_MODULE_LINES = 300
 
 
 def _is_kernel(fn: ast.AST) -> bool:
@@ -29,11 +31,23 @@ def _offenders() -> list[str]:
                 continue
             lines = fn.end_lineno - fn.lineno + 1
             if lines > MAX_LINES or _params(fn) > MAX_PARAMS:
-                out.append(
-                    f"{path.relative_to(PKG)}:{fn.lineno} {fn.name}: {lines} lines, {_params(fn)} params"
-                )
+                name = f"{path.relative_to(PKG)}:{fn.lineno} {fn.name}"
+                out.append(f"{name}: {lines} lines, {_params(fn)} params")
     return out
 
 
 def test_no_function_over_80_lines_or_10_parameters():
     assert not _offenders(), "\n".join(_offenders())
+
+
+def _long_modules() -> list[str]:
+    out = []
+    for path in sorted(PKG.rglob("*.py")):
+        lines = len(path.read_text().splitlines())
+        if lines > MAX_MODULE_LINES:
+            out.append(f"{path.relative_to(PKG)}: {lines} lines")
+    return out
+
+
+def test_no_module_over_300_lines():
+    assert not _long_modules(), "\n".join(_long_modules())
