@@ -8,13 +8,9 @@ import shutil
 
 import pytest
 
-from qualflow.artifacts.bundle import (
-    BundleError,
-    BundleIntegrityError,
-    build_bundle,
-    load_bundle,
-    verify_bundle,
-)
+from qualflow.artifacts.bundle import build_bundle
+from qualflow.artifacts.bundle_format import BundleError, BundleIntegrityError
+from qualflow.artifacts.bundle_load import load_bundle, verify_bundle
 from qualflow.artifacts.pin import PinMismatch, pin_checkpoint, write_pin
 from qualflow.artifacts.profiles import UnknownProfile
 from qualflow.cli import main

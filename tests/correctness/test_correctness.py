@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from safetensors.torch import load_file, save_file
 
-from qualflow.artifacts.bundle import compute_bundle_hash
+from qualflow.artifacts.bundle_format import compute_bundle_hash
 from qualflow.cli import main
 from qualflow.correctness.criteria import check_case, variants
 from qualflow.families import get_family

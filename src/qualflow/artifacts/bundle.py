@@ -1,19 +1,20 @@
-"""Bundles: a pinned checkpoint converted into the runtime's layout for one profile.
+"""Building a bundle: a pinned checkpoint converted into the runtime's layout for one profile.
 
 `build_bundle(pin_path, profile, out)` verifies every pinned hash, converts the HF weights with the
 family (fused qkv / gate_up), casts them to the profile's dtype and writes:
 
-  weights.safetensors       runtime layout, profile dtype, sorted keys config.json,
-  generation_config.json, tokenizer.json, tokenizer_config.json   (copied) chat_template.jinja
-  the chat template (from tokenizer_config.json or chat_template.jinja) manifest.json
-  identity, precision, context limit, hashes of every file, bundle_hash, and the `qualflow build`
-  command line that wrote it (`command`, not hashed)
+  weights.safetensors       runtime layout, profile dtype, sorted keys
+  config.json, generation_config.json, tokenizer.json, tokenizer_config.json   (copied)
+  chat_template.jinja       the chat template (from tokenizer_config.json or chat_template.jinja)
+  manifest.json             identity, precision, context limit, hashes of every file,
+                            bundle_hash, and the `qualflow build` command line that wrote it
+                            (`command`, not hashed)
 
-bundle_hash = sha256 over the sorted 'path sha256' lines of every bundle file except the manifest,
-followed by the canonical JSON of the manifest's content fields (HASHED_FIELDS). It depends only on
-content, never on where the checkpoint lay or when the bundle was built, so building twice (on any
-machine) gives the same hash. `load_bundle` re-verifies every hash.
-"""
+bundle_hash (bundle_format.py) = sha256 over the sorted 'path sha256' lines of every bundle file
+except the manifest, followed by the canonical JSON of the manifest's content fields
+(HASHED_FIELDS). It depends only on content, never on where the checkpoint lay or when the bundle
+was built, so building twice (on any machine) gives the same hash. `load_bundle` (bundle_load.py)
+re-verifies every hash."""
 
 from __future__ import annotations
 
@@ -25,52 +26,20 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from qualflow.files import hash_lines, load_json, save_safetensors, sha256_file
+from qualflow.files import save_safetensors, sha256_file
 
+from .bundle_format import (
+    CHAT_TEMPLATE,
+    COPIED,
+    HASHED_FIELDS,
+    MANIFEST,
+    SCHEMA_VERSION,
+    WEIGHTS,
+    BundleError,
+    compute_bundle_hash,
+)
 from .pin import read_pin, verify_pin
 from .profiles import get_profile, torch_dtype
-
-SCHEMA_VERSION = 1
-MANIFEST = "manifest.json"
-WEIGHTS = "weights.safetensors"
-CHAT_TEMPLATE = "chat_template.jinja"
-COPIED = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json")
-# Manifest fields covered by bundle_hash (besides the files). Paths and pin file hashes are not:
-# they say where things lay, not what the bundle is.
-HASHED_FIELDS = (
-    "schema_version",
-    "family",
-    "profile",
-    "precision",
-    "context_limit",
-    "generation_config",
-    "builder",
-    "checkpoint_content_sha256",
-    "chat_template_sha256",
-    "tokenizer_sha256",
-)
-
-
-class BundleError(ValueError):
-    """A bundle cannot be built or loaded. The message names the file involved."""
-
-
-class BundleIntegrityError(BundleError):
-    """A bundle file is missing or its sha256 differs from the manifest."""
-
-
-# ---------------------------------------------------------------------------------------- build
-
-
-def _canonical(obj) -> str:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
-def compute_bundle_hash(manifest: dict) -> str:
-    h = hashlib.sha256()
-    h.update(bytes.fromhex(hash_lines(manifest["files"])))
-    h.update(_canonical({k: manifest.get(k) for k in HASHED_FIELDS}).encode())
-    return h.hexdigest()
 
 
 def _chat_template(src: Path, tok_cfg: dict) -> str:
@@ -260,75 +229,6 @@ def build_bundle(
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return manifest
-
-
-# ----------------------------------------------------------------------------------------- load
-
-
-@dataclass
-class Bundle:
-    path: Path
-    manifest: dict
-    config: dict
-    generation_config: dict
-    tokenizer: object  # tokenizers.Tokenizer
-    chat_template: str
-
-    @property
-    def bundle_hash(self) -> str:
-        return self.manifest["bundle_hash"]
-
-    def weights(self, device: str = "cpu") -> dict:
-        from safetensors.torch import load_file
-
-        return load_file(str(self.path / WEIGHTS), device=str(device))
-
-
-def _read_manifest(path: Path) -> dict:
-    mpath = path / MANIFEST
-    if not mpath.is_file():
-        raise BundleError(f"not a bundle: {mpath} not found")
-    manifest = load_json(mpath, BundleIntegrityError)
-    if not isinstance(manifest, dict) or manifest.get("schema_version") != SCHEMA_VERSION:
-        raise BundleError(
-            f"{mpath}: unsupported bundle schema_version "
-            f"{manifest.get('schema_version') if isinstance(manifest, dict) else None!r}"
-        )
-    return manifest
-
-
-def verify_bundle(path: str | os.PathLike) -> dict:
-    """Re-hash every bundle file against manifest.json and recompute the bundle hash; returns the
-    manifest. Raises BundleIntegrityError naming the offending file."""
-    path = Path(path)
-    mpath = path / MANIFEST
-    manifest = _read_manifest(path)
-    for rel, want in sorted(manifest["files"].items()):
-        p = path / rel
-        if not p.is_file():
-            raise BundleIntegrityError(f"bundle file is missing: {p}")
-        if p.stat().st_size != want["size"] or sha256_file(p) != want["sha256"]:
-            raise BundleIntegrityError(
-                f"bundle file was modified: {p} (sha256 differs from {MANIFEST})"
-            )
-    if compute_bundle_hash(manifest) != manifest.get("bundle_hash"):
-        raise BundleIntegrityError(f"{mpath}: bundle_hash does not match the manifest's content")
-    return manifest
-
-
-def load_bundle(path: str | os.PathLike, verify: bool = True) -> Bundle:
-    from tokenizers import Tokenizer
-
-    path = Path(path)
-    manifest = verify_bundle(path) if verify else _read_manifest(path)
-    return Bundle(
-        path=path,
-        manifest=manifest,
-        config=json.loads((path / "config.json").read_text(encoding="utf-8")),
-        generation_config=json.loads((path / "generation_config.json").read_text(encoding="utf-8")),
-        tokenizer=Tokenizer.from_file(str(path / "tokenizer.json")),
-        chat_template=(path / CHAT_TEMPLATE).read_text(encoding="utf-8"),
-    )
 
 
 # ------------------------------------------------------------------------------------------ cli

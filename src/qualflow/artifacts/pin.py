@@ -111,7 +111,8 @@ def pin_checkpoint(ref: str, revision: str | None = None, allow_unpinned: bool =
         else:
             raise UnpinnedRevision(
                 f"hub checkpoint {ref!r} needs --revision with a full 40-hex commit sha "
-                f"(got {revision!r}); a branch or tag moves. Pass --allow-unpinned to resolve it now "
+                f"(got {revision!r}); a branch or tag moves. "
+                f"Pass --allow-unpinned to resolve it now "
                 f"(no local directory {os.path.abspath(ref)} exists either)"
             )
         path = Path(_hub_download(ref, sha)).resolve()

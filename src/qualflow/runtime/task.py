@@ -78,7 +78,7 @@ class Task:
         (process.core_hub): the bundle's caller side here (the engine process verifies the bundle
         as it loads), its engine over `link`, once the engine process has loaded (it raises as
         that load did)."""
-        from ..artifacts.bundle import load_bundle
+        from ..artifacts.bundle_load import load_bundle
 
         return cls(load_bundle(bundle_dir, verify=False), cfg, link)
 
@@ -264,13 +264,13 @@ class Task:
 def load_task(bundle_dir, cfg: EngineConfig | None = None) -> Task:
     """The Task of a bundle (verified first), run as `cfg` says (EngineConfig's defaults if
     None)."""
-    from ..artifacts.bundle import load_bundle
+    from ..artifacts.bundle_load import load_bundle
 
     return Task(load_bundle(bundle_dir), cfg if cfg is not None else EngineConfig())
 
 
 def load_verified_task(bundle_dir, cfg: EngineConfig) -> Task:
     """The engine process's loader: the API process verified the bundle already."""
-    from ..artifacts.bundle import load_bundle
+    from ..artifacts.bundle_load import load_bundle
 
     return Task(load_bundle(bundle_dir, verify=False), cfg)
