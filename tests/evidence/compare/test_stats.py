@@ -9,13 +9,12 @@ import pytest
 
 from fixtures.compare_runs import lognormal, write_run
 from qualflow.evidence import store
+from qualflow.evidence.compare.bootstrap import bootstrap_delta, mann_whitney_p
 from qualflow.evidence.compare.comparison import CompareRefused, compare_evidence
 from qualflow.evidence.compare.config import CompareOptions
 from qualflow.evidence.compare.stats import (
-    bootstrap_delta,
     compare_samples,
     judge,
-    mann_whitney_p,
     min_n,
     noise_floor,
 )
