@@ -131,8 +131,8 @@ def _check(point: AiperfPoint) -> None:
         point.input_file is not None or point.prompt_corpus not in PROMPT_CORPORA
     ):
         raise ValueError(
-            f"workload point {point.point_id}: prompt_corpus is one of {PROMPT_CORPORA}, for synthetic "
-            f"prompts only (not with input_file)"
+            f"workload point {point.point_id}: prompt_corpus is one of {PROMPT_CORPORA}, for "
+            "synthetic prompts only (not with input_file)"
         )
     if point.request_rate is not None and (
         point.request_rate <= 0 or point.arrival_pattern not in ARRIVAL_PATTERNS

@@ -82,8 +82,8 @@ def summary(result: dict) -> list[dict]:
 def print_points(result: dict, prev: dict) -> None:
     print(f"\nprevious: {prev.get('date', 'none')} {prev.get('gpu', '')}")
     print(
-        "| point | tok/s (median) | [min, max] | previous tok/s | roofline tok/s | % of roofline | % of decode "
-        "roofline | TTFT p50 ms (prev) | ITL p50 ms (prev) | HF tok/s | target met |"
+        "| point | tok/s (median) | [min, max] | previous tok/s | roofline tok/s | % of roofline | "
+        "% of decode roofline | TTFT p50 ms (prev) | ITL p50 ms (prev) | HF tok/s | target met |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for key, r in result["points"].items():
@@ -94,19 +94,21 @@ def print_points(result: dict, prev: dict) -> None:
         pkey, p = _prev_point(prev, key, tag, _engine(result, tag))
         was = f" ({pkey})" if pkey and pkey != key else ""
         print(
-            f"| {key} | {r['output_tok_per_s']:.0f} | [{r['output_tok_per_s_min']:.0f}, {r['output_tok_per_s_max']:.0f}] "
-            f"| {p.get('output_tok_per_s', NAN):.0f}{was} | {r['roofline']['limit_tok_per_s']:.0f} | "
-            f"{r['pct_of_roofline']:.1f} | {r['pct_of_decode_roofline']:.1f} | "
-            f"{r['ttft_ms_p50']:.2f} ({p.get('ttft_ms_p50', NAN):.2f}) | {r['itl_ms_p50']:.3f} "
-            f"({p.get('itl_ms_p50', NAN):.3f}) | {r.get('hf_output_tok_per_s', NAN):.0f} | {r['met']} |"
+            f"| {key} | {r['output_tok_per_s']:.0f} | [{r['output_tok_per_s_min']:.0f}, "
+            f"{r['output_tok_per_s_max']:.0f}] | {p.get('output_tok_per_s', NAN):.0f}{was} | "
+            f"{r['roofline']['limit_tok_per_s']:.0f} | {r['pct_of_roofline']:.1f} | "
+            f"{r['pct_of_decode_roofline']:.1f} | {r['ttft_ms_p50']:.2f} "
+            f"({p.get('ttft_ms_p50', NAN):.2f}) | {r['itl_ms_p50']:.3f} "
+            f"({p.get('itl_ms_p50', NAN):.3f}) | {r.get('hf_output_tok_per_s', NAN):.0f} | "
+            f"{r['met']} |"
         )
     for tag in [k for k in result if k.startswith("offline")]:
         if "error" not in result[tag]:
             same = prev.get(tag) or next((prev[k] for k in prev if k.startswith("offline")), {})
             po = same.get("output_tok_per_s", NAN)
             print(
-                f"| {tag} (nano-vllm bench) | {result[tag]['output_tok_per_s']:.0f} | | {po:.0f} | | | | | | | "
-                f"{result[tag]['met']} |"
+                f"| {tag} (nano-vllm bench) | {result[tag]['output_tok_per_s']:.0f} | | {po:.0f} | "
+                f"| | | | | | {result[tag]['met']} |"
             )
 
 
@@ -115,7 +117,8 @@ def print_pairs(result: dict, pairs) -> None:
     if not pairs:
         return
     print(
-        "\n| A/B | point | tok/s A -> B | B/A | TTFT p50 ms A -> B | ITL p50 ms A -> B | % roofline A -> B |"
+        "\n| A/B | point | tok/s A -> B | B/A | TTFT p50 ms A -> B | ITL p50 ms A -> B | % "
+        "roofline A -> B |"
     )
     print("|---|---|---|---|---|---|---|")
     pts = result["points"]
@@ -128,9 +131,10 @@ def print_pairs(result: dict, pairs) -> None:
             if not rb or "error" in rb or ra.get("variant", "") != a:
                 continue
             print(
-                f"| {label} | {name} | {ra['output_tok_per_s']:.0f} -> {rb['output_tok_per_s']:.0f} | "
-                f"{rb['output_tok_per_s'] / ra['output_tok_per_s']:.2f} | {ra['ttft_ms_p50']:.2f} -> "
-                f"{rb['ttft_ms_p50']:.2f} | {ra['itl_ms_p50']:.3f} -> {rb['itl_ms_p50']:.3f} | "
+                f"| {label} | {name} | {ra['output_tok_per_s']:.0f} -> "
+                f"{rb['output_tok_per_s']:.0f} | "
+                f"{rb['output_tok_per_s'] / ra['output_tok_per_s']:.2f} | {ra['ttft_ms_p50']:.2f} "
+                f"-> {rb['ttft_ms_p50']:.2f} | {ra['itl_ms_p50']:.3f} -> {rb['itl_ms_p50']:.3f} | "
                 f"{ra['pct_of_roofline']:.1f} -> {rb['pct_of_roofline']:.1f} |"
             )
 
@@ -141,8 +145,9 @@ def print_variants(result: dict) -> None:
     if not result.get("variants"):
         return
     print(
-        "\n| variant | fused kernels | prefill graphs | load + capture s | b1 replay ms | b64 replay ms | "
-        "b1 kernels/step (replay, uncaptured) | b1 kernel us/step | equality with the baseline |"
+        "\n| variant | fused kernels | prefill graphs | load + capture s | b1 replay ms | b64 "
+        "replay ms | b1 kernels/step (replay, uncaptured) | b1 kernel us/step | equality with the "
+        "baseline |"
     )
     print("|---|---|---|---|---|---|---|---|---|")
     for tag, v in result["variants"].items():
@@ -168,16 +173,19 @@ def print_variants(result: dict) -> None:
         pdl = " + programmatic launch" if info.get("programmatic_launch") == "on" else ""
         print(
             f"| {tag} | {info.get('fused_kernels')}{pdl} | {len(pg) if pg else 0} buckets | "
-            f"{v.get('load_s', NAN):.1f} + {v.get('graph_capture_s', NAN):.1f} | {rep.get('b1_ctx256', NAN):.3f} | "
-            f"{rep.get('b64_ctx256', NAN):.3f} | {kr.get('kernels_per_step', NAN):.0f}, "
-            f"{ku.get('kernels_per_step', NAN):.0f} | {kr.get('kernel_us_per_step', NAN):.0f} | {eqs} |"
+            f"{v.get('load_s', NAN):.1f} + {v.get('graph_capture_s', NAN):.1f} | "
+            f"{rep.get('b1_ctx256', NAN):.3f} | {rep.get('b64_ctx256', NAN):.3f} | "
+            f"{kr.get('kernels_per_step', NAN):.0f}, {ku.get('kernels_per_step', NAN):.0f} | "
+            f"{kr.get('kernel_us_per_step', NAN):.0f} | {eqs} |"
         )
 
 
 def print_device(result: dict, prev: dict) -> None:
     print(
-        f"copy bandwidth {result['copy_bandwidth_tb_s']:.3f} TB/s (previous {prev.get('copy_bandwidth_tb_s', NAN):.2f}); "
-        f"matmul {result['matmul_tflops']:.1f} TFLOP/s; weight-read floor {result.get('weight_read_floor_ms', NAN):.3f} "
-        f"ms/step; load {result.get('load_s', NAN):.1f}s + compile/capture {result.get('graph_capture_s', NAN):.1f}s "
-        f"(previous {prev.get('load_s', NAN):.1f} + {prev.get('graph_capture_s', NAN):.1f})"
+        f"copy bandwidth {result['copy_bandwidth_tb_s']:.3f} TB/s (previous "
+        f"{prev.get('copy_bandwidth_tb_s', NAN):.2f}); matmul {result['matmul_tflops']:.1f} "
+        f"TFLOP/s; weight-read floor {result.get('weight_read_floor_ms', NAN):.3f} ms/step; load "
+        f"{result.get('load_s', NAN):.1f}s + compile/capture "
+        f"{result.get('graph_capture_s', NAN):.1f}s (previous {prev.get('load_s', NAN):.1f} + "
+        f"{prev.get('graph_capture_s', NAN):.1f})"
     )

@@ -197,30 +197,34 @@ def _pc(v) -> str:
 
 def api_processes(res: dict) -> str:
     return (
-        f"API processes (--api-server-count): server {res.get('api_servers', OLD_DEFAULTS['api_servers'])}, "
-        f"ceiling {res.get('ceiling_api_servers', OLD_DEFAULTS['ceiling_api_servers'])}"
+        "API processes (--api-server-count): server "
+        f"{res.get('api_servers', OLD_DEFAULTS['api_servers'])}, ceiling "
+        f"{res.get('ceiling_api_servers', OLD_DEFAULTS['ceiling_api_servers'])}"
     )
 
 
 def print_side_by_side(res: dict, points: list[int]) -> None:
     print(f"\n{api_processes(res)}")
     print(
-        f"{'point':>6} | {'Task tok/s':>10} | {'server tok/s':>12} {'/Task':>5} | {'ceiling tok/s':>13} "
-        f"{'server/ceil':>11} | ITL p50 Task / server / ceiling | TTFT p50 server / ceiling | gap p50"
+        f"{'point':>6} | {'Task tok/s':>10} | {'server tok/s':>12} {'/Task':>5} | "
+        f"{'ceiling tok/s':>13} {'server/ceil':>11} | ITL p50 Task / server / ceiling | TTFT p50 "
+        "server / ceiling | gap p50"
     )
     for c in points:
         r = res[f"c{c}"]
         print(
-            f"{'c' + str(c):>6} | {_n(r['task_output_tok_per_s']):>10} | {_n(r['server_output_tok_per_s']):>12} "
-            f"{_pc(r['server_share_of_task']):>5} | {_n(r['ceiling_output_tok_per_s']):>13} "
-            f"{_pc(r['server_share_of_ceiling']):>11} | {_n(r['task_itl_ms_p50'], '{:.2f}')} / "
-            f"{_n(r['itl_ms_p50'], '{:.2f}')} / {_n(r['ceiling_itl_ms_p50'], '{:.2f}')} ms | "
-            f"{_n(r['ttft_ms_p50'], '{:.1f}')} / {_n(r['ceiling_ttft_ms_p50'], '{:.1f}')} ms | "
-            f"{_n(r['client_minus_task_ms_p50'], '{:.2f}')} ms  (errors {r['errors']:.0f}/{r['ceiling_errors'] or 0:.0f})"
+            f"{'c' + str(c):>6} | {_n(r['task_output_tok_per_s']):>10} | "
+            f"{_n(r['server_output_tok_per_s']):>12} {_pc(r['server_share_of_task']):>5} | "
+            f"{_n(r['ceiling_output_tok_per_s']):>13} {_pc(r['server_share_of_ceiling']):>11} | "
+            f"{_n(r['task_itl_ms_p50'], '{:.2f}')} / {_n(r['itl_ms_p50'], '{:.2f}')} / "
+            f"{_n(r['ceiling_itl_ms_p50'], '{:.2f}')} ms | {_n(r['ttft_ms_p50'], '{:.1f}')} / "
+            f"{_n(r['ceiling_ttft_ms_p50'], '{:.1f}')} ms | "
+            f"{_n(r['client_minus_task_ms_p50'], '{:.2f}')} ms  (errors "
+            f"{r['errors']:.0f}/{r['ceiling_errors'] or 0:.0f})"
         )
     print(
-        "\nwhere a server request's time went (p50, ms): HTTP in | queue | Task TTFT | Task ms/token | HTTP out | "
-        "client beyond HTTP"
+        "\nwhere a server request's time went (p50, ms): HTTP in | queue | Task TTFT | Task "
+        "ms/token | HTTP out | client beyond HTTP"
     )
     for c in points:
         b = res[f"c{c}"]["server_breakdown"]
@@ -368,7 +372,8 @@ def scaling(
             if r["concurrency"] == c:
                 r["share_of_best"] = _ratio(r["output_tok_per_s"], best)
     print(
-        f"\nceiling with {res.get('ceiling_api_servers', OLD_DEFAULTS['ceiling_api_servers'])} API processes"
+        f"\nceiling with {res.get('ceiling_api_servers', OLD_DEFAULTS['ceiling_api_servers'])} API "
+        "processes"
     )
     print(
         f"{'workers:rp':>10} "
@@ -398,10 +403,12 @@ def brief(path: str) -> None:
     for key in sorted((k for k in res if re.fullmatch(r"c\d+", k)), key=lambda k: int(k[1:])):
         r, b = res[key], res[key].get("server_breakdown", {})
         print(
-            f"  {key}: Task {_n(r['task_output_tok_per_s'])} server {_n(r['server_output_tok_per_s'])} tok/s, "
-            f"ITL p50 Task/server {_n(r['task_itl_ms_p50'], '{:.2f}')}/{_n(r['itl_ms_p50'], '{:.2f}')} ms, gap p50 "
-            f"{_n(r['client_minus_task_ms_p50'], '{:.2f}')} ms (HTTP in {_n(b.get('http_in_ms_p50'), '{:.2f}')}, queue "
-            f"{_n(b.get('queue_ms_p50'), '{:.2f}')}, HTTP out {_n(b.get('http_out_ms_p50'), '{:.2f}')}, client beyond "
-            f"HTTP {_n(b.get('client_beyond_http_ms_p50'), '{:.2f}')})",
+            f"  {key}: Task {_n(r['task_output_tok_per_s'])} server "
+            f"{_n(r['server_output_tok_per_s'])} tok/s, ITL p50 Task/server "
+            f"{_n(r['task_itl_ms_p50'], '{:.2f}')}/{_n(r['itl_ms_p50'], '{:.2f}')} ms, gap p50 "
+            f"{_n(r['client_minus_task_ms_p50'], '{:.2f}')} ms (HTTP in "
+            f"{_n(b.get('http_in_ms_p50'), '{:.2f}')}, queue {_n(b.get('queue_ms_p50'), '{:.2f}')}"
+            f", HTTP out {_n(b.get('http_out_ms_p50'), '{:.2f}')}, client beyond HTTP "
+            f"{_n(b.get('client_beyond_http_ms_p50'), '{:.2f}')})",
             flush=True,
         )

@@ -95,8 +95,8 @@ def _provenance(task) -> dict:
 
 def _print_figures(r: dict, info: dict) -> None:
     print(
-        f"bench task  {info['device']} {info['effective_precision']}  "
-        f"concurrency {r['concurrency']}  ISL {r['input_len']} OSL {r['output_len']}  requests {r['requests']}"
+        f"bench task  {info['device']} {info['effective_precision']}  concurrency "
+        f"{r['concurrency']}  ISL {r['input_len']} OSL {r['output_len']}  requests {r['requests']}"
     )
     print(f"  output tokens/s   {r['output_tok_per_s']:10.1f}")
     print(f"  TTFT ms p50/p99   {r['ttft_ms_p50']:10.2f} / {r['ttft_ms_p99']:.2f}")

@@ -108,11 +108,13 @@ def main_correctness(args: argparse.Namespace) -> int:
     failed = df[~df.passed]
     for r in df.itertuples():
         print(
-            f"{'PASS' if r.passed else 'FAIL'}  {r.case_id:40s} {r.measured:<12.6g} threshold {r.threshold:<10.6g} {r.detail}"
+            f"{'PASS' if r.passed else 'FAIL'}  {r.case_id:40s} {r.measured:<12.6g}"
+            f" threshold {r.threshold:<10.6g} {r.detail}"
         )
     print(
         f"{len(df) - len(failed)}/{len(df)} criteria passed ({df.thresholds_version.iloc[0]}, "
-        f"{df.effective_precision.iloc[0]} on {df.device.iloc[0]}) in {time.perf_counter() - t0:.1f}s"
+        f"{df.effective_precision.iloc[0]} on {df.device.iloc[0]}) in "
+        f"{time.perf_counter() - t0:.1f}s"
     )
     if len(failed):
         print(

@@ -107,7 +107,8 @@ def check_case(
         frac,
         th["top1_agreement"],
         frac >= th["top1_agreement"],
-        f"{int(agree.sum())}/{len(agree)} decisive positions ({int((~decisive).sum())} near-ties skipped)",
+        f"{int(agree.sum())}/{len(agree)} decisive positions ({int((~decisive).sum())} near-ties "
+        "skipped)",
     )
     params = task.default_params(max_new_tokens=n, temperature=0.0, ignore_eos=True)
     native = task.generate_sync(GenerationRequest(f"correctness-{pid}", ids, params)).token_ids

@@ -163,8 +163,9 @@ def run_endpoint_correctness(
         undeliverable = d.endpoint_text == "" and "\ufffd" in tail and (n_out or 0) >= d.compared
         if undeliverable:
             detail = (
-                f"identical for {d.matched} tokens; the endpoint generated {n_out} tokens but delivered no text "
-                f"for the last {d.compared - d.matched}, which decode to invalid UTF-8 ({tail!r}): "
+                f"identical for {d.matched} tokens; the endpoint generated {n_out} tokens but "
+                f"delivered no text for the last {d.compared - d.matched}, which decode to invalid "
+                f"UTF-8 ({tail!r}): "
                 "not comparable as text"
             )
         elif d.matched == d.compared:
@@ -173,8 +174,9 @@ def run_endpoint_correctness(
             )
         else:
             detail = (
-                f"first divergence at token {d.matched} of {d.compared}: reference {d.reference_piece!r}, "
-                f"endpoint {d.endpoint_text!r} (reference top-1 margin {margins[d.matched].item():.4f}"
+                f"first divergence at token {d.matched} of {d.compared}: reference "
+                f"{d.reference_piece!r}, endpoint {d.endpoint_text!r} (reference top-1 margin "
+                f"{margins[d.matched].item():.4f}"
                 + (", a near-tie and the endpoint took the runner-up: tolerated)" if tie else ")")
             )
         rows.append(

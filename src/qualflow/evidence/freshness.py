@@ -93,7 +93,8 @@ def _session_reasons(m: Measured, session: Path) -> list[str]:
     )  # as the join names it
     if run_id != m.session_run_id:
         return [
-            f"the serving session {session} holds run {run_id}, the evidence is of run {m.session_run_id}"
+            f"the serving session {session} holds run {run_id}, the evidence is of run "
+            f"{m.session_run_id}"
         ]
     return []
 
@@ -105,8 +106,8 @@ def _bundle_reasons(m: Measured, bundle: Path) -> list[str]:
     manifest = json.loads(manifest_path.read_text())
     if manifest.get("bundle_hash") != m.bundle_hash:
         return [
-            f"the bundle {bundle} was rebuilt with other content (bundle_hash {manifest.get('bundle_hash')}, "
-            f"the evidence measured {m.bundle_hash})"
+            f"the bundle {bundle} was rebuilt with other content (bundle_hash "
+            f"{manifest.get('bundle_hash')}, the evidence measured {m.bundle_hash})"
         ]
     now, changed = stat_tree(bundle), []
     for name, meta in sorted(manifest.get("files", {}).items()):

@@ -229,7 +229,8 @@ def main_evidence_list(a) -> int:
     ):
         print(df.to_string(index=False))
     print(
-        f"\n{df['version'].nunique()} version(s), {df[['version', 'run_id']].drop_duplicates().shape[0]} run(s); "
+        f"\n{df['version'].nunique()} version(s), "
+        f"{df[['version', 'run_id']].drop_duplicates().shape[0]} run(s); "
         "* = latest run of its version/model/profile (what `qualflow compare --base VERSION` uses)"
     )
     return 0

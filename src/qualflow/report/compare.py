@@ -55,7 +55,8 @@ def run_compare(
             for r in sig.to_dict("records")
         ],
         "inconclusive": [
-            f"{r['model']}/{r['profile']}/{r['point_id']} {r['label']} {r['stat']}: {r['rel_delta']:+.1%}"
+            f"{r['model']}/{r['profile']}/{r['point_id']} {r['label']} {r['stat']}: "
+            f"{r['rel_delta']:+.1%}"
             for r in cmp.metrics.to_dict("records")
             if r["verdict"] == INCONCLUSIVE
         ],

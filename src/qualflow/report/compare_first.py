@@ -106,7 +106,8 @@ def point_table(cmp: Comparison, key: tuple) -> str:
     cells = _cells(cmp, key)
     head = "".join(f"<th>{html.escape(c[3])}</th>" for c in COLUMNS)
     rows = [
-        f"<table class='t pt' data-point='{html.escape(key[2], quote=True)}'><tr><th>side</th>{head}"
+        f"<table class='t pt' data-point='{html.escape(key[2], quote=True)}'><tr><th>side"
+        f"</th>{head}"
         "<th>error rate</th><th>status</th></tr>"
     ]
     for i, side in enumerate(("base", "head")):

@@ -27,7 +27,8 @@ CSS = (
     "table.t td,table.t th{border:1px solid #ccc;padding:2px 6px;text-align:right}"
     "table.t th{background:#f3f3f3}table.t td:first-child{text-align:left}"
     ".banner{background:#b00020;color:#fff;padding:.8em 1em;font-weight:bold;border-radius:4px}"
-    ".verdict{font-size:16px;padding:.6em 1em;border-radius:4px;background:#eef5ee;border:1px solid #9c9}"
+    ".verdict{font-size:16px;padding:.6em 1em;border-radius:4px;background:#eef5ee;"
+    "border:1px solid #9c9}"
     ".verdict.bad{background:#fdecea;border-color:#e99}"
     ".verdict.inc{background:#fff8e1;border-color:#e0c060}.inc{color:#8a6d00;font-weight:bold}"
     ".reg{color:#b00020;font-weight:bold}.imp{color:#1b7f2a;font-weight:bold}.dim{color:#888}"
@@ -55,7 +56,8 @@ def _metrics_table(m: pd.DataFrame) -> str:
         return "<p><i>none</i></p>"
     rows = [
         "<table class='t'><tr><th>point</th><th>metric</th><th>stat</th><th>base</th><th>head</th>"
-        "<th>delta</th><th>rel</th><th>BCa CI of delta (level)</th><th>noise floor</th><th>q (BH)</th><th>MW p</th>"
+        "<th>delta</th><th>rel</th><th>BCa CI of delta (level)</th><th>noise floor</th><th>q (BH)"
+        "</th><th>MW p</th>"
         "<th>n base/head</th><th>verdict</th></tr>"
     ]
     for r in m.to_dict("records"):
@@ -68,11 +70,14 @@ def _metrics_table(m: pd.DataFrame) -> str:
         if r["verdict"] == INCONCLUSIVE:
             cls = "inc"
         rows.append(
-            f"<tr><td>{html.escape(r['model'])}/{html.escape(r['profile'])}/{html.escape(str(r['point_id']))}</td>"
+            f"<tr><td>{html.escape(r['model'])}/{html.escape(r['profile'])}"
+            f"/{html.escape(str(r['point_id']))}</td>"
             f"<td>{html.escape(r['label'])} ({html.escape(r['unit'])})</td><td>{r['stat']}</td>"
             f"<td>{_fmt(r['base'])}</td><td>{_fmt(r['head'])}</td><td>{_fmt(r['delta'])}</td>"
-            f"<td>{_fmt(r['rel_delta'], pct=True)}</td><td>{ci}</td><td>{_fmt(r['noise_floor'])}</td>"
-            f"<td>{_fmt(r['q_value'])}</td><td>{_fmt(r['mw_p'])}</td><td>{_fmt(r['n_base'])}/{_fmt(r['n_head'])}</td>"
+            f"<td>{_fmt(r['rel_delta'], pct=True)}</td><td>{ci}</td><td>{_fmt(r['noise_floor'])}"
+            "</td>"
+            f"<td>{_fmt(r['q_value'])}</td><td>{_fmt(r['mw_p'])}</td>"
+            f"<td>{_fmt(r['n_base'])}/{_fmt(r['n_head'])}</td>"
             f"<td class='{cls}'>{html.escape(r['verdict'])}</td></tr>"
         )
     rows.append("</table>")
@@ -133,11 +138,13 @@ def _headline_table(m: pd.DataFrame) -> str:
             r = hit.iloc[0]
             cls = {"regression": "reg", "improvement": "imp"}.get(direction(r["verdict"]), "dim")
             cells.append(
-                f"<td class='{cls}' title='{html.escape(str(r['verdict']), quote=True)}'>{_fmt(r['base'])} "
+                f"<td class='{cls}' title='{html.escape(str(r['verdict']), quote=True)}'>"
+                f"{_fmt(r['base'])} "
                 f"&rarr; {_fmt(r['head'])} ({_fmt(r['rel_delta'], pct=True)})</td>"
             )
         rows.append(
-            f"<tr><td>{html.escape(k[0])}/{html.escape(k[1])}/{html.escape(str(k[2]))}</td>{''.join(cells)}</tr>"
+            f"<tr><td>{html.escape(k[0])}/{html.escape(k[1])}/{html.escape(str(k[2]))}"
+            f"</td>{''.join(cells)}</tr>"
         )
     return "\n".join(rows) + "</table>"
 
@@ -151,8 +158,8 @@ def _point_name(r: dict) -> str:
 def _change(r: dict) -> str:
     """One delta as a line: `point: metric stat base -> head unit (rel`."""
     return (
-        f"{_point_name(r)}: {html.escape(r['label'])} {r['stat']} {_fmt(r['base'])} &rarr; {_fmt(r['head'])} "
-        f"{html.escape(r['unit'])} ({_fmt(r['rel_delta'], pct=True)}"
+        f"{_point_name(r)}: {html.escape(r['label'])} {r['stat']} {_fmt(r['base'])} &rarr; "
+        f"{_fmt(r['head'])} {html.escape(r['unit'])} ({_fmt(r['rel_delta'], pct=True)}"
     )
 
 
@@ -165,7 +172,8 @@ def _opening(cmp: Comparison) -> list[str]:
     """The page's head, the forced-comparison banner, the title (the sides by name) and the kind."""
     base, head = _names(cmp)
     parts = [
-        f"<!doctype html><html><head><meta charset='utf-8'><title>qualflow compare: {html.escape(base)} vs "
+        "<!doctype html><html><head><meta charset='utf-8'>"
+        f"<title>qualflow compare: {html.escape(base)} vs "
         f"{html.escape(head)}</title><style>{CSS}</style></head><body>"
     ]
     if cmp.problems:
@@ -199,21 +207,27 @@ def _verdict(m: pd.DataFrame, opts: CompareOptions) -> str:
             for r in sig.to_dict("records")
         )
         return (
-            f"<div class='verdict bad' id='verdict'>{len(sig)} significant change(s) beyond run-to-run noise "
-            f"(or, where it was not measured, beyond the default floor of {m_floor(m)}):<ul>{items}</ul></div>"
+            f"<div class='verdict bad' id='verdict'>{len(sig)}"
+            " significant change(s) beyond run-to-run noise "
+            f"(or, where it was not measured, beyond the default floor of {m_floor(m)}):"
+            f"<ul>{items}</ul></div>"
         )
     if not len(m) or not m["tested"].any():
         return (
-            "<div class='verdict bad' id='verdict'>Nothing could be tested: too few requests per side "
-            "(a percentile needs >= 8 requests beyond it, p50 >= 16). The deltas below are not judged.</div>"
+            "<div class='verdict bad' id='verdict'>"
+            "Nothing could be tested: too few requests per side "
+            "(a percentile needs >= 8 requests beyond it, p50 >"
+            "= 16). The deltas below are not judged.</div>"
         )
     if (m["verdict"] == INCONCLUSIVE).any():
         inc = m[m["verdict"] == INCONCLUSIVE]
         items = "".join(f"<li>{_change(r)})</li>" for r in inc.to_dict("records"))
         return (
             f"<div class='verdict inc' id='verdict'>Inconclusive: run-to-run noise not measured. "
-            f"{len(inc)} delta(s) lie outside their within-run CI, but without run-to-run noise measured "
-            f"on both sides (or a configured floor) they cannot be told from it; none lies wholly beyond "
+            f"{len(inc)}"
+            " delta(s) lie outside their within-run CI, but without run-to-run noise measured "
+            "on both sides (or a configured floor) they cannot be told from it;"
+            " none lies wholly beyond "
             f"the default floor of {opts.default_floor_pct}:<ul>{items}</ul></div>"
         )
     return (
@@ -234,10 +248,14 @@ def _caveats(cmp: Comparison) -> list[str]:
             else "no floor is configured, so no delta there can be significant"
         )
         parts.append(
-            f"<p id='noise-note'><b>Run-to-run noise not measured</b> for {len(unmeasured)} of {len(pts)} "
-            f"point(s): a side needs >= 2 comparable runs (same version, dataset, workload, server settings "
-            f"and status; repeats or re-qualifications in its history); {floor}. Qualify each version "
-            "again (or run repeats), or pass --noise-rel / --noise-abs-ms. On a shared host, identical "
+            "<p id='noise-note'><b>Run-to-run noise not measured"
+            f"</b> for {len(unmeasured)} of {len(pts)} "
+            "point(s): a side needs >"
+            "= 2 comparable runs (same version, dataset, workload, server settings "
+            f"and status; repeats or re-qualifications in its history); {floor}"
+            ". Qualify each version "
+            "again (or run repeats), or pass --noise-rel / --noise-abs-ms. On a shared host, "
+            "identical "
             "runs at different times can differ by far more than a within-run CI shows.</p>"
         )
     for n in cmp.notes:
@@ -245,7 +263,8 @@ def _caveats(cmp: Comparison) -> list[str]:
     st_changed = pts[pts["status_changed"]] if len(pts) else pts
     for r in st_changed.to_dict("records"):
         parts.append(
-            f"<p class='reg'>Status changed at {_point_name(r)}: {html.escape(str(r['base_status']))} "
+            f"<p class='reg'>Status changed at {_point_name(r)}"
+            f": {html.escape(str(r['base_status']))} "
             f"&rarr; {html.escape(str(r['head_status']))}</p>"
         )
     return parts
@@ -299,7 +318,8 @@ def _answer(cmp: Comparison) -> list[str]:
     """First: per point, each side's figures and the ratios; the verdict; the floor it used."""
     o = cmp.options
     floor = (
-        f"<p class='dim' id='floor'>Where run-to-run noise was not measured, a delta whose whole CI lies "
+        "<p class='dim' id='floor'>"
+        "Where run-to-run noise was not measured, a delta whose whole CI lies "
         f"beyond a default floor of {o.default_floor_pct} of the base value is judged "
         f"(--default-floor-rel); smaller ones stay inconclusive.</p>"
     )
@@ -348,10 +368,13 @@ def _full_tables(cmp: Comparison) -> list[str]:
     m, pv, prov = cmp.metrics, _points_view(cmp.points), cmp.provenance
     same = prov[~prov["differs"]] if len(prov) else prov
     parts = [
-        f"<details><summary>Points: status, correctness and protocol pass counts ({len(pv)})</summary>"
+        f"<details><summary>Points: status, correctness and protocol pass counts ({len(pv)})"
+        "</summary>"
         f"{_table(pv)}</details>",
-        f"<details><summary>Metrics side by side ({len(m)} tests)</summary>{_metrics_table(m)}</details>",
-        f"<details><summary>Identical provenance ({len(same)} fields)</summary>{_table(same)}</details>",
+        f"<details><summary>Metrics side by side ({len(m)} tests)</summary>{_metrics_table(m)}"
+        "</details>",
+        f"<details><summary>Identical provenance ({len(same)} fields)</summary>{_table(same)}"
+        "</details>",
     ]
     if len(cmp.only_in):
         parts += ["<h2>Points in only one side (not compared)</h2>", _table(cmp.only_in)]

@@ -40,7 +40,8 @@ def cdf_plot(cmp: Comparison, out: Path) -> Path:
             ax.legend(fontsize=7, loc="lower right")
     names = {n.side: n.name for n in cmp.names}
     fig.suptitle(
-        f"Client latency CDFs: base {names.get('base', 'base')} (blue) vs head {names.get('head', 'head')} "
+        f"Client latency CDFs: base {names.get('base', 'base')} (blue) vs head "
+        f"{names.get('head', 'head')} "
         "(red)",
         fontsize=10,
     )

@@ -13,9 +13,12 @@ from qualflow.evidence.schema import STATUS_LADDER, TABLES
 from qualflow.report.markup import table_html
 
 CSS = (
-    ".ladder td.ok{background:#d6f0d6;color:#1b5e20;font-weight:bold}.ladder td.no{background:#f6f6f6;color:#999}"
-    ".ladder td.at{outline:2px solid #1b7f2a}details{margin:.4em 0}pre.j{margin:0;font-size:11px;white-space:pre-wrap}"
-    "table.kv td:first-child{font-family:monospace;white-space:nowrap}.scroll{max-height:480px;overflow:auto}"
+    ".ladder td.ok{background:#d6f0d6;color:#1b5e20;font-weight:bold}"
+    ".ladder td.no{background:#f6f6f6;color:#999}"
+    ".ladder td.at{outline:2px solid #1b7f2a}details{margin:.4em 0}pre.j{margin:0;font-size:11px;"
+    "white-space:pre-wrap}"
+    "table.kv td:first-child{font-family:monospace;white-space:nowrap}.scroll{max-height:480px;"
+    "overflow:auto}"
 )
 
 
@@ -76,12 +79,14 @@ def ladder_html(status: pd.DataFrame) -> str:
     for r in status.to_dict("records"):
         k = STATUS_LADDER.index(r["status"]) if r["status"] in STATUS_LADDER else -1
         cells = "".join(
-            f"<td class='{'ok' if i <= k else 'no'}{' at' if i == k else ''}'>{'&#10003; ' if i <= k else ''}{s}</td>"
+            f"<td class='{'ok' if i <= k else 'no'}{' at' if i == k else ''}'>"
+            f"{'&#10003; ' if i <= k else ''}{s}</td>"
             for i, s in enumerate(STATUS_LADDER)
         )
         rows.append(
             f"<tr><td>{html.escape(str(r['model']))}/{html.escape(str(r['profile']))}/"
-            f"{html.escape(str(r['point_id']))}</td>{cells}<td>{html.escape(str(r.get('status_reasons') or ''))}</td></tr>"
+            f"{html.escape(str(r['point_id']))}</td>{cells}"
+            f"<td>{html.escape(str(r.get('status_reasons') or ''))}</td></tr>"
         )
     rows.append("</table>")
     return "<h2>Status ladder</h2>" + "".join(rows)
@@ -104,7 +109,8 @@ def evidence_sections(ev: dict[str, pd.DataFrame], max_requests: int = 2000) -> 
     ]
     corr = ev.get("correctness", pd.DataFrame())
     parts += [
-        f"<h3>correctness ({len(corr)} cases, {int(corr['passed'].astype(bool).sum()) if len(corr) else 0} passed)</h3>",
+        f"<h3>correctness ({len(corr)}"
+        f" cases, {int(corr['passed'].astype(bool).sum()) if len(corr) else 0} passed)</h3>",
         f"<div class='scroll'>{_plain(corr)}</div>",
     ]
     proto = ev.get("protocol", pd.DataFrame())
@@ -138,12 +144,14 @@ def evidence_sections(ev: dict[str, pd.DataFrame], max_requests: int = 2000) -> 
         ]
         shown = req[[c for c in cols if c in req]].head(max_requests)
         more = (
-            f" (first {max_requests} of {len(req)}; all {len(TABLES['requests'])} columns in requests.parquet)"
+            f" (first {max_requests} of {len(req)}; all {len(TABLES['requests'])} columns in "
+            "requests.parquet)"
             if len(req) > max_requests
             else f" (key columns; all {len(TABLES['requests'])} in requests.parquet)"
         )
         parts += [
-            f"<h3>requests ({len(req)} rows)</h3><details><summary>show the per-request table{more}</summary>"
+            f"<h3>requests ({len(req)} rows)</h3><details><summary>show the per-request table{more}"
+            "</summary>"
             f"<div class='scroll'>{_plain(shown, drop=())}</div></details>"
         ]
     else:

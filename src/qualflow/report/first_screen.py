@@ -18,8 +18,10 @@ from qualflow.evidence.schema import STATUS_LADDER
 from qualflow.evidence.slo import max_load_meeting
 
 CSS = (
-    ".verdicts td,.verdicts th{text-align:right}.verdicts td:first-child,.verdicts td.why{text-align:left}"
-    ".rung{font-weight:bold;padding:1px 6px;border-radius:3px}.rung.top{background:#d6f0d6;color:#1b5e20}"
+    ".verdicts td,.verdicts th{text-align:right}"
+    ".verdicts td:first-child,.verdicts td.why{text-align:left}"
+    ".rung{font-weight:bold;padding:1px 6px;border-radius:3px}.rung.top{background:#d6f0d6;"
+    "color:#1b5e20}"
     ".rung.low{background:#fdecea;color:#b00020}td.why{max-width:460px;font-size:11px}"
     ".ci{color:#777;font-size:11px}.limit-harness{color:#b00020;font-weight:bold}"
 )
@@ -89,9 +91,11 @@ def _num(v) -> str:
 HARNESS_LIMIT_SHARE = 0.9
 CEILING_HEAD = "<th>harness ceiling tok/s</th><th>share of ceiling</th><th>limit</th>"
 CEILING_NOTE = (
-    "<p class='ci'>Harness ceiling: the same AIPerf point against our server on the synthetic engine "
+    "<p class='ci'>"
+    "Harness ceiling: the same AIPerf point against our server on the synthetic engine "
     "(no model, one token per running request every step; step in ms beside the figure): the most "
-    "the HTTP path and AIPerf give on this machine. Share of ceiling = the point's output tok/s over "
+    "the HTTP path and AIPerf give on this machine. Share of ceiling = the point's output tok/s "
+    "over "
     f"it; at {HARNESS_LIMIT_SHARE:.0%} or more the harness is the limit, below it the stack is. "
     "Never part of the rung or the SLOs.</p>"
 )
@@ -130,7 +134,8 @@ def verdicts_html(ev: dict[str, pd.DataFrame]) -> str:
     st = runs.set_index(["run_id", "point_id"]) if not runs.empty else None
     ceiling = _has_ceiling(summ)
     rows = [
-        "<table class='t verdicts'><tr><th>model/profile/point</th><th>load</th><th>repeats</th><th>rung reached</th>"
+        "<table class='t verdicts'><tr><th>model/profile/point</th><th>load</th><th>repeats</th>"
+        "<th>rung reached</th>"
         + "".join(f"<th>{h}</th>" for _, h in HEAD)
         + (CEILING_HEAD if ceiling else "")
         + "<th>why not further (SLO misses first)</th></tr>"
@@ -162,13 +167,15 @@ def verdicts_html(ev: dict[str, pd.DataFrame]) -> str:
         name = html.escape(f"{r['model']}/{r['profile']}/{r['point_id']}")
         rows.append(
             f"<tr><td>{name}</td><td>{load}</td>"
-            f"<td>{int(r.get('repeats') or 1)}</td><td><span class='rung {cls}'>{html.escape(str(status))}</span></td>"
+            f"<td>{int(r.get('repeats') or 1)}</td><td><span class='rung {cls}'>"
+            f"{html.escape(str(status))}</span></td>"
             + "".join(cells)
             + (_ceiling_cells(r, shown[HEAD[0][0]]) if ceiling else "")
             + f"<td class='why'>{'<br>'.join(html.escape(p) for p in parts)}</td></tr>"
         )
     rows.append(
-        "</table><p class='ci'>Figures: mean over the point's repeats; [brackets]: 95% Student-t CI "
+        "</table><p class='ci'>Figures: mean over the point's repeats;"
+        " [brackets]: 95% Student-t CI "
         "across repeats (shown with two or more repeats).</p>" + (CEILING_NOTE if ceiling else "")
     )
     return "".join(rows)
@@ -179,13 +186,15 @@ def max_load_html(ev: dict[str, pd.DataFrame]) -> str:
     if ml.empty:
         return ""
     rows = [
-        "<table class='t'><tr><th>model/profile</th><th>workload</th><th>load</th><th>max load meeting the SLO</th>"
+        "<table class='t'><tr><th>model/profile</th><th>workload</th><th>load</th>"
+        "<th>max load meeting the SLO</th>"
         "<th>lowest load missing it</th><th>loads measured</th></tr>"
     ]
     for r in ml.to_dict("records"):
         kind = "concurrency" if r["load_kind"] == "concurrency" else "request rate (req/s)"
         rows.append(
-            f"<tr><td>{html.escape(r['model'])}/{html.escape(r['profile'])}</td><td>{html.escape(str(r['workload']))}</td>"
+            f"<tr><td>{html.escape(r['model'])}/{html.escape(r['profile'])}</td>"
+            f"<td>{html.escape(str(r['workload']))}</td>"
             f"<td>{kind}</td><td><b>{_num(r['max_load_meeting_slo']) or 'none'}</b></td>"
             f"<td>{_num(r['first_load_missing'])}</td><td>{html.escape(r['loads'])}</td></tr>"
         )

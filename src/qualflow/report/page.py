@@ -226,9 +226,11 @@ def write_report(evidence_dirs: list[str | Path], out: str | Path) -> dict:
     parts = [
         "<!doctype html><html><head><meta charset='utf-8'><title>qualflow report</title><style>"
         "body{font-family:sans-serif;max-width:1200px;margin:2em auto;font-size:14px}"
-        "table.t{border-collapse:collapse;font-size:12px}table.t td,table.t th{border:1px solid #ccc;padding:2px 6px}"
+        "table.t{border-collapse:collapse;font-size:12px}"
+        "table.t td,table.t th{border:1px solid #ccc;padding:2px 6px}"
         "img{max-width:100%;border:1px solid #eee}.s-aiperf-qualified{color:green}"
-        f"{first_screen.CSS}details>summary{{cursor:pointer;font-weight:bold}}{protocol_matrix.CSS}</style></head><body>",
+        f"{first_screen.CSS}details>summary{{cursor:pointer;font-weight:bold}}{protocol_matrix.CSS}"
+        "</style></head><body>",
         "<h1>qualflow qualification report</h1>",
         identity.identity_html(runs),
         f"<p>Status ladder: {' &rarr; '.join(STATUS_LADDER)}. Evidence: "
@@ -253,19 +255,24 @@ def write_report(evidence_dirs: list[str | Path], out: str | Path) -> dict:
         "<h2>Status</h2>",
         table_html(st, "{:.2f}"),
         ladder_html(st),
-        "</details><details><summary>Correctness, protocol, request accounting, client vs server timing, start-up</summary>",
+        "</details><details><summary>"
+        "Correctness, protocol, request accounting, client vs server timing, start-up</summary>",
         "<h2>Family correctness (pass counts)</h2>",
         table_html(corr_counts, "{:.2f}"),
         "<h2>Protocol checks</h2>",
         f"<p>{int(proto['passed'].sum()) if len(proto) else 0} of {len(proto)} passed.</p>",
         table_html(proto, "{:.2f}"),
-        "<h2>Request accounting</h2><p>Every AIPerf record and every server record is one row: matched, "
-        "client-only or server-only. Warm-up rows are kept and flagged, and excluded from every figure.</p>",
+        "<h2>Request accounting</h2><p>"
+        "Every AIPerf record and every server record is one row: matched, "
+        "client-only or server-only. Warm-up rows are kept and flagged, and excluded from every "
+        "figure.</p>",
         table_html(acct, "{:.2f}"),
-        "<h2>Client vs server timing (p50, ms)</h2><p>Client figures are AIPerf's (HTTP + SSE + network + "
+        "<h2>Client vs server timing (p50, ms)</h2><p>"
+        "Client figures are AIPerf's (HTTP + SSE + network + "
         "client); <code>public_task_call_wall</code> is the server's Task call; never merged.</p>",
         table_html(timing, "{:.2f}"),
-        "<h2>Load, startup, warm-up and stage times (s)</h2><p>Never part of steady-state figures.</p>",
+        "<h2>Load, startup, warm-up and stage times (s)</h2><p>Never part of steady-state figures."
+        "</p>",
         table_html(startup, "{:.2f}"),
         "</details>",
         "<details><summary>Evidence tables</summary>",

@@ -26,9 +26,10 @@ COLUMNS = (
     ("server_answer_tokens_mean", "answer tokens (server)"),
 )
 NOTE = (
-    "Client figures are AIPerf's: TTFT is its time_to_first_token (the first reasoning token), the first "
-    "answer token its time_to_first_output_token (the first non-reasoning content). Server figures run from "
-    "the request's arrival to the first token and to the first answer token. Mean over the point's repeats."
+    "Client figures are AIPerf's: TTFT is its time_to_first_token (the first reasoning token), the "
+    "first answer token its time_to_first_output_token (the first non-reasoning content). Server "
+    "figures run from the request's arrival to the first token and to the first answer token. Mean "
+    "over the point's repeats."
 )
 
 
@@ -79,7 +80,8 @@ def reasoning_html(ev: dict[str, pd.DataFrame]) -> str:
         name = html.escape(f"{r['model']}/{r['profile']}/{r['point_id']}")
         if all(v is None for v in vals):
             cells = (
-                f"<td class='why' colspan='{len(COLUMNS)}'>no figures: no request of the point produced "
+                f"<td class='why' colspan='{len(COLUMNS)}'>"
+                "no figures: no request of the point produced "
                 "a token (see its verdict)</td>"
             )
         else:

@@ -22,10 +22,10 @@ class CompareOptions:
     default_floor_rel: float = setting(
         0.5,
         help="where run-to-run noise is neither measured nor configured: a "
-        "delta whose whole CI lies beyond this fraction of the base value "
-        "(an aggregate: its delta) is judged (0.5: 'regression beyond a default floor of 50 percent'); "
-        "smaller ones stay inconclusive. Far above the spread of identical "
-        "runs on a loaded host (up to ~18 percent in ITL p50). 0: off",
+        "delta whose whole CI lies beyond this fraction of the base value (an aggregate: its "
+        "delta) is judged (0.5: 'regression beyond a default floor of 50 percent'); smaller ones "
+        "stay inconclusive. Far above the spread of identical runs on a loaded host (up to ~18 "
+        "percent in ITL p50). 0: off",
     )
     seed: int = setting(0, help="the bootstrap's seed")
 

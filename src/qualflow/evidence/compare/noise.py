@@ -132,9 +132,10 @@ def comparability_problems(
     if sb is None or sh is None:
         sides = " and ".join(s for s, v in (("base", sb), ("head", sh)) if v is None)
         notes.append(
-            f"{label}: server settings unknown for {sides} (evidence written before runs.server_settings "
-            "was recorded): max_batch, max_context, cpu_threads, device and AIPerf workers were not "
-            "checked, and such runs never count towards the measured noise floor"
+            f"{label}: server settings unknown for {sides} (evidence written before "
+            "runs.server_settings "
+            "was recorded): max_batch, max_context, cpu_threads, device and AIPerf workers were "
+            "not checked, and such runs never count towards the measured noise floor"
         )
     elif sb != sh:
         diff = dict_diff(sb, sh)
