@@ -149,11 +149,12 @@ def build_command(
     *,
     artifact_dir: str,
     phase_header: str | None = None,
-    options: AiperfOptions = AiperfOptions(),
+    options: AiperfOptions | None = None,
 ) -> list[str]:
     """The exact argv. Every flag that changes the workload is explicit (no AIPerf defaults
     relied on)."""
     _check(point)
+    options = AiperfOptions() if options is None else options
     cmd = [
         options.aiperf_bin,
         "profile",
@@ -168,10 +169,18 @@ def build_command(
     ]
     if point.streaming:
         cmd.append("--streaming")
+    cmd += _dataset_args(point)
+    cmd += _load_args(point, phase_header)
+    cmd += _output_args(point, client, options, artifact_dir)
+    return cmd
+
+
+def _dataset_args(point: AiperfPoint) -> list[str]:
+    """The prompts (an input file or synthetic ones) and the outputs asked for."""
     if point.input_file is not None:
-        cmd += ["--input-file", str(point.input_file), "--custom-dataset-type", "single_turn"]
+        cmd = ["--input-file", str(point.input_file), "--custom-dataset-type", "single_turn"]
     else:
-        cmd += [
+        cmd = [
             "--synthetic-input-tokens-mean",
             str(point.isl),
             "--synthetic-input-tokens-stddev",
@@ -181,7 +190,7 @@ def build_command(
         ]
         if point.prompt_corpus is not None:
             cmd += ["--prompt-corpus", point.prompt_corpus]
-    cmd += [
+    return cmd + [
         "--output-tokens-mean",
         str(point.osl),
         "--output-tokens-stddev",
@@ -193,6 +202,11 @@ def build_command(
         "--dataset-sampling-strategy",
         "sequential",
     ]
+
+
+def _load_args(point: AiperfPoint, phase_header: str | None) -> list[str]:
+    """The load: concurrency or request rate, request counts, goodput and the phase header."""
+    cmd = []
     if point.concurrency is not None:
         cmd += ["--concurrency", str(point.concurrency)]
     if point.request_rate is not None:
@@ -210,7 +224,14 @@ def build_command(
         cmd += ["--warmup-request-count", str(point.warmup_request_count)]
     if phase_header:
         cmd += ["--header", f"{PHASE_HEADER}:{phase_header}"]
-    cmd += [
+    return cmd
+
+
+def _output_args(
+    point: AiperfPoint, client: ClientOptions, options: AiperfOptions, artifact_dir: str
+) -> list[str]:
+    """AIPerf's own workers, what it leaves out, what it exports and where."""
+    cmd = [
         "--workers-max",
         str(options.workers_max),
         "--record-processors",

@@ -88,7 +88,10 @@ class Progress:
     def line(self, done: int, now: float) -> str:
         elapsed = now - self.start
         eta = f"{elapsed / done * (self.expected - done):.0f}s" if 0 < done < self.expected else "-"
-        return f"progress {self.label}: {done}/{self.expected} requests, elapsed {elapsed:.0f}s, ETA {eta}"
+        return (
+            f"progress {self.label}: {done}/{self.expected} requests, "
+            f"elapsed {elapsed:.0f}s, ETA {eta}"
+        )
 
     def tick(self, done_fn, now: float | None = None) -> str | None:
         now = time.monotonic() if now is None else now
@@ -146,7 +149,7 @@ def _wait(
             if time.monotonic() > deadline:
                 raise TimeoutError(
                     f"AIPerf point {point.point_id} ran past {options.timeout_s:.0f}s"
-                )
+                ) from None
     return rc
 
 
@@ -182,7 +185,7 @@ def run_point(
     *,
     point_dir: str | Path,
     phase_header: str | None = None,
-    options: AiperfOptions = AiperfOptions(),
+    options: AiperfOptions | None = None,
     alive_check=None,
     progress=None,
     label: str | None = None,
@@ -191,6 +194,7 @@ def run_point(
     `point_dir/run.json`). `alive_check()` is polled while AIPerf runs and may raise to abort it.
     `progress()` returns the requests done so far (warm-up included); every `progress_every_s` a
     line with done/expected, elapsed time and ETA goes to stdout (the session log)."""
+    options = AiperfOptions() if options is None else options
     point_dir = Path(point_dir)
     artifact_dir = point_dir / "aiperf"
     if artifact_dir.exists():

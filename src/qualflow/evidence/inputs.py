@@ -40,7 +40,8 @@ def add_join_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--points",
         required=True,
-        help="points.json: the points the session ran and each point's SLO (or a JSON list of points)",
+        help="points.json: the points the session ran and each point's SLO "
+        "(or a JSON list of points)",
     )
 
 

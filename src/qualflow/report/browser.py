@@ -29,12 +29,17 @@ FLAGS = [
 
 HOOK = """<script>(function(){var errs=[];
 window.addEventListener('error',function(e){var t=e.target;
- if(t&&t.tagName){errs.push('resource '+t.tagName.toLowerCase()+' '+String(t.src||t.href||'').slice(0,120));}
+ if(t&&t.tagName){
+  errs.push('resource '+t.tagName.toLowerCase()+' '+String(t.src||t.href||'').slice(0,120));}
  else{errs.push('js '+e.message+' @'+(e.lineno||'?'));}},true);
-window.addEventListener('unhandledrejection',function(e){errs.push('js unhandled rejection '+e.reason);});
+window.addEventListener('unhandledrejection',function(e){
+ errs.push('js unhandled rejection '+e.reason);});
 window.addEventListener('load',function(){var im=document.images,n=0;
- for(var i=0;i<im.length;i++){if(!im[i].complete||im[i].naturalWidth===0){errs.push('broken image '+(im[i].alt||String(im[i].src).slice(0,80)));}else{n++;}}
- var d=document.createElement('div');d.id='qf-browser-check';d.setAttribute('data-errors',JSON.stringify(errs));
+ for(var i=0;i<im.length;i++){
+  if(!im[i].complete||im[i].naturalWidth===0){
+   errs.push('broken image '+(im[i].alt||String(im[i].src).slice(0,80)));}else{n++;}}
+ var d=document.createElement('div');d.id='qf-browser-check';
+ d.setAttribute('data-errors',JSON.stringify(errs));
  d.setAttribute('data-images',String(im.length));d.setAttribute('data-images-ok',String(n));document.body.appendChild(d);});
 })();</script>"""
 
@@ -93,7 +98,8 @@ def check_page(
     finally:
         probe.unlink(missing_ok=True)
     mk = re.search(
-        r'<div id="qf-browser-check" data-errors="([^"]*)" data-images="(\d+)" data-images-ok="(\d+)"',
+        r'<div id="qf-browser-check" data-errors="([^"]*)" '
+        r'data-images="(\d+)" data-images-ok="(\d+)"',
         r.stdout,
     )
     if not mk:

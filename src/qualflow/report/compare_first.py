@@ -161,7 +161,10 @@ def point_sentence(cmp: Comparison, key: tuple) -> str:
         parts.append(f"<span class='{cls}'>{text}</span>")
     if not parts:
         return ""
-    return f"<p class='sentence'><b>{html.escape(names['base'])}</b> against the head: {', '.join(parts)}.</p>"
+    return (
+        f"<p class='sentence'><b>{html.escape(names['base'])}</b> against the head: "
+        f"{', '.join(parts)}.</p>"
+    )
 
 
 def first_screen(cmp: Comparison, order) -> list[str]:

@@ -27,7 +27,8 @@ def _cell(v) -> str:
         return ""
     if isinstance(v, str) and v[:1] in "{[":
         try:
-            return f"<pre class='j'>{html.escape(json.dumps(json.loads(v), indent=1, sort_keys=True))}</pre>"
+            pretty = json.dumps(json.loads(v), indent=1, sort_keys=True)
+            return f"<pre class='j'>{html.escape(pretty)}</pre>"
         except ValueError:
             pass
     if isinstance(v, float):
