@@ -25,6 +25,10 @@ from pathlib import Path
 
 SCHEMA = "qualflow-bench/1"
 KINDS = ("engine", "server", "kernel", "pilot")
+# what a result recorded before a setting existed ran with: request_sampling came in after runs
+# whose requests carried no sampling fields (the server's default, temperature 1); api_servers after
+# runs of one API process
+OLD_DEFAULTS = {"request_sampling": "{}", "api_servers": "1", "ceiling_api_servers": "1"}
 
 
 def gpu_dir(gpu: str) -> str:
@@ -186,3 +190,8 @@ def runs(root: Path, gpu: str | None = None, kind: str | None = None) -> list[tu
         if kind is None or r["kind"] == kind:
             out.append((p, r))
     return sorted(out, key=lambda pr: (pr[1]["date"], pr[0].name))
+
+
+def detail(r: dict) -> dict:
+    """A run as the suite recorded it: a schema record's detail, or an uncommitted bare result."""
+    return r["detail"] if r.get("schema") == SCHEMA else r

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from qualflow.configs import from_args
 
-from . import server_report
+from . import server_report, server_tables
 from .config import ServerBenchConfig
 from .server_procs import Server, aiperf_point, qualflow
 
@@ -232,6 +232,6 @@ def run_server_bench(cfg: ServerBenchConfig) -> int:
 
 def main_bench_server(args: argparse.Namespace) -> int:
     if getattr(args, "brief", None):
-        server_report.brief(args.brief)
+        server_tables.brief(args.brief)
         return 0
     return run_server_bench(from_args(ServerBenchConfig, args))

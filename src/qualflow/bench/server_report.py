@@ -2,7 +2,7 @@
 and the harness ceiling's figures side by side, where a server request's time went (the split of
 the client-Task gap), and this run against a committed baseline of the same device and settings;
 the ceiling's figures per AIPerf workers:record_processors pair (--mode scaling); one line per
-point of a written result (`brief`).
+point of a written result (`brief`); the printed tables are server_tables.py's.
 
 WORK holds task_level.json, server/ (timing.jsonl, aiperf_c<C>/) and ceiling/ (aiperf_c<C>/), or
 scaling/w<W>_rp<RP>/aiperf_c<C>/. The figures are AIPerf's own (profile_export_aiperf.json); the
@@ -16,12 +16,9 @@ import re
 from pathlib import Path
 
 from . import results as results_schema
+from .server_tables import print_against, print_scaling, print_side_by_side
 
 RESULTS = Path("benchmarks/results")  # the committed results, a folder per device (device_tag)
-# what a result recorded before a setting existed ran with: request_sampling came in after runs
-# whose requests carried no sampling fields (the server's default, temperature 1); api_servers after
-# runs of one API process
-OLD_DEFAULTS = {"request_sampling": "{}", "api_servers": "1", "ceiling_api_servers": "1"}
 
 
 def _aiperf(d: Path) -> dict | None:
@@ -155,8 +152,8 @@ def newest_baseline(tag: str, settings: dict, root: Path | None = None) -> Path 
 
     def same(d: dict) -> bool:
         return all(
-            str(d.get(k, OLD_DEFAULTS.get(k, settings.get(k))))
-            == str(settings.get(k, OLD_DEFAULTS.get(k)))
+            str(d.get(k, results_schema.OLD_DEFAULTS.get(k, settings.get(k))))
+            == str(settings.get(k, results_schema.OLD_DEFAULTS.get(k)))
             for k in (
                 "isl",
                 "osl",
@@ -187,63 +184,6 @@ def newest_baseline(tag: str, settings: dict, root: Path | None = None) -> Path 
     )
 
 
-def _n(v, fmt="{:,.0f}") -> str:
-    return "-" if v is None else fmt.format(v)
-
-
-def _pc(v) -> str:
-    return "-" if v is None else f"{100 * v:.0f}%"
-
-
-def api_processes(res: dict) -> str:
-    return (
-        "API processes (--api-server-count): server "
-        f"{res.get('api_servers', OLD_DEFAULTS['api_servers'])}, ceiling "
-        f"{res.get('ceiling_api_servers', OLD_DEFAULTS['ceiling_api_servers'])}"
-    )
-
-
-def print_side_by_side(res: dict, points: list[int]) -> None:
-    print(f"\n{api_processes(res)}")
-    print(
-        f"{'point':>6} | {'Task tok/s':>10} | {'server tok/s':>12} {'/Task':>5} | "
-        f"{'ceiling tok/s':>13} {'server/ceil':>11} | ITL p50 Task / server / ceiling | TTFT p50 "
-        "server / ceiling | gap p50"
-    )
-    for c in points:
-        r = res[f"c{c}"]
-        print(
-            f"{'c' + str(c):>6} | {_n(r['task_output_tok_per_s']):>10} | "
-            f"{_n(r['server_output_tok_per_s']):>12} {_pc(r['server_share_of_task']):>5} | "
-            f"{_n(r['ceiling_output_tok_per_s']):>13} {_pc(r['server_share_of_ceiling']):>11} | "
-            f"{_n(r['task_itl_ms_p50'], '{:.2f}')} / {_n(r['itl_ms_p50'], '{:.2f}')} / "
-            f"{_n(r['ceiling_itl_ms_p50'], '{:.2f}')} ms | {_n(r['ttft_ms_p50'], '{:.1f}')} / "
-            f"{_n(r['ceiling_ttft_ms_p50'], '{:.1f}')} ms | "
-            f"{_n(r['client_minus_task_ms_p50'], '{:.2f}')} ms  (errors "
-            f"{r['errors']:.0f}/{r['ceiling_errors'] or 0:.0f})"
-        )
-    print(
-        "\nwhere a server request's time went (p50, ms): HTTP in | queue | Task TTFT | Task "
-        "ms/token | HTTP out | client beyond HTTP"
-    )
-    for c in points:
-        b = res[f"c{c}"]["server_breakdown"]
-        print(
-            f"{'c' + str(c):>6} | "
-            + " | ".join(
-                _n(b[f"{k}_p50"], "{:.2f}")
-                for k in (
-                    "http_in_ms",
-                    "queue_ms",
-                    "task_ttft_ms",
-                    "task_itl_ms",
-                    "http_out_ms",
-                    "client_beyond_http_ms",
-                )
-            )
-        )
-
-
 def against(res: dict, base: dict, points: list[int]) -> dict:
     """This run's figures over the baseline's, per point (None where either side lacks one)."""
     keys = (
@@ -262,22 +202,6 @@ def against(res: dict, base: dict, points: list[int]) -> dict:
             for k in keys
         }
     return out
-
-
-def print_against(vs: dict, name: str) -> None:
-    print(f"\nthis version against {name} (head / base):")
-    for point, figs in vs.items():
-        cells = []
-        for k, label in (
-            ("task_output_tok_per_s", "Task"),
-            ("server_output_tok_per_s", "server"),
-            ("ceiling_output_tok_per_s", "ceiling"),
-        ):
-            f = figs[k]
-            cells.append(f"{label} {_n(f['head'])} / {_n(f['base'])} ({_n(f['ratio'], '{:.2f}x')})")
-        sh = figs["server_share_of_task"]
-        cells.append(f"server share of Task {_pc(sh['head'])} / {_pc(sh['base'])}")
-        print(f"  {point}: " + "; ".join(cells))
 
 
 def report(
@@ -315,7 +239,9 @@ def report(
     print_side_by_side(res, points)
     if base_path is not None and base_path.exists():
         res["baseline"] = base_path.name
-        res["vs_baseline"] = against(res, _detail(json.loads(base_path.read_text())), points)
+        res["vs_baseline"] = against(
+            res, results_schema.detail(json.loads(base_path.read_text())), points
+        )
         print_against(res["vs_baseline"], base_path.name)
     else:
         print("\nno committed result of this device to compare with")
@@ -331,11 +257,6 @@ def report(
     Path(out, name).write_text(json.dumps(rec, indent=1) + "\n")
     print(f"\nwrote {Path(out, name)}")
     return res
-
-
-def _detail(r: dict) -> dict:
-    """A run as the suite recorded it: a schema record's detail, or an uncommitted bare result."""
-    return r["detail"] if r.get("schema") == results_schema.SCHEMA else r
 
 
 def scaling(
@@ -371,44 +292,7 @@ def scaling(
         for r in res["runs"]:
             if r["concurrency"] == c:
                 r["share_of_best"] = _ratio(r["output_tok_per_s"], best)
-    print(
-        f"\nceiling with {res.get('ceiling_api_servers', OLD_DEFAULTS['ceiling_api_servers'])} API "
-        "processes"
-    )
-    print(
-        f"{'workers:rp':>10} "
-        + " ".join(f"{'c' + str(c) + ' tok/s (of best)':>24}" for c in points)
-    )
-    for pair in grid:
-        w, rp = (int(x) for x in pair.split(":"))
-        rows = {
-            r["concurrency"]: r
-            for r in res["runs"]
-            if (r["workers_max"], r["record_processors"]) == (w, rp)
-        }
-        print(
-            f"{pair:>10} "
-            + " ".join(
-                f"{_n(rows[c]['output_tok_per_s']) + ' (' + _pc(rows[c]['share_of_best']) + ')':>24}"
-                for c in points
-            )
-        )
+    print_scaling(res, grid, points)
     Path(out, name).write_text(json.dumps(res, indent=2) + "\n")
     print(f"\nwrote {Path(out, name)}")
     return res
-
-
-def brief(path: str) -> None:
-    res = _detail(json.loads(Path(path).read_text()))
-    for key in sorted((k for k in res if re.fullmatch(r"c\d+", k)), key=lambda k: int(k[1:])):
-        r, b = res[key], res[key].get("server_breakdown", {})
-        print(
-            f"  {key}: Task {_n(r['task_output_tok_per_s'])} server "
-            f"{_n(r['server_output_tok_per_s'])} tok/s, ITL p50 Task/server "
-            f"{_n(r['task_itl_ms_p50'], '{:.2f}')}/{_n(r['itl_ms_p50'], '{:.2f}')} ms, gap p50 "
-            f"{_n(r['client_minus_task_ms_p50'], '{:.2f}')} ms (HTTP in "
-            f"{_n(b.get('http_in_ms_p50'), '{:.2f}')}, queue {_n(b.get('queue_ms_p50'), '{:.2f}')}"
-            f", HTTP out {_n(b.get('http_out_ms_p50'), '{:.2f}')}, client beyond HTTP "
-            f"{_n(b.get('client_beyond_http_ms_p50'), '{:.2f}')})",
-            flush=True,
-        )
