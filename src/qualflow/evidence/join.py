@@ -2,11 +2,10 @@
 protocol, runs, targets). In steps: read the session's records (`Sources`), join the requests
 (evidence.requests), summarise and judge each AIPerf run of each point (evidence.summary,
 evidence.status), judge each point's SLOs over its repeats (evidence.slo), and write the tables, per
-run id too, into the store (evidence.store)."""
+run id too, into the store (evidence.writing, evidence.store)."""
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -23,10 +22,11 @@ from qualflow.evidence.freshness import Measured
 from qualflow.evidence.inputs import EvidenceInputs, Sources
 from qualflow.evidence.requests import request_table
 from qualflow.evidence.samples import is_server_metric
-from qualflow.evidence.schema import SCHEMA_VERSION, SERVER_METRICS, TABLES, conform
+from qualflow.evidence.schema import SCHEMA_VERSION, SERVER_METRICS, conform
+from qualflow.evidence.session_columns import session_columns
 from qualflow.evidence.status import StatusInputs, accounting_ok, qualification_status, slo_ok
-from qualflow.evidence.store import HISTORY, write_table
 from qualflow.evidence.summary import summarize_point
+from qualflow.evidence.writing import JoinedTables, write_evidence
 from qualflow.phases import point_key
 from qualflow.session.points import read_points
 from qualflow.session.records import PointRun, reached, repeat_run_id, run_id_of
@@ -40,10 +40,6 @@ SERVER_TIMING_UNAVAILABLE = (
 SERVER_FIGURE_NULL = (
     "null: server timing not available (external endpoint), so no server-side figure exists"
 )
-
-
-def _iso(ns):
-    return None if ns is None else dt.datetime.fromtimestamp(ns / 1e9, dt.UTC).isoformat()
 
 
 @dataclass(frozen=True, eq=False)
@@ -205,53 +201,6 @@ def _slo_rung(
     return slo_ok(configured, misses, below), targets
 
 
-def _session_cols(j: Joined) -> dict:
-    """The `runs` columns every run of the session shares: provenance, the artifacts, the server."""
-    prov, manifest, session, ckpt = (
-        j.src.provenance,
-        j.src.manifest,
-        j.src.session,
-        j.src.checkpoint(),
-    )
-    return {
-        "qualflow_version": prov.get("qualflow_version"),
-        "git_sha": prov.get("git_sha"),
-        "git_dirty": prov.get("git_dirty"),
-        "packages": json.dumps(prov.get("packages"), sort_keys=True),
-        "python": prov.get("python"),
-        "os": prov.get("os"),
-        "hardware": json.dumps(prov.get("hardware"), sort_keys=True),
-        "checkpoint": ckpt.get("id"),
-        "checkpoint_revision": ckpt.get("revision")
-        or f"content-sha256:{ckpt.get('content_sha256')}",
-        "pin": json.dumps(j.src.pin, sort_keys=True, default=str)[:100000],
-        "bundle_hash": manifest.get("bundle_hash"),
-        "bundle_manifest": json.dumps(
-            {k: v for k, v in manifest.items() if k != "files"}, sort_keys=True, default=str
-        )[:100000],
-        "stack": session.stack or "qualflow",
-        "server_timing": session.server_timing or "available",
-        "served_model": session.model_name,
-        "device": None if session.endpoint else (j.inputs.device or session.device),
-        "precision": manifest.get("precision") or manifest.get("dtype") or manifest.get("profile"),
-        "context_limit": manifest.get("context_limit"),
-        "generation_config": json.dumps(
-            manifest.get("generation_config"), sort_keys=True, default=str
-        ),
-        "endpoint": (session.url or "") + "/v1/responses",
-        "server_settings": json.dumps(session.settings or {}, sort_keys=True),
-        "gpu": json.dumps(
-            {**session.gpu, "other_jobs": reached(session.other_gpu_jobs, [])}, sort_keys=True
-        )
-        if session.gpu
-        else None,
-        "startup": json.dumps(j.src.startup.figures()),
-        "stage_times": json.dumps({k: v.wall_s for k, v in session.stages.items()}),
-        "started_utc": _iso(session.session_started_ns),
-        "ended_utc": _iso(reached(session.session_ended_ns)),
-    }
-
-
 def _commands(j: Joined, p: AiperfPoint, run: PointRun | None) -> str:
     """`runs.commands`, with the harness ceiling's server and AIPerf commands where the point had
     one."""
@@ -308,54 +257,6 @@ def _judge_point(
     return summaries, runs, targets
 
 
-def _run_tables(rid, session_run_id, req, summ, corr, proto, runs, targ) -> dict[str, pd.DataFrame]:
-    """The tables of one run id: its own requests, summary and runs rows; the session's correctness
-    and protocol results (a repeat run carries them under its own id, so it stands alone); the
-    across-repeat targets only with the session's run id."""
-
-    def own(df):
-        return df[df["run_id"] == rid].reset_index(drop=True)
-
-    return {
-        "requests": own(req),
-        "summary": own(summ),
-        "runs": own(runs),
-        "correctness": corr.assign(run_id=rid),
-        "protocol": proto.assign(run_id=rid),
-        "targets": own(targ) if rid == session_run_id else targ.iloc[0:0],
-    }
-
-
-def _write(
-    j: Joined, out: Path, summaries: list[dict], runs: list[dict], targets: list[dict]
-) -> dict:
-    """Every table into `out` (all the session's runs), and each run's into out/history/<run_id>/
-    (never overwritten by another run); returns the result `qualflow join` prints."""
-    summ, runs_df, targ = (
-        conform(pd.DataFrame(rows), name)
-        for rows, name in ((summaries, "summary"), (runs, "runs"), (targets, "targets"))
-    )
-    run_ids = list(dict.fromkeys([j.run_id, *runs_df["run_id"]]))
-    per_run = {
-        rid: _run_tables(rid, j.run_id, j.requests, summ, j.correctness, j.protocol, runs_df, targ)
-        for rid in run_ids
-    }
-    tables = {t: pd.concat([per_run[r][t] for r in run_ids], ignore_index=True) for t in TABLES}
-    for name, df in tables.items():
-        write_table(df, out / f"{name}.parquet")
-    for rid, tabs in per_run.items():
-        dest = out / HISTORY / rid
-        dest.mkdir(parents=True, exist_ok=True)
-        for name, df in tabs.items():
-            write_table(df, dest / f"{name}.parquet")
-    return {
-        "run_id": j.run_id,
-        "run_ids": run_ids,
-        "statuses": {r["point_id"]: r["status"] for r in runs if r["run_id"] == j.run_id},
-        "counts": {n: len(d) for n, d in tables.items()},
-    }
-
-
 def build_evidence(
     inputs: EvidenceInputs, points: Sequence[AiperfPoint], slos: Mapping[str, dict] | None = None
 ) -> dict:
@@ -364,14 +265,20 @@ def build_evidence(
     out = Path(inputs.out)
     out.mkdir(parents=True, exist_ok=True)
     j = _prepare(inputs, points, slos)
-    shared = _session_cols(j)
+    shared = session_columns(j.src, j.inputs.device)
     summaries, runs, targets = [], [], []
     for p in points:
         s, r, t = _judge_point(j, p, shared)
         summaries += s
         runs += r
         targets += t
-    res = _write(j, out, summaries, runs, targets)
+    res = write_evidence(
+        out,
+        JoinedTables(j.run_id, j.requests, j.correctness, j.protocol),
+        summaries,
+        runs,
+        targets,
+    )
     Measured.of(
         out,
         inputs.session,
