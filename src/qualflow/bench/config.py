@@ -102,10 +102,11 @@ class ServerBenchConfig:
         help="the result's file name (default <date>-server.json; "
         "--mode scaling: <date>-<GPU model>-ceiling-scaling.json)",
     )
-    mode: Literal["speed", "scaling"] = setting(
+    mode: Literal["speed", "scaling", "http"] = setting(
         "speed",
         help="scaling: only the ceiling, at each AIPerf workers:record_processors pair of "
-        "--grid and each point",
+        "--grid and each point; http: the HTTP part of a c1 request under each of "
+        "--http-servers (synthetic engine, no AIPerf), alternated",
     )
     device: Literal["auto", "cuda", "cpu"] = setting(
         "auto", help="auto: cuda where nvidia-smi sees a GPU"
@@ -149,3 +150,8 @@ class ServerBenchConfig:
     )
     scaling_requests_per_c: int = setting(8, help="--mode scaling: requests per point, times c")
     port: int = setting(8765, help="the servers' port")
+    http_servers: str = setting(
+        "uvicorn granian", help="--mode http: the ASGI servers (--http-server) to alternate"
+    )
+    http_requests: int = setting(200, help="--mode http: measured c1 requests per server a round")
+    http_rounds: int = setting(4, help="--mode http: rounds, each server once a round")

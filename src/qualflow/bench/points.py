@@ -13,7 +13,7 @@ import time
 from qualflow.runtime import GenerationRequest
 
 from .point import run_point
-from .roofline import point_roofline
+from .roofline import point_roofline, workload_roofline
 
 POINTS = [  # (name, concurrency, ISL, OSL, target)
     ("c1_isl128_osl256", 1, 128, 256, {"output_tok_per_s": 1000, "itl_ms_p50": 1.0}),
@@ -65,6 +65,8 @@ async def offline_workload(task, n: int = 256, seed: int = 0) -> dict:
     )
     return {
         "requests": n,
+        "input_lens": [len(r.prompt_token_ids) for r in reqs],
+        "output_lens": [r.params.max_new_tokens for r in reqs],
         "output_tokens": tokens,
         "wall_s": wall,
         "output_tok_per_s": tokens / wall,
@@ -153,8 +155,17 @@ def measure(task, result: dict, tag: str, names, save, cfg, offline: bool = True
     if cfg.skip_offline or not offline:
         return
     try:
-        result["offline" + tag] = asyncio.run(offline_workload(task))
-        print(f"offline{tag}: {result['offline' + tag]}", flush=True)
+        off = result["offline" + tag] = asyncio.run(offline_workload(task))
+        off["roofline"] = workload_roofline(
+            result["shape"], off.pop("input_lens"), off.pop("output_lens"), result
+        )
+        off["pct_of_roofline"] = 100 * off["output_tok_per_s"] / off["roofline"]["limit_tok_per_s"]
+        print(
+            f"offline{tag}: {off['output_tok_per_s']:.0f} tok/s ({off['output_tokens']} tokens in "
+            f"{off['wall_s']:.1f}s)  {off['pct_of_roofline']:.1f}% of roofline "
+            f"{off['roofline']['limit_tok_per_s']:.0f}",
+            flush=True,
+        )
     except Exception as e:  # noqa: BLE001
         result["offline" + tag] = {"error": repr(e)}
         print(f"offline{tag} failed: {e!r}", flush=True)

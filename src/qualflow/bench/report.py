@@ -105,10 +105,13 @@ def print_points(result: dict, prev: dict) -> None:
     for tag in [k for k in result if k.startswith("offline")]:
         if "error" not in result[tag]:
             same = prev.get(tag) or next((prev[k] for k in prev if k.startswith("offline")), {})
-            po = same.get("output_tok_per_s", NAN)
+            po, off = same.get("output_tok_per_s", NAN), result[tag]
+            limit = off.get("roofline", {}).get("limit_tok_per_s", NAN)
+            dec = off.get("roofline", {}).get("decode_limit_tok_per_s", NAN)
             print(
-                f"| {tag} (nano-vllm bench) | {result[tag]['output_tok_per_s']:.0f} | | {po:.0f} | "
-                f"| | | | | | {result[tag]['met']} |"
+                f"| {tag} (nano-vllm bench) | {off['output_tok_per_s']:.0f} | | {po:.0f} | "
+                f"{limit:.0f} | {off.get('pct_of_roofline', NAN):.1f} | "
+                f"{100 * off['output_tok_per_s'] / dec:.1f} | | | | {off.get('met')} |"
             )
 
 

@@ -2,7 +2,7 @@
 (benchmarks/results/<GPU model>/<date>-<kind>.json).
 
     {"schema": "qualflow-bench/1",
-     "kind": "engine" | "server" | "kernel" | "pilot",
+     "kind": "engine" | "server" | "kernel" | "pilot" | "http",
      "name": what ran (engine: the plan; kernel: the tuner; server, pilot: the preset or config),
      "gpu": the device name as CUDA reports it ("NVIDIA H200"), "date": ISO 8601 UTC,
      "software": {"git_sha", "torch", "cuda", "driver"} (null where the run did not record it),
@@ -24,7 +24,7 @@ import subprocess
 from pathlib import Path
 
 SCHEMA = "qualflow-bench/1"
-KINDS = ("engine", "server", "kernel", "pilot")
+KINDS = ("engine", "server", "kernel", "pilot", "http")
 # what a result recorded before a setting existed ran with: request_sampling came in after runs
 # whose requests carried no sampling fields (the server's default, temperature 1); api_servers after
 # runs of one API process
@@ -86,7 +86,18 @@ def engine_points(raw: dict) -> list[dict]:
             )
         )
     for key in sorted(k for k in raw if k.startswith("offline") and "output_tok_per_s" in raw[k]):
-        out.append(point(key, {"output_tok_per_s": raw[key]["output_tok_per_s"]}))
+        tps, limit = (
+            raw[key]["output_tok_per_s"],
+            raw[key].get("roofline", {}).get("limit_tok_per_s"),
+        )
+        out.append(
+            point(
+                key,
+                {"output_tok_per_s": tps},
+                {"output_tok_per_s": limit} if limit else {},
+                tps / limit if limit else None,
+            )
+        )
     return out
 
 
@@ -104,6 +115,15 @@ def server_points(raw: dict) -> list[dict]:
     return [
         point(f"{k}_isl{raw.get('isl')}_osl{raw.get('osl')}", {f: raw[k].get(f) for f in keys})
         for k in sorted((k for k in raw if re.fullmatch(r"c\d+", k)), key=lambda k: int(k[1:]))
+    ]
+
+
+def http_points(raw: dict) -> list[dict]:
+    """The HTTP path benchmark's servers: the p50 of HTTP in, queue, HTTP out and their sum."""
+    keys = ("http_in_ms_p50", "queue_ms_p50", "http_out_ms_p50", "http_part_ms_p50")
+    return [
+        point(f"c1_{name}", {k: figs.get(k) for k in keys})
+        for name, figs in raw.get("servers", {}).items()
     ]
 
 
@@ -158,6 +178,7 @@ POINTS = {
     "server": server_points,
     "kernel": kernel_points,
     "pilot": pilot_points,
+    "http": http_points,
 }
 
 

@@ -6,7 +6,11 @@ A point is `concurrency` requests in flight, each a prompt of `isl` tokens and `
     (weight bytes + c * (isl + j) * KV bytes per token) / copy bandwidth;
   - prefill: 2 * params FLOPs per prompt token at the measured matmul peak.
 The limit is c * osl output tokens over the sum of both. `copy_bandwidth` counts bytes read plus
-bytes written, the same count a step's reads are compared with."""
+bytes written, the same count a step's reads are compared with.
+
+The offline workload (requests of different lengths, all submitted at once) is bounded the same
+way (`workload_roofline`): at least as many decode steps as its longest output, each reading all the
+weights, every output token reading its sequence's K/V at its context, and the prefill FLOPs."""
 
 from __future__ import annotations
 
@@ -37,6 +41,21 @@ def point_roofline(shape: dict, concurrency: int, isl: int, osl: int, device: di
     )
     pre = concurrency * isl * 2 * shape["params"] / (device["matmul_tflops"] * 1e12)
     tokens = concurrency * osl
+    return {
+        "decode_limit_tok_per_s": tokens / dec,
+        "limit_tok_per_s": tokens / (dec + pre),
+        "decode_s_min": dec,
+        "prefill_s_min": pre,
+    }
+
+
+def workload_roofline(shape: dict, isls: list[int], osls: list[int], device: dict) -> dict:
+    """Requests of prompts `isls` and outputs `osls` (in pairs): their output tok/s limit."""
+    bw = device["copy_bandwidth_tb_s"] * 1e12
+    ctx_sum = sum(o * i + o * (o + 1) / 2 for i, o in zip(isls, osls, strict=True))
+    dec = (max(osls) * shape["weight_bytes"] + ctx_sum * shape["kv_bytes_per_token"]) / bw
+    pre = sum(isls) * 2 * shape["params"] / (device["matmul_tflops"] * 1e12)
+    tokens = sum(osls)
     return {
         "decode_limit_tok_per_s": tokens / dec,
         "limit_tok_per_s": tokens / (dec + pre),

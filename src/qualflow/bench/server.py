@@ -12,7 +12,8 @@ Prints Task, server and ceiling side by side per point and where a server reques
 this run against the newest committed result of the same device and settings in --results (or
 --baseline), and writes <out>/<date>-server.json in the results schema. --mode scaling measures only
 the ceiling at each AIPerf workers:record_processors pair of --grid (the figures to set the pilot's
-`aiperf:` section from).
+`aiperf:` section from). --mode http measures the HTTP part of a c1 request under each ASGI server
+of --http-servers, alternated (http_path).
 
     qualflow bench server --work /tmp/speed --out $OUT"""
 
@@ -226,6 +227,11 @@ def run_server_bench(cfg: ServerBenchConfig) -> int:
     # out of): queued behind the stack's batch, it would measure that batch, not the HTTP path
     sets = settings(cfg, _device_name(cfg.device), max(cfg.max_batch, *points))
     bundle = bundle_of(cfg)
+    if cfg.mode == "http":
+        from . import http_path
+
+        http_path.write(http_path.http_path(cfg, bundle, sets["device_name"]), cfg.out, cfg.name)
+        return 0
     (scaling if cfg.mode == "scaling" else speed)(cfg, bundle, points, sets)
     return 0
 

@@ -4,6 +4,7 @@ generated from the fields (qualflow.configs)."""
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass
 from typing import Literal
 
@@ -39,18 +40,31 @@ class ServerConfig:
     reasoning_budgets: tuple[int, int, int, int] | None = setting(
         None,
         metavar=("MINIMAL", "LOW", "MEDIUM", "HIGH"),
-        help="thinking budget (reasoning tokens) of each reasoning.effort, 0 = unbounded (default: the family's)",
+        help="thinking budget (reasoning tokens) of each reasoning.effort, 0 = unbounded "
+        "(default: the family's)",
+    )
+    http_server: Literal["uvicorn", "granian"] = setting(
+        "uvicorn",
+        help="the ASGI server the app runs under: uvicorn, or granian (a Rust HTTP server; "
+        "pip install 'qualflow[serve-native]')",
     )
     api_server_count: int = setting(
         1,
-        help="HTTP (API) processes serving the port, all in front of one engine process (the model, or the "
-        "synthetic engine) that each reaches over its own pipes; 1: one process, the engine in it or in "
-        "its child (--engine-process). Above 1 the timing log gets every process's records, while "
-        "/v1/qualflow/task-timings answers with those of the process that took the connection",
+        help="HTTP (API) processes serving the port, all in front of one engine process (the "
+        "model, or the synthetic engine) that each reaches over its own pipes; 1: one process, the "
+        "engine in it or in its child (--engine-process). Above 1 the timing log gets every "
+        "process's records, while /v1/qualflow/task-timings answers with those of the process "
+        "that took the connection",
     )
 
     def __post_init__(self):
+        if self.http_server == "granian" and importlib.util.find_spec("granian") is None:
+            raise ValueError(
+                "http_server (--http-server) granian needs the granian package: "
+                "pip install 'qualflow[serve-native]'"
+            )
         if self.api_server_count < 1:
             raise ValueError(
-                f"api_server_count (--api-server-count) must be at least 1, not {self.api_server_count}"
+                "api_server_count (--api-server-count) must be at least 1, not "
+                f"{self.api_server_count}"
             )

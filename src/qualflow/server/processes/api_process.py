@@ -1,5 +1,5 @@
 """One of the N API processes of `qualflow serve --api-server-count N` (api_servers starts them
-with multiprocessing spawn): the app under uvicorn on the listening socket the serve process
+with multiprocessing spawn): the app under its ASGI server on the listening socket the serve process
 bound, its Task attached to the shared engine process over this process's own link, admission
 taken from the server's shared semaphore, timing records appended to the server's one log. Its
 log lines name it (`[api I pid P]`). It lives exactly as long as the serve process (killed when

@@ -81,8 +81,8 @@ def _supervise(host, procs) -> tuple[int | None, object | None]:
         if gone is not None and first is None and not stop:
             first = gone
             say(
-                f"error: API process {procs.index(gone)} (pid {gone.pid}) exited with code {gone.exitcode}; "
-                "stopping the server"
+                f"error: API process {procs.index(gone)} (pid {gone.pid}) exited with code "
+                f"{gone.exitcode}; stopping the server"
             )
             _terminate(procs)
         if stop or first is not None:
@@ -106,18 +106,21 @@ def serve_api_processes(
     (returns serve's exit code)."""
     if engine.engine_process == "off":
         say(
-            "error: --api-server-count above 1 runs the engine in its own process: drop --engine-process off"
+            "error: --api-server-count above 1 runs the engine in its own process: "
+            "drop --engine-process off"
         )
         return 2
     host, procs, shared = _start(server, engine, sock, started_ns)
     say(
-        f"listening on http://{server.host}:{sock.getsockname()[1]} (bundle {server.bundle}, device "
-        f"{engine.device}, {len(procs)} API processes {[p.pid for p in procs]}, engine process {host.pid})"
+        f"listening on http://{server.host}:{sock.getsockname()[1]} (bundle {server.bundle}, "
+        f"device {engine.device}, {len(procs)} API processes {[p.pid for p in procs]}, engine "
+        f"process {host.pid})"
     )
     sig, first = _supervise(host, procs)
     host.stop()
     sock.close()
-    del shared  # the last references: their finalizers unlink the named semaphores (before a re-raised signal)
+    # the last references: their finalizers unlink the named semaphores (before a re-raised signal)
+    del shared
     if sig is not None:
         signal.signal(sig, signal.SIG_DFL)
         signal.raise_signal(sig)

@@ -28,8 +28,8 @@ class Peers:
         """At shutdown, on stderr: how many requests this process admitted (how the kernel spread
         the connections over the processes)."""
         print(
-            f"qualflow serve: API process {self.index} (pid {os.getpid()}) admitted {self.admission.admitted} "
-            "requests",
+            f"qualflow serve: API process {self.index} (pid {os.getpid()}) admitted "
+            f"{self.admission.admitted} requests",
             file=sys.stderr,
             flush=True,
         )

@@ -1,7 +1,7 @@
-"""Running the app in a process of `qualflow serve`: `run_app` (uvicorn on the bound socket, the
-Task loading on a thread), and what the serve processes share: `say` (their stderr lines),
-`tune_process` (an API process's process-wide knobs) and `load_engine_task` (the Task, as the
-runtime loads it)."""
+"""Running the app in a process of `qualflow serve`: `run_app` (the ASGI server of
+ServerConfig.http_server, asgi_servers, on the bound socket, the Task loading on a thread), and
+what the serve processes share: `say` (their stderr lines), `tune_process` (an API process's
+process-wide knobs) and `load_engine_task` (the Task, as the runtime loads it)."""
 
 from __future__ import annotations
 
@@ -44,19 +44,18 @@ def run_app(
     started_ns: int,
     peers: Any = None,
 ) -> int:
-    """The app under uvicorn on `sock` until interrupted, its Task built by `load()` on a thread;
-    the exit code (`serve`'s). `peers`: what it shares with the server's other API processes
-    (api_servers)."""
-    import uvicorn
-
+    """The app under the ASGI server of `server.http_server` on `sock` until interrupted, its Task
+    built by `load()` on a thread; the exit code (`serve`'s). `peers`: what it shares with the
+    server's other API processes (api_servers)."""
     from ..app import create_app
+    from .asgi_servers import asgi_server
 
     failed: list[BaseException] = []
-    uv: uvicorn.Server | None = None
+    http: Any = None
 
     def on_load_error(e: BaseException) -> None:
         failed.append(e)
-        uv.should_exit = True
+        http.stop()
 
     app = create_app(
         load,
@@ -69,16 +68,8 @@ def run_app(
         reasoning_budgets=server.reasoning_budgets,
         peers=peers,
     )
-    uv = uvicorn.Server(
-        uvicorn.Config(
-            app,
-            log_level=server.log_level,
-            access_log=False,
-            lifespan="on",
-            timeout_graceful_shutdown=5,
-        )
-    )
-    uv.run(sockets=[sock])
+    http = asgi_server(server.http_server, app, server.log_level)
+    http.run(sock)
     if failed:
         say(f"error: task load failed: {failed[0]}")
         return 2 if isinstance(failed[0], ValueError) else 1

@@ -1,8 +1,8 @@
 """`qualflow serve`: one process serving one bundle. Its flags are generated from ServerConfig
 and the runtime's EngineConfig; `serve(server, engine)` binds the port before anything loads,
-then runs the app under uvicorn while the Task loads on a thread (`run_app`). With
---api-server-count N > 1 this process starts one engine process and N API processes on the socket
-instead (`api_servers`)."""
+then runs the app under its ASGI server (uvicorn or granian) while the Task loads on a thread
+(`run_app`). With --api-server-count N > 1 this process starts one engine process and N API
+processes on the socket instead (`api_servers`)."""
 
 from __future__ import annotations
 
@@ -33,7 +33,8 @@ def serve(server: ServerConfig, engine: EngineConfig) -> int:
     logging.basicConfig(level=server.log_level.upper(), format=LOG_FORMAT)
     if server.host not in LOOPBACK:
         say(
-            f"warning: bound to {server.host}, reachable beyond this machine; the server has no authentication"
+            f"warning: bound to {server.host}, reachable beyond this machine; the server has no "
+            "authentication"
         )
     if server.api_server_count > 1:
         from .api_servers import serve_api_processes

@@ -1,0 +1,139 @@
+"""`qualflow bench server --mode http`: the HTTP part of a c1 request under each ASGI server of
+--http-servers, on the same machine in one run, alternating, with repeats.
+
+Each round starts `qualflow serve --engine synthetic --step-ms <ceiling-step-ms> --http-server S`
+(no model: the engine costs ~nothing) for each server in turn and sends --http-requests streamed
+c1 Responses requests (ISL-sized prompt, OSL tokens, ignore_eos), after a few unmeasured ones. The
+server's timing records split each request: HTTP in (arrival -> Task submit), queue, HTTP out (the
+Task's end -> last byte sent); the client's latency beyond the server's HTTP time is the client's
+own part. Prints the p50 of each per server and round, then over all rounds, and writes
+<out>/<date>-http.json in the results schema (kind http)."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import statistics
+import time
+from pathlib import Path
+
+from . import results as results_schema
+from .config import ServerBenchConfig
+from .server_procs import Server, extra_inputs
+
+PARTS = ("http_in_ms", "queue_ms", "http_out_ms", "http_part_ms", "client_beyond_http_ms")
+WARMUP = 10
+
+
+def _request(client, url: str, body: dict) -> tuple[str, float]:
+    """One streamed request, read to its end: (its request id, the client's latency in ms)."""
+    t0 = time.perf_counter()
+    with client.stream("POST", url, json=body) as r:
+        for _ in r.iter_bytes():
+            pass
+        r.raise_for_status()
+    return r.headers["x-request-id"], (time.perf_counter() - t0) * 1e3
+
+
+def split(rec: dict, latency_ms: float) -> dict:
+    """Where one request's time went, from its final timing record and the client's latency."""
+
+    def ms(a: str, b: str) -> float:
+        return (rec[b] - rec[a]) / 1e6
+
+    http_in, http_out = ms("http_received_ns", "submitted_ns"), ms("finished_ns", "http_sent_ns")
+    return {
+        "http_in_ms": http_in,
+        "queue_ms": ms("submitted_ns", "first_scheduled_ns"),
+        "http_out_ms": http_out,
+        "http_part_ms": http_in + http_out,
+        "client_beyond_http_ms": latency_ms - ms("http_received_ns", "http_sent_ns"),
+    }
+
+
+def _records(log: Path) -> dict:
+    rows = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+    return {r["request_id"]: r for r in rows}
+
+
+def one_round(cfg: ServerBenchConfig, bundle: Path, folder: Path, http_server: str) -> list[dict]:
+    """One server's requests of one round: their splits, in order."""
+    import httpx
+
+    flags = ["--engine", "synthetic", "--step-ms", f"{cfg.ceiling_step_ms:g}", "--device", "cpu"]
+    server = Server(cfg, bundle, folder, 1, 1, [*flags, "--http-server", http_server])
+    body = {
+        "model": "speed",
+        "input": "hello " * max(1, cfg.isl - 8),
+        "max_output_tokens": cfg.osl,
+        "stream": True,
+        **json.loads(extra_inputs(cfg)),
+    }
+    url, done = f"http://127.0.0.1:{cfg.port}/v1/responses", []
+    try:
+        with httpx.Client(timeout=60) as client:
+            for i in range(WARMUP + cfg.http_requests):
+                rid, lat = _request(client, url, body)
+                if i >= WARMUP:
+                    done.append((rid, lat))
+            time.sleep(0.2)  # the last record's http_sent_ns is written after the last byte
+    finally:
+        server.stop()
+    recs = _records(folder / "timing.jsonl")
+    return [split(recs[rid], lat) for rid, lat in done if recs.get(rid, {}).get("http_sent_ns")]
+
+
+def p50s(rows: list[dict]) -> dict:
+    return {f"{k}_p50": statistics.median(r[k] for r in rows) if rows else None for k in PARTS}
+
+
+def http_path(cfg: ServerBenchConfig, bundle: Path, device_name: str) -> dict:
+    servers = cfg.http_servers.split()
+    rows: dict[str, list[dict]] = {s: [] for s in servers}
+    rounds = []
+    for n in range(cfg.http_rounds):
+        for s in servers if n % 2 == 0 else servers[::-1]:  # alternated: ABBA...
+            got = one_round(cfg, bundle, Path(cfg.work) / "http" / f"{s}-{n}", s)
+            rows[s] += got
+            rounds.append({"round": n, "http_server": s, "requests": len(got), **p50s(got)})
+            print(_line(f"round {n} {s}", rounds[-1]), flush=True)
+    res = {
+        "recorded_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "device_name": device_name,
+        **{k: str(v) for k, v in dataclasses.asdict(cfg).items() if k in SETTINGS},
+        "rounds": rounds,
+        "servers": {s: {"requests": len(r), **p50s(r)} for s, r in rows.items()},
+    }
+    print(f"\nthe HTTP part of a c1 request, p50 over all rounds (ms; {cfg.http_rounds} rounds):")
+    for s, figs in res["servers"].items():
+        print(_line(s, figs))
+    return res
+
+
+SETTINGS = ("isl", "osl", "ceiling_step_ms", "http_requests", "http_rounds", "http_servers")
+
+
+def _line(label: str, figs: dict) -> str:
+    cells = " | ".join(
+        f"{k.removesuffix('_ms')} {figs[f'{k}_p50']:.3f}"
+        if figs[f"{k}_p50"] is not None
+        else f"{k} -"
+        for k in PARTS
+    )
+    return f"  {label:>18}: {cells}  ({figs['requests']} requests)"
+
+
+def write(res: dict, out: str, name: str) -> Path:
+    rec = results_schema.record(
+        "http",
+        "c1-synthetic",
+        res["device_name"],
+        res["recorded_utc"],
+        {"git_sha": results_schema.git_sha()},
+        res,
+    )
+    path = Path(out, name or f"{dt.datetime.now(dt.UTC).date()}-http.json")
+    path.write_text(json.dumps(rec, indent=1) + "\n")
+    print(f"\nwrote {path}")
+    return path
