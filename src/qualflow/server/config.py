@@ -10,7 +10,9 @@ from typing import Literal
 from qualflow.configs import setting
 from qualflow.runtime import EngineConfig
 
-__all__ = ["EngineConfig", "ServerConfig"]
+from .store.config import StoreConfig
+
+__all__ = ["EngineConfig", "ServerConfig", "StoreConfig"]
 
 
 @dataclass(frozen=True)
@@ -39,18 +41,33 @@ class ServerConfig:
     reasoning_budgets: tuple[int, int, int, int] | None = setting(
         None,
         metavar=("MINIMAL", "LOW", "MEDIUM", "HIGH"),
-        help="thinking budget (reasoning tokens) of each reasoning.effort, 0 = unbounded (default: the family's)",
+        help="thinking budget (reasoning tokens) of each reasoning.effort, 0 = unbounded "
+        "(default: the family's)",
     )
     api_server_count: int = setting(
         1,
-        help="HTTP (API) processes serving the port, all in front of one engine process (the model, or the "
-        "synthetic engine) that each reaches over its own pipes; 1: one process, the engine in it or in "
-        "its child (--engine-process). Above 1 the timing log gets every process's records, while "
-        "/v1/qualflow/task-timings answers with those of the process that took the connection",
+        help="HTTP (API) processes serving the port, all in front of one engine process (the "
+        "model, or the synthetic engine) that each reaches over its own pipes; 1: one process, the "
+        "engine in it or in its child (--engine-process). Above 1 the timing log gets every "
+        "process's records, while /v1/qualflow/task-timings answers with those of the process "
+        "that took the connection",
+    )
+
+    store: StoreConfig = setting(
+        StoreConfig(),
+        help="the response store (its flags: --store, --store-max-age-s, --store-max-responses, "
+        "...); with --api-server-count N every API process shares it",
+    )
+    api_key: str | None = setting(
+        None,
+        help="API keys required as `Authorization: Bearer KEY` on every /v1 route: env:VAR (the "
+        "variable holds them, comma- or newline-separated) or file:PATH (one a line); none: no "
+        "authentication, one tenant. Stored objects are visible only with the key that made them",
     )
 
     def __post_init__(self):
         if self.api_server_count < 1:
             raise ValueError(
-                f"api_server_count (--api-server-count) must be at least 1, not {self.api_server_count}"
+                "api_server_count (--api-server-count) must be at least 1, "
+                f"not {self.api_server_count}"
             )

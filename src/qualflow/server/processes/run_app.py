@@ -49,7 +49,9 @@ def run_app(
     (api_servers)."""
     import uvicorn
 
-    from ..app import create_app
+    from ..api_keys import load_api_keys
+    from ..app import add_state, create_app
+    from ..store import StoreOpenError
 
     failed: list[BaseException] = []
     uv: uvicorn.Server | None = None
@@ -69,6 +71,12 @@ def run_app(
         reasoning_budgets=server.reasoning_budgets,
         peers=peers,
     )
+    try:
+        retain = peers is None or peers.index == 0  # one process of the server prunes the store
+        add_state(app, server.store, load_api_keys(server.api_key), retain=retain)
+    except (StoreOpenError, ValueError) as e:
+        say(f"error: {e}")
+        return 2
     uv = uvicorn.Server(
         uvicorn.Config(
             app,
