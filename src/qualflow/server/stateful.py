@@ -111,6 +111,8 @@ def _all_conversation_items(store, owner: str, conv: str) -> list[JSON]:
 async def load(turn: Turn, rec: TimingRecord) -> None:
     """The inherited items, from the store (a worker thread): 400 previous_response_not_found for a
     chain that is unknown, another key's or broken; 404 for an unknown conversation."""
+    if turn.req.previous_response_id is None and turn.conversation_id is None:
+        return  # nothing inherited: no store call
     t0 = time.perf_counter_ns()
     try:
         if turn.req.previous_response_id is not None:
