@@ -200,7 +200,6 @@ def test_accepted_and_ignored_fields(client):
         model=MODEL,
         input="hi",
         max_output_tokens=4,
-        store=True,
         metadata={"k": "v"},
         user="u",
         safety_identifier="s",
@@ -219,6 +218,12 @@ def test_accepted_and_ignored_fields(client):
     )
     assert resp.status == "incomplete" and resp.usage.output_tokens == 4
     assert resp.metadata == {"k": "v"} and resp.parallel_tool_calls is False and resp.store is False
+
+
+def test_store_true_without_a_store_is_a_clear_400(client):
+    with pytest.raises(openai.BadRequestError) as e:
+        client.responses.create(model=MODEL, input="hi", max_output_tokens=4, store=True)
+    assert e.value.param == "store" and "--store" in e.value.message
 
 
 def test_sixteen_concurrent_streams(srv):
