@@ -8,7 +8,7 @@ import dataclasses
 
 from qualflow.configs import flag_of, from_args, to_argv
 from qualflow.server import add_serve_args
-from qualflow.server.config import EngineConfig, ServerConfig
+from qualflow.server.config import EngineConfig, ServerConfig, StoreConfig
 
 SPELLED = (
     "--bundle",
@@ -37,8 +37,10 @@ def _parser() -> argparse.ArgumentParser:
 
 def test_every_config_field_is_a_flag_with_the_fields_help():
     actions = {a.option_strings[0]: a for a in _parser()._actions if a.option_strings}
-    for cls in (ServerConfig, EngineConfig):
+    for cls in (ServerConfig, StoreConfig, EngineConfig):
         for f in dataclasses.fields(cls):
+            if dataclasses.is_dataclass(f.type) or f.type == "StoreConfig":
+                continue  # a nested config: its own fields are its flags
             a = actions[flag_of(f)]
             if f.metadata.get("qualflow_suppress") or f.metadata.get(
                 "qualflow_settled"

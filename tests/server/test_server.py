@@ -55,7 +55,7 @@ def post(srv, body, headers=None, timeout=60) -> httpx.Response:
     )
 
 
-# ------------------------------------------------------------------------------------------- ops
+# ---------------------------------------------------------------- ops
 
 
 def test_health_and_models(srv, client):
@@ -90,7 +90,7 @@ def test_port_in_use_is_a_clear_error(srv, bundle_dir):
     assert p.returncode != 0 and f"port {port}" in p.stderr and "in use" in p.stderr
 
 
-# ------------------------------------------------------------------------------------------- generation
+# ---------------------------------------------------------------- generation
 
 
 def test_non_stream(srv, client):
@@ -200,7 +200,6 @@ def test_accepted_and_ignored_fields(client):
         model=MODEL,
         input="hi",
         max_output_tokens=4,
-        store=True,
         metadata={"k": "v"},
         user="u",
         safety_identifier="s",
@@ -219,6 +218,12 @@ def test_accepted_and_ignored_fields(client):
     )
     assert resp.status == "incomplete" and resp.usage.output_tokens == 4
     assert resp.metadata == {"k": "v"} and resp.parallel_tool_calls is False and resp.store is False
+
+
+def test_store_true_without_a_store_is_a_clear_400(client):
+    with pytest.raises(openai.BadRequestError) as e:
+        client.responses.create(model=MODEL, input="hi", max_output_tokens=4, store=True)
+    assert e.value.param == "store" and "--store" in e.value.message
 
 
 def test_sixteen_concurrent_streams(srv):
@@ -249,7 +254,7 @@ def test_sixteen_concurrent_streams(srv):
     assert all(r["finish_reason"] == "length" and r["stream"] for r in recs)
 
 
-# ------------------------------------------------------------------------------------------- identity and timing
+# ---------------------------------------------------------------- identity and timing
 
 
 def test_request_id_round_trip_and_timing_record(srv, client):
@@ -329,7 +334,7 @@ def test_disconnect_cancels_the_task_request(srv):
     assert post(srv, {"model": MODEL, "input": "hi", "max_output_tokens": 2}).status_code == 200
 
 
-# ------------------------------------------------------------------------------------------- reject, don't imply
+# ---------------------------------------------------------------- reject, don't imply
 
 BASE = {"model": MODEL, "input": "hi", "max_output_tokens": 4}
 REJECT = [  # (body changes, code, param); None deletes the key

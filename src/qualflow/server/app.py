@@ -12,13 +12,16 @@ from typing import Any
 from fastapi import FastAPI
 
 from .admission import DEFAULT_MAX_BODY_BYTES
+from .http.auth import ApiKeyMiddleware
 from .http.errors import add_error_handlers
 from .http.lifespan import lifespan_of
 from .http.middleware import RequestIdMiddleware
 from .http.responses_endpoint import DirectRoutes, ResponsesEndpoint
 from .http.routes import add_responses_route, add_status_routes
 from .http.state import ServerState
+from .http.stored_routes import add_conversation_routes, add_response_routes
 from .processes.peers import Peers
+from .store import AsyncStore, StoreConfig, open_store
 from .timing import TimingStore
 
 
@@ -68,3 +71,25 @@ def create_app(
     add_status_routes(app, state)
     add_error_handlers(app)
     return app
+
+
+def add_state(
+    app: FastAPI,
+    store: StoreConfig | None = None,
+    api_keys: frozenset[str] = frozenset(),
+    *,
+    retain: bool = True,
+) -> None:
+    """Make a created app stateful: the response store of `store.url` (opened and migrated now:
+    StoreOpenError, naming the URL without its password, if it cannot be), its routes, and its
+    retention (where `retain`: one process of a server runs it); `api_keys`: Bearer auth on every
+    /v1 route, each stored object visible only with the key that made it."""
+    state: ServerState = app.state.server_state
+    if store is not None and store.url is not None:
+        sql = open_store(store.url)
+        state.response_store, state.store_config = AsyncStore(sql), store
+        state.store_backend, state.retain = sql.engine.dialect.name, retain
+        add_response_routes(app, state)
+        add_conversation_routes(app, state)
+    if api_keys:
+        app.add_middleware(ApiKeyMiddleware, keys=api_keys)

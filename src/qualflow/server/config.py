@@ -11,7 +11,9 @@ from typing import Literal
 from qualflow.configs import setting
 from qualflow.runtime import EngineConfig
 
-__all__ = ["EngineConfig", "ServerConfig"]
+from .store.config import StoreConfig
+
+__all__ = ["EngineConfig", "ServerConfig", "StoreConfig"]
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,18 @@ class ServerConfig:
         "engine in it or in its child (--engine-process). Above 1 the timing log gets every "
         "process's records, while /v1/qualflow/task-timings answers with those of the process "
         "that took the connection",
+    )
+
+    store: StoreConfig = setting(
+        StoreConfig(),
+        help="the response store (its flags: --store, --store-max-age-s, --store-max-responses, "
+        "...); with --api-server-count N every API process shares it",
+    )
+    api_key: str | None = setting(
+        None,
+        help="API keys required as `Authorization: Bearer KEY` on every /v1 route: env:VAR (the "
+        "variable holds them, comma- or newline-separated) or file:PATH (one a line); none: no "
+        "authentication, one tenant. Stored objects are visible only with the key that made them",
     )
 
     def __post_init__(self):

@@ -59,6 +59,9 @@ class TimingRecord:
     reasoning_tokens: int | None = None
     answer_tokens: int | None = None
     answer_first_token_ns: int | None = None
+    # a stateful request (--store): loading its context, writing the response (None: no store call)
+    store_load_ns: int | None = None
+    store_write_ns: int | None = None
 
     # ---- transitions ------------------------------------------------------------------------
     def reject(self, http_status: int, message: str) -> None:

@@ -1,14 +1,17 @@
 """The app's lifespan: the Task is ready when the server starts (given), or loads on a thread after
-it starts (so /health answers 503 while loading); at shutdown the Task and the stores close."""
+it starts (so /health answers 503 while loading); the response store's retention runs
+in the background; at shutdown the Task and the stores close."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 from collections.abc import Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
+from ..store import retain
 from .state import ServerState
 
 log = logging.getLogger("qualflow.server")
@@ -47,7 +50,15 @@ def lifespan_of(
                 name="task-load",
                 daemon=True,
             ).start()
+        stop, keeper = asyncio.Event(), None
+        if state.retain and state.response_store is not None:
+            keeper = asyncio.create_task(
+                retain(state.response_store.store, state.store_config, stop)
+            )
         yield
+        if keeper is not None:
+            stop.set()
+            await keeper
         state.close()
 
     return lifespan

@@ -15,11 +15,14 @@ from starlette.responses import Response
 
 from qualflow.phases import PHASE_HEADER
 
+from .. import stateful
 from ..admission import ClientLeft, check_content_type, read_body
 from ..handler import Prepared, ResponsesHandler
 from ..protocol.errors import ApiError
 from ..protocol.requests import parse_request
 from ..protocol.responses import new_id
+from ..store import ANONYMOUS
+from ..stored_stream import StoredStream
 from ..timing import TimingRecord, new_record
 from .errors import error_response
 from .state import ServerState
@@ -45,6 +48,7 @@ async def _prepare(
     def prepare() -> Prepared:
         req = parse_request(body)
         rec.stream = bool(req.stream)
+        stateful.no_store(req)
         return handler.prepare(req, rid, rec)
 
     if len(body) > OFFLOAD_BYTES:
@@ -52,15 +56,43 @@ async def _prepare(
     return prepare()
 
 
+async def _prepare_turn(
+    state: ServerState, handler: ResponsesHandler, body: bytes, rid: str, rec: TimingRecord, owner
+) -> tuple[Prepared, stateful.Turn | None]:
+    """With a store: parse, then load what the request inherits (a worker thread), then prepare
+    the stateless request it amounts to (a large one on the prepare pool)."""
+    big = len(body) > OFFLOAD_BYTES
+    loop = asyncio.get_running_loop()
+
+    async def off(fn, *args):
+        return await loop.run_in_executor(state.prep_pool, fn, *args) if big else fn(*args)
+
+    req = await off(parse_request, body)
+    rec.stream = bool(req.stream)
+    turn = stateful.turn_of(state.response_store, req, owner)
+    if turn is None:
+        return await off(handler.prepare, req, rid, rec), None
+    await stateful.load(turn, rec)
+    return await off(stateful.prepare, turn, lambda r: handler.prepare(r, rid, rec)), turn
+
+
 async def _answer(
-    state: ServerState, handler: ResponsesHandler, p: Prepared, receive, admitted: bool
+    state: ServerState,
+    handler: ResponsesHandler,
+    p: Prepared,
+    receive,
+    admitted: bool,
+    turn: stateful.Turn | None = None,
 ) -> Response:
     """The event stream, or the whole Response once the Task is done (a client that leaves first
-    cancels the Task request)."""
+    cancels the Task request). A stateful `turn` stores the response before its completion."""
     rec = p.record
     if p.req.stream:
+        batches = handler.stream_batches(p)
+        if turn is not None:
+            batches = StoredStream(batches, turn, rec, lambda: p.abandoned)
         return EventStream(
-            handler.stream_batches(p),
+            batches,
             lambda: handler.abandon(p.response_id),
             lambda: state.finish(rec, 200, admitted),
         )
@@ -72,6 +104,8 @@ async def _answer(
         resp = await work
     finally:
         watcher.cancel()
+    if turn is not None:
+        resp = await stateful.write(turn, resp, rec)
     return Response(
         resp.__pydantic_serializer__.to_json(resp),
         media_type="application/json",
@@ -119,9 +153,14 @@ class ResponsesEndpoint:
             admitted = True
             check_content_type(header(scope, b"content-type"))
             body = await read_body(header(scope, b"content-length"), receive, self.max_body_bytes)
-            p = await _prepare(state, handler, body, rid, rec)
+            turn = None
+            if state.response_store is None:
+                p = await _prepare(state, handler, body, rid, rec)
+            else:
+                owner = scope["state"].get("owner", ANONYMOUS)
+                p, turn = await _prepare_turn(state, handler, body, rid, rec, owner)
             state.ready_handler()
-            return await _answer(state, handler, p, receive, admitted)
+            return await _answer(state, handler, p, receive, admitted, turn)
         except ApiError as e:
             return _refused(state, e, rec, rid, admitted)
         except ClientLeft:  # gone before its body was in: nothing to answer, nothing ran

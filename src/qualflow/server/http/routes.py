@@ -51,7 +51,8 @@ def _health(state: ServerState) -> Response:
         load_s=t.load_timing.get("load_s"),
         load_timing=t.load_timing,
         context_limit=t.context_limit,
-        capabilities=sorted(t.capabilities),
+        capabilities=sorted({*t.capabilities, *(["store"] if state.response_store else [])}),
+        store=state.store_backend,
         reasoning=handler.reasoning_info(),
     )
     return Response(

@@ -12,6 +12,7 @@ from ..admission import Admission
 from ..handler import ResponsesHandler, engine_unavailable
 from ..processes.peers import Peers
 from ..protocol.errors import ApiError
+from ..store import AsyncStore, StoreConfig
 from ..timing import TimingRecord, TimingStore
 
 log = logging.getLogger("qualflow.server")
@@ -46,6 +47,11 @@ class ServerState:
         self.peers = peers  # the server's other API processes, if any
         self.admission = peers.admission if peers is not None else Admission(max_queue)
         self.prep_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="qualflow-prepare")
+        # the response store (app.add_state): None keeps every request stateless
+        self.response_store: AsyncStore | None = None
+        self.store_config: StoreConfig | None = None
+        self.store_backend: str | None = None
+        self.retain = False  # this process runs the store's retention
 
     def become_ready(self, task: Any) -> None:
         """Serve `task` from now on: at most its batch + the queue are admitted at once."""
@@ -106,6 +112,8 @@ class ServerState:
             self.task.close()
         self.prep_pool.shutdown(wait=False)
         self.store.close()
+        if self.response_store is not None:
+            self.response_store.store.close()
 
 
 def _log_request(rec: TimingRecord) -> None:

@@ -47,7 +47,9 @@ def run_app(
     """The app under the ASGI server of `server.http_server` on `sock` until interrupted, its Task
     built by `load()` on a thread; the exit code (`serve`'s). `peers`: what it shares with the
     server's other API processes (api_servers)."""
-    from ..app import create_app
+    from ..api_keys import load_api_keys
+    from ..app import add_state, create_app
+    from ..store import StoreOpenError
     from .asgi_servers import asgi_server
 
     failed: list[BaseException] = []
@@ -68,6 +70,12 @@ def run_app(
         reasoning_budgets=server.reasoning_budgets,
         peers=peers,
     )
+    try:
+        retain = peers is None or peers.index == 0  # one process of the server prunes the store
+        add_state(app, server.store, load_api_keys(server.api_key), retain=retain)
+    except (StoreOpenError, ValueError) as e:
+        say(f"error: {e}")
+        return 2
     http = asgi_server(server.http_server, app, server.log_level)
     http.run(sock)
     if failed:

@@ -31,23 +31,42 @@ def serve(server: ServerConfig, engine: EngineConfig) -> int:
         say(f"error: {e}")
         return 2
     logging.basicConfig(level=server.log_level.upper(), format=LOG_FORMAT)
-    if server.host not in LOOPBACK:
+    if (why := check_state(server)) is not None:
+        say(f"error: {why}")
+        return 2
+    if server.host not in LOOPBACK and server.api_key is None:
         say(
             f"warning: bound to {server.host}, reachable beyond this machine; the server has no "
-            "authentication"
+            "authentication (--api-key)"
         )
     if server.api_server_count > 1:
         from .api_servers import serve_api_processes
 
         return serve_api_processes(server, engine, sock, started_ns)
     tune_process(engine)
-    from qualflow.runtime import load_task  # noqa: F401 - the Task API is imported here, not on the load thread
+    # the Task API is imported here, not on the load thread
+    from qualflow.runtime import load_task  # noqa: F401
 
     say(
         f"listening on http://{server.host}:{sock.getsockname()[1]} (bundle {server.bundle}, "
         f"device {engine.device})"
     )
     return run_app(server, sock, lambda: load_engine_task(server.bundle, engine), started_ns)
+
+
+def check_state(server: ServerConfig) -> str | None:
+    """Why the server cannot start with its API keys and response store (the store opened and
+    migrated once here, before any API process opens it), or None."""
+    from ..api_keys import load_api_keys
+    from ..store import StoreOpenError, open_store
+
+    try:
+        load_api_keys(server.api_key)
+        if server.store.url is not None:
+            open_store(server.store.url).close()
+    except (StoreOpenError, ValueError) as e:
+        return str(e)
+    return None
 
 
 def add_serve_args(p: argparse.ArgumentParser) -> None:

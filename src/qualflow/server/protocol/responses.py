@@ -74,7 +74,7 @@ class Response(BaseModel):
     model: str
     output: list[ReasoningItem | OutputMessage] = Field(default_factory=list)
     parallel_tool_calls: bool = True
-    previous_response_id: None = None
+    previous_response_id: str | None = None  # echoed by a stateful request (server.stateful)
     reasoning: dict = Field(default_factory=lambda: {"effort": None, "summary": None})
     store: bool = False
     background: bool = False

@@ -87,5 +87,9 @@ class AsyncStore:
     async def delete_item(self, owner: str, conversation_id: str, item_id: str) -> None:
         await asyncio.to_thread(self.store.delete_item, owner, conversation_id, item_id)
 
+    async def run(self, fn, *args):
+        """`fn(store, *args)` on a worker thread: several calls of the store as one."""
+        return await asyncio.to_thread(fn, self.store, *args)
+
     async def close(self) -> None:
         await asyncio.to_thread(self.store.close)
