@@ -48,57 +48,39 @@ def bundle_dir(pinned, tmp_path_factory):
     return out
 
 
-# The modules whose tests share the workflow tests' session runs (tests/workflow/conftest.py): under
-# pytest-xdist they are one unit of work, so that each run happens once. Collection checks that the
-# tests using the runs (SHARED_RUNS) are exactly those of these modules.
-SHARED_MODULES = (
-    "workflow/test_e2e.py",
-    "workflow/test_evidence_schema.py",
-    "workflow/test_endpoint.py",
-    "workflow/test_slurm.py",
-)
+# Two layers. The integration layer (tests/integration, and the cases marked `integration`, such as
+# the store's on a real PostgreSQL) drives real Snakemake runs, SLURM and database servers; the unit
+# layer is the rest (`pytest -m "not integration"`). Under pytest-xdist (`--dist loadgroup`, pyproject)
+# each module is one unit of work, so that its module-scoped fixtures (a real server, a workflow copy)
+# are set up once; the modules using the integration layer's shared session runs are one unit, so
+# that each run happens once.
 SHARED_RUNS = frozenset({"tiny_qualify", "two_stacks_launched", "slurm_launched", "cluster"})
 BACKGROUND_RUNS = frozenset({"two_stacks_launched", "slurm_launched", "cluster"})
+SHARED_GROUP = "integration-shared-runs"
 TESTS = Path(__file__).parent
+INTEGRATION = TESTS / "integration"
 
 
-def unit_of(nodeid: str) -> str:
-    """The unit of work of a test under pytest-xdist: its module, or the shared workflow runs."""
-    module = nodeid.split("::", 1)[0].removeprefix("tests/")
-    return "workflow-shared" if module in SHARED_MODULES else module
+def _module(item) -> str:
+    return item.nodeid.split("::", 1)[0]
 
 
-def pytest_xdist_make_scheduler(config, log):
-    """`--dist loadscope` (pyproject's addopts) with the units of `unit_of`: each module one
-    unit, so that its module-scoped fixtures (a real server, a workflow copy) are set up once,
-    and the shared workflow runs one unit. Units start in collection order
-    (`--no-loadscope-reorder`)."""
-    if config.getvalue("dist") != "loadscope":
-        return None
-    from xdist.scheduler import LoadScopeScheduling
-
-    class ModuleUnits(LoadScopeScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            return unit_of(nodeid)
-
-    return ModuleUnits(config, log)
-
-
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(config, items):
-    """The order units start in (`.ci/run` runs `-n auto`): the shared workflow runs first (their
-    first test launches the long background runs, whose waits then overlap everything else),
-    those waiting for a background run last in that unit; then the other workflow modules; then
-    the rest in collection order. Without xdist the order is the same."""
+    """Marks and groups each test, then sets the order units start in (`.ci/run` runs `-n auto`):
+    the shared runs first (their first test launches the long background runs, whose waits then
+    overlap everything else), those waiting for a background run last in that unit; then the
+    other integration modules; then the unit layer in collection order."""
+    shared = {_module(i) for i in items if SHARED_RUNS & set(i.fixturenames)}
+    for item in items:
+        if INTEGRATION in Path(item.path).parents or "postgres_url" in item.fixturenames:
+            item.add_marker(pytest.mark.integration)
+        group = SHARED_GROUP if _module(item) in shared else _module(item)
+        item.add_marker(pytest.mark.xdist_group(group))
 
     def rank(item) -> int:
-        names = set(item.fixturenames)
-        shared = unit_of(item.nodeid) == "workflow-shared"
-        assert shared == bool(names & SHARED_RUNS), (
-            f"{item.nodeid}: a test uses the shared workflow runs ({sorted(SHARED_RUNS)}) if and only if "
-            f"its module is in SHARED_MODULES (tests/conftest.py)"
-        )
-        if shared:
-            return 1 if names & BACKGROUND_RUNS else 0
-        return 2 if unit_of(item.nodeid).startswith("workflow/") else 3
+        if _module(item) in shared:
+            return 1 if BACKGROUND_RUNS & set(item.fixturenames) else 0
+        return 2 if item.get_closest_marker("integration") else 3
 
     items.sort(key=rank)  # stable: the collection order within a rank

@@ -12,20 +12,13 @@ import sys
 
 import pytest
 
-from fixtures.postgres import empty_database, start_postgres, stop_postgres
+from fixtures.postgres import empty_database
 from fixtures.stateful import client, model_of, stateful_server
 
 pytestmark = pytest.mark.timeout(600)
 
 
-@pytest.fixture(scope="module")
-def postgres_url():
-    url, env = start_postgres()
-    yield url
-    stop_postgres(env)
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.integration)])
 def store_url(request, tmp_path) -> str:
     if request.param == "sqlite":
         return str(tmp_path / "store.db")

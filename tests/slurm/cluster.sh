@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A one-node SLURM cluster on this machine, for the SLURM executor test (tests/workflow/test_slurm.py).
+# A one-node SLURM cluster on this machine, for the SLURM executor test (tests/integration/test_slurm.py).
 #
 #   tests/slurm/cluster.sh install   install Debian's slurm-wlm and munge (root + apt-get only)
 #   tests/slurm/cluster.sh start     write a one-node slurm.conf under $QUALFLOW_SLURM_DIR, start munged,

@@ -5,17 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from fixtures.postgres import empty_database, start_postgres, stop_postgres
+from fixtures.postgres import empty_database
 
 
-@pytest.fixture(scope="session")
-def postgres_url():
-    url, env = start_postgres()
-    yield url
-    stop_postgres(env)
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.integration)])
 def store_url(request, tmp_path) -> str:
     """The URL of an empty database on each backend."""
     if request.param == "sqlite":

@@ -212,7 +212,7 @@ def fake_aiperf_point(point, client, *, point_dir, phase_header=None, **_):
     )
     rec = PointRun(
         point=point,
-        command="stand-in load generator (tests/workflow/test_compare_e2e.py)",
+        command="stand-in load generator (tests/integration/test_compare_e2e.py)",
         exit_code=0,
         verdict=v,
         dataset_sha256=v.dataset_sha256,

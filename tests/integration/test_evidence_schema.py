@@ -10,7 +10,7 @@ what the tables hold, so a column that used to be filled and is now empty (a ste
 writing it), or one that used to be empty and now holds values, fails here as a type change; a
 column empty in both compares equal. A change that is meant to change the tables regenerates the
 snapshot: `QUALFLOW_WRITE_EVIDENCE_SCHEMA=1 python -m pytest
-tests/workflow/test_evidence_schema.py` writes it from the run (and skips), for the diff to be
+tests/integration/test_evidence_schema.py` writes it from the run (and skips), for the diff to be
 reviewed. (The status table's columns output_tps, ttft_p50_ms and itl_p50_ms were added to the
 snapshot with the change that added them to the table.)"""
 
