@@ -1,4 +1,4 @@
-"""Launch tiles of the q/k-norm + RoPE kernel (runtime/kernels/fused.py `_qk_norm_rope_kernel`),
+"""Launch tiles of the q/k-norm + RoPE kernel (runtime/kernels/qk_norm_rope.py `_qk_norm_rope_kernel`),
 measured on the device at the Qwen3-0.6B shape (16 q heads, 8 kv heads, head_dim 128, fp16) for
 steps of 1 to 16,384 tokens. For each token count every tile of the grid is checked against the
 torch reference and timed as the engine runs it: one call per layer (28), each on its own input,
@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from paged_decode_tune import copy_gbps, replay_us, report, us_share  # noqa: E402
 
 from qualflow.runtime.kernels.destination import KvDestination  # noqa: E402
-from qualflow.runtime.kernels.fused import QkTile, qk_tile_for, tri_qk_norm_rope  # noqa: E402
+from qualflow.runtime.kernels.qk_norm_rope import QkTile, qk_tile_for, tri_qk_norm_rope  # noqa: E402
 from qualflow.runtime.kernels.reference import ref_qk_norm_rope  # noqa: E402
 
 LAYERS, H, KV, D, EPS, MAX_POS = 28, 16, 8, 128, 1e-6, 40960
