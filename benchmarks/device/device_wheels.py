@@ -193,7 +193,7 @@ def problems(d: Path) -> list[str]:
             out.append(f"{found[0][1].name}: not pinned in CARRIED")
     device = {canonicalize_name(n) for n in DEVICE.split()}
     asked = {n: frozenset() for n in have}  # extras that carried wheels ask of carried wheels
-    for n, found in have.items():
+    for found in have.values():
         for req in requirements(found[0][1]):
             if req.extras and canonicalize_name(req.name) in asked:
                 asked[canonicalize_name(req.name)] |= req.extras

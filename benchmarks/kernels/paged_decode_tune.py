@@ -120,7 +120,7 @@ def measure(shape: tuple[str, int, int], bw: float, gen: torch.Generator) -> dic
     ):
         launch = Launch(num_warps=warps, num_stages=stages)
 
-        def step():
+        def step(splits=splits, launch=launch):
             for args in layers:
                 paged_decode(*args, splits, launch, counters=counters)
 

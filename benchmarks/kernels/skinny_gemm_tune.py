@@ -89,7 +89,8 @@ def measure(shape: tuple, rows: int, bw: float) -> dict:
         ),
         None,
     )
-    del ws, xs
+    ws.clear()  # the weights freed before the cache is emptied
+    xs.clear()
     torch.cuda.empty_cache()
     return result
 

@@ -173,12 +173,12 @@ CLASSIFY = [
 def main():
     rng = random.Random(20240614)
     prompts = []
-    for i in range(150):
+    for _ in range(150):
         s, t = rng.sample(SUBJECTS, 2)
         prompts.append(rng.choice(TASKS).format(s=s, t=t, a=rng.choice(AUDIENCES)))
     prompts += CODE + MATH + ADVICE + CLASSIFY
     prompts += [pt.format(p=p) for p in PASSAGES for pt in PASSAGE_TASKS]
-    for i in range(320 - len(prompts)):
+    for _ in range(320 - len(prompts)):
         s, t = rng.sample(SUBJECTS, 2)
         prompts.append(rng.choice(TASKS).format(s=s, t=t, a=rng.choice(AUDIENCES)))
     seen, out = set(), []
