@@ -94,8 +94,8 @@ def pytest_collection_modifyitems(config, items):
         names = set(item.fixturenames)
         shared = unit_of(item.nodeid) == "workflow-shared"
         assert shared == bool(names & SHARED_RUNS), (
-            f"{item.nodeid}: a test uses the shared workflow runs ({sorted(SHARED_RUNS)}) if and only if "
-            f"its module is in SHARED_MODULES (tests/conftest.py)"
+            f"{item.nodeid}: a test uses the shared workflow runs ({sorted(SHARED_RUNS)}) if and "
+            "only if its module is in SHARED_MODULES (tests/conftest.py)"
         )
         if shared:
             return 1 if names & BACKGROUND_RUNS else 0

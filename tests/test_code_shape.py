@@ -30,7 +30,8 @@ def _offenders() -> list[str]:
             lines = fn.end_lineno - fn.lineno + 1
             if lines > MAX_LINES or _params(fn) > MAX_PARAMS:
                 out.append(
-                    f"{path.relative_to(PKG)}:{fn.lineno} {fn.name}: {lines} lines, {_params(fn)} params"
+                    f"{path.relative_to(PKG)}:{fn.lineno} {fn.name}: "
+                    f"{lines} lines, {_params(fn)} params"
                 )
     return out
 

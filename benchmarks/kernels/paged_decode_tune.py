@@ -170,7 +170,8 @@ def main() -> int:
     a = ap.parse_args()
     if not torch.cuda.is_available():
         print(
-            "paged_decode_tune: needs cuda (the kernel's CPU check is tests/runtime/test_engine_kernel.py)",
+            "paged_decode_tune: needs cuda (the kernel's CPU check is "
+            "tests/runtime/test_engine_kernel.py)",
             file=sys.stderr,
         )
         return 2

@@ -91,7 +91,8 @@ def _profiled(step, title: str, rows: int, wall: bool = False) -> None:
     total = sum(e.self_device_time_total for e in ev)
     n = sum(e.count for e in ev if e.self_device_time_total > 0)
     print(
-        f"\n=== {title}: {took}kernels {total / 5 / 1e3:.3f} ms/step, {n / 5:.0f} kernels/step (5 steps) ==="
+        f"\n=== {title}: {took}kernels {total / 5 / 1e3:.3f} ms/step, "
+        f"{n / 5:.0f} kernels/step (5 steps) ==="
     )
     print(ev.table(sort_by="self_device_time_total", row_limit=rows, max_name_column_width=70))
 

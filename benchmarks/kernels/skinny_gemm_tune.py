@@ -124,8 +124,8 @@ def main() -> int:
             else ""
         )
         return (
-            f"{r['shape']:>8} M{r['rows']:<3} cublas {us_share(r['cublas'])}  current {us_share(r['current'])}  "
-            f"best {us_share(b)} {where}"
+            f"{r['shape']:>8} M{r['rows']:<3} cublas {us_share(r['cublas'])}  current "
+            f"{us_share(r['current'])}  best {us_share(b)} {where}"
         )
 
     report(a.out, bw, results, line)

@@ -90,7 +90,7 @@ def test_port_in_use_is_a_clear_error(srv, bundle_dir):
     assert p.returncode != 0 and f"port {port}" in p.stderr and "in use" in p.stderr
 
 
-# ------------------------------------------------------------------------------------------- generation
+# --------------------------------------------------------------------------------------- generation
 
 
 def test_non_stream(srv, client):
@@ -249,7 +249,7 @@ def test_sixteen_concurrent_streams(srv):
     assert all(r["finish_reason"] == "length" and r["stream"] for r in recs)
 
 
-# ------------------------------------------------------------------------------------------- identity and timing
+# ------------------------------------------------------------------------------ identity and timing
 
 
 def test_request_id_round_trip_and_timing_record(srv, client):
@@ -329,7 +329,7 @@ def test_disconnect_cancels_the_task_request(srv):
     assert post(srv, {"model": MODEL, "input": "hi", "max_output_tokens": 2}).status_code == 200
 
 
-# ------------------------------------------------------------------------------------------- reject, don't imply
+# ------------------------------------------------------------------------------ reject, don't imply
 
 BASE = {"model": MODEL, "input": "hi", "max_output_tokens": 4}
 REJECT = [  # (body changes, code, param); None deletes the key
