@@ -171,7 +171,8 @@ def main(argv: list[str] | None = None) -> int:
     if a.check:
         if not a.out.exists() or a.out.read_text() != page:
             print(
-                f"{a.out} is not what benchmarks/results/ gives: run python benchmarks/perf_page.py",
+                f"{a.out} is not what benchmarks/results/ gives: "
+                "run python benchmarks/perf_page.py",
                 file=sys.stderr,
             )
             return 1

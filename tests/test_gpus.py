@@ -46,7 +46,8 @@ def test_cuda_n_pins_one_gpu(tmp_path):
 HOLD = """
 import sys, time
 from qualflow.gpus import Gpu, acquire
-lease = acquire("cuda:0", gpus=[Gpu(0, "GPU-aaa", "Fake")], lock_dir=sys.argv[1], holder={"job": "child"})
+gpus = [Gpu(0, "GPU-aaa", "Fake")]
+lease = acquire("cuda:0", gpus=gpus, lock_dir=sys.argv[1], holder={"job": "child"})
 print("held", flush=True)
 time.sleep(60)
 """

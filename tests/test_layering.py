@@ -34,7 +34,8 @@ FLOORS = {
     "artifacts": 2,
     "runtime": 3,
     "workload": 4.5,
-    "workflow_config": 4.6,  # the workflow's config checks (workload's) and a model's serving settings
+    # the workflow's config checks (workload's) and a model's serving settings
+    "workflow_config": 4.6,
     "correctness": 4,
     "server": 4,
     "aiperf": 4,
@@ -251,8 +252,8 @@ def test_every_runtime_part_has_a_rule():
 def test_runtime_parts_import_only_what_their_rule_allows(path):
     bad = runtime_import_violations(path)
     assert not bad, (
-        f"{path.relative_to(PKG)} ({runtime_part(module_name(path)) or 'the root'}) imports {sorted(bad)}; "
-        f"it may import {sorted(RUNTIME_PARTS[runtime_part(module_name(path))])}"
+        f"{path.relative_to(PKG)} ({runtime_part(module_name(path)) or 'the root'}) imports "
+        f"{sorted(bad)}; it may import {sorted(RUNTIME_PARTS[runtime_part(module_name(path))])}"
     )
 
 

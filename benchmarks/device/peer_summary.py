@@ -99,7 +99,8 @@ def table(rows: dict[str, dict]) -> str:
         o, p = r["ours"], r["peer"]
         lines.append(
             f"| {pid} | {_fmt(o['output_token_throughput_tps'], ',.0f')} | "
-            f"{_fmt(p['output_token_throughput_tps'], ',.0f')} | {_fmt(r['throughput_ours_over_peer'], '.1f')}× | "
+            f"{_fmt(p['output_token_throughput_tps'], ',.0f')} | "
+            f"{_fmt(r['throughput_ours_over_peer'], '.1f')}× | "
             f"{_fmt(o['client_ttft_ms_p50'], '.1f')} / {_fmt(p['client_ttft_ms_p50'], '.1f')} ms | "
             f"{_fmt(o['aiperf_ttfo_ms_p50'], '.1f')} / {_fmt(p['aiperf_ttfo_ms_p50'], '.1f')} ms | "
             f"{_fmt(o['client_itl_ms_p50'], '.2f')} / {_fmt(p['client_itl_ms_p50'], '.2f')} ms |"

@@ -120,7 +120,7 @@ def measure(shape: tuple[str, int, int], bw: float, gen: torch.Generator) -> dic
     ):
         launch = Launch(num_warps=warps, num_stages=stages)
 
-        def step():
+        def step(splits=splits, launch=launch):
             for args in layers:
                 paged_decode(*args, splits, launch, counters=counters)
 
@@ -170,7 +170,8 @@ def main() -> int:
     a = ap.parse_args()
     if not torch.cuda.is_available():
         print(
-            "paged_decode_tune: needs cuda (the kernel's CPU check is tests/runtime/test_engine_kernel.py)",
+            "paged_decode_tune: needs cuda (the kernel's CPU check is "
+            "tests/runtime/test_engine_kernel.py)",
             file=sys.stderr,
         )
         return 2

@@ -61,9 +61,15 @@ def main() -> int:
                 1, 1 + 4 * bs, device="cuda", dtype=torch.int32
             ).view(bs, 4)
             graphs.lens[:bs] = 256
-            step = lambda: graphs._run(bs)  # noqa: E731
+
+            def step(bs=bs):
+                graphs._run(bs)
+
         else:
-            step = lambda: runner.score([1] * T)  # noqa: E731
+
+            def step(T=T):
+                runner.score([1] * T)
+
         _profiled(step, f"batch {bs} x {T} tokens", a.rows)
     task.close()
     return 0
@@ -85,7 +91,8 @@ def _profiled(step, title: str, rows: int, wall: bool = False) -> None:
     total = sum(e.self_device_time_total for e in ev)
     n = sum(e.count for e in ev if e.self_device_time_total > 0)
     print(
-        f"\n=== {title}: {took}kernels {total / 5 / 1e3:.3f} ms/step, {n / 5:.0f} kernels/step (5 steps) ==="
+        f"\n=== {title}: {took}kernels {total / 5 / 1e3:.3f} ms/step, "
+        f"{n / 5:.0f} kernels/step (5 steps) ==="
     )
     print(ev.table(sort_by="self_device_time_total", row_limit=rows, max_name_column_width=70))
 

@@ -1,13 +1,13 @@
-"""Launch tiles of the q/k-norm + RoPE kernel (runtime/kernels/fused.py `_qk_norm_rope_kernel`),
-measured on the device at the Qwen3-0.6B shape (16 q heads, 8 kv heads, head_dim 128, fp16) for
-steps of 1 to 16,384 tokens. For each token count every tile of the grid is checked against the
-torch reference and timed as the engine runs it: one call per layer (28), each on its own input,
-writing K/V into a paged cache at scattered slots, captured in one CUDA graph and replayed; the
-figure is the median replay per call. Prints, per token count, the current tile (`qk_tile_for`), one
-token a program (the launch of every step before 2026-12-06) and the grid's best, with the share of
-the measured copy bandwidth (bytes: qkv read, q / k / v written, k and v stored in the cache), and
-writes the JSON. cuda only (the kernel's CPU check is tests/runtime/test_fused_kernels.py, in
-Triton's interpreter).
+"""Launch tiles of the q/k-norm + RoPE kernel (runtime/kernels/qk_norm_rope.py
+`_qk_norm_rope_kernel`), measured on the device at the Qwen3-0.6B shape (16 q heads, 8 kv heads,
+head_dim 128, fp16) for steps of 1 to 16,384 tokens. For each token count every tile of the grid is
+checked against the torch reference and timed as the engine runs it: one call per layer (28), each
+on its own input, writing K/V into a paged cache at scattered slots, captured in one CUDA graph and
+replayed; the figure is the median replay per call. Prints, per token count, the current tile
+(`qk_tile_for`), one token a program (the launch of every step before 2026-12-06) and the grid's
+best, with the share of the measured copy bandwidth (bytes: qkv read, q / k / v written, k and v
+stored in the cache), and writes the JSON. cuda only (the kernel's CPU check is
+tests/runtime/test_fused_kernels.py, in Triton's interpreter).
 
     python benchmarks/kernels/qk_norm_rope_tune.py --out /tmp/qk.json
 """
@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from paged_decode_tune import copy_gbps, replay_us, report, us_share  # noqa: E402
 
 from qualflow.runtime.kernels.destination import KvDestination  # noqa: E402
-from qualflow.runtime.kernels.fused import QkTile, qk_tile_for, tri_qk_norm_rope  # noqa: E402
+from qualflow.runtime.kernels.qk_norm_rope import QkTile, qk_tile_for, tri_qk_norm_rope  # noqa: E402
 from qualflow.runtime.kernels.reference import ref_qk_norm_rope  # noqa: E402
 
 LAYERS, H, KV, D, EPS, MAX_POS = 28, 16, 8, 128, 1e-6, 40960
@@ -104,7 +104,7 @@ def measure(n: int, bw: float, gen: torch.Generator) -> dict:
             grid.append({**asdict(tile), "error": f"{type(e).__name__}: {e}"[:160]})
     ok = [r for r in grid if "us" in r and r["rel_err"] < 5e-3]
     pick = lambda t: next((r for r in ok if QkTile(r["block_t"], r["num_warps"]) == t), None)  # noqa: E731
-    del layers
+    layers.clear()  # the inputs freed before the cache is emptied
     torch.cuda.empty_cache()
     return {
         "tokens": n,

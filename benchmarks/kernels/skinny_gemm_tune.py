@@ -89,7 +89,8 @@ def measure(shape: tuple, rows: int, bw: float) -> dict:
         ),
         None,
     )
-    del ws, xs
+    ws.clear()  # the weights freed before the cache is emptied
+    xs.clear()
     torch.cuda.empty_cache()
     return result
 
@@ -123,8 +124,8 @@ def main() -> int:
             else ""
         )
         return (
-            f"{r['shape']:>8} M{r['rows']:<3} cublas {us_share(r['cublas'])}  current {us_share(r['current'])}  "
-            f"best {us_share(b)} {where}"
+            f"{r['shape']:>8} M{r['rows']:<3} cublas {us_share(r['cublas'])}  current "
+            f"{us_share(r['current'])}  best {us_share(b)} {where}"
         )
 
     report(a.out, bw, results, line)

@@ -83,7 +83,8 @@ def main(argv: list[str]) -> int:
     out.write_text(json.dumps({"pid": pid, "seconds": seconds, "threads": rows}, indent=1) + "\n")
     for r in rows[:24]:
         print(
-            f"{100 * r['cpu_share']:6.1f}%  pid {r['pid']:>7} tid {r['tid']:>7} {'*' if r['in_tree'] else ' '} {r['command'][:90]}"
+            f"{100 * r['cpu_share']:6.1f}%  pid {r['pid']:>7} tid {r['tid']:>7} "
+            f"{'*' if r['in_tree'] else ' '} {r['command'][:90]}"
         )
     per: dict[str, float] = {}
     for r in rows:

@@ -193,6 +193,7 @@ def acquire(
                 return GpuLease(g, path, share, fd)
         if time.monotonic() > deadline:
             raise GpuLeaseError(
-                f"device {device!r}: no GPU free after {timeout_s:.0f}s; held by {holders(lock_dir)}"
+                f"device {device!r}: no GPU free after {timeout_s:.0f}s; held by "
+                f"{holders(lock_dir)}"
             )
         time.sleep(poll_s)

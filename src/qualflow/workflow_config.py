@@ -45,9 +45,9 @@ def _name_checkpoint_or_endpoint(config: dict) -> None:
     for m, mc in (config.get("models") or {}).items():
         if isinstance(mc, dict) and "checkpoint" not in mc and "endpoint" not in mc:
             raise ValueError(
-                f"config: models.{m} names neither 'checkpoint' (our server on that checkpoint) nor "
-                "'endpoint' ({url, model, api_key_env?, tokenizer?, launch?}: an external Responses "
-                "endpoint)"
+                f"config: models.{m} names neither 'checkpoint' (our server on that checkpoint) "
+                "nor 'endpoint' ({url, model, api_key_env?, tokenizer?, launch?}: an external "
+                "Responses endpoint)"
             )
 
 
@@ -114,7 +114,8 @@ def compare_needs_current(compare: dict) -> bool:
     if not compare.get("base") or not compare.get("head"):
         raise ValueError(
             "config: compare.base and compare.head must be set to run `compare`, e.g. "
-            "--config 'compare={base: <VERSION>, head: current}' (versions: `qualflow evidence list`)"
+            "--config 'compare={base: <VERSION>, head: current}' "
+            "(versions: `qualflow evidence list`)"
         )
     return "current" in (compare["base"], compare["head"])
 

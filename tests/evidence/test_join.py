@@ -127,7 +127,10 @@ def test_a_session_failure_is_a_reason(tmp_path):
 
 
 def test_an_allowed_unpinned_client_caps_the_status(tmp_path):
-    why = "aiperf 0.14.0 (/usr/bin/aiperf) is not the pinned aiperf==0.13.0 (allowed by allow_unpinned_client)"
+    why = (
+        "aiperf 0.14.0 (/usr/bin/aiperf) is not the pinned aiperf==0.13.0 "
+        "(allowed by allow_unpinned_client)"
+    )
     res, ev = build_joined(tmp_path, session_extra={"client_pin_reasons": [why]})
     assert (
         res["statuses"]["tiny_c2"] == "protocol-conformant"

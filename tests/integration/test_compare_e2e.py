@@ -119,7 +119,7 @@ def fake_aiperf_point(point, client, *, point_dir, phase_header=None, **_):
                 sem = asyncio.Semaphore(point.concurrency)
                 t0 = time.time_ns()
 
-                async def go(j):
+                async def go(j, sem=sem):
                     async with sem:
                         return j, await _one(
                             client, url, model_name, j[2], point.osl, j[3], phase_header
@@ -132,7 +132,7 @@ def fake_aiperf_point(point, client, *, point_dir, phase_header=None, **_):
 
     results, duration = asyncio.run(run_all())
     recs, outputs, n_out = [], [], 0
-    for (phase, i, text, rid), (_, start, end, tt, out, usage, err) in results:
+    for (phase, i, _text, rid), (_, start, end, tt, out, usage, err) in results:
         md = {
             "x_request_id": rid,
             "conversation_id": f"session_{i:06d}",

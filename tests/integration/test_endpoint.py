@@ -26,7 +26,8 @@ from fixtures.snakemake import pids_in, smk_env
 def test_two_stacks_qualify_and_compare(two_stacks_launched):
     if shutil.which("transformers") is None:
         pytest.fail(
-            "the `transformers` CLI is not on PATH (transformers serve needs `pip install accelerate`)"
+            "the `transformers` CLI is not on PATH "
+            "(transformers serve needs `pip install accelerate`)"
         )
     wf = two_stacks_launched.cwd
     wall = two_stacks_launched.wait().wall_s

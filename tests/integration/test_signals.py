@@ -39,8 +39,9 @@ rule session:
     output: session="session/session.json"
     log: "logs/session.log"
     shell:
-        "exec qualflow session --bundle {bundle} --out session --points {{input.points}} --device cpu"
-        " --warmup-requests 1 --warmup-max-tokens 4 --no-protocol --startup-timeout 300 --cpu-threads 1"
+        "exec qualflow session --bundle {bundle} --out session --points {{input.points}}"
+        " --device cpu --warmup-requests 1 --warmup-max-tokens 4 --no-protocol"
+        " --startup-timeout 300 --cpu-threads 1"
         " --run-name embedded fp16 --archive-dir history > {{log}} 2>&1"
 """
 

@@ -57,7 +57,7 @@ def test_settled_switches_are_left_out_of_help_but_settable():
 
 
 def test_settled_switches_are_recorded_where_set():
-    from qualflow.session.run import engine_settings
+    from qualflow.session.settings import engine_settings
 
     settings = engine_settings(EngineConfig(mixed=True, skinny_gemm_rows=0))
     assert settings["mixed"] is True and settings["skinny_gemm_rows"] == 0

@@ -16,13 +16,14 @@ CHECK = textwrap.dedent("""
     import torch
     from qualflow.runtime.kernels.paged_decode import paged_decode, reference
     g = torch.Generator().manual_seed(1)
-    for B, H, KV, D, BS, splits in [(3, 4, 2, 32, 16, 1), (3, 4, 2, 32, 16, 4), (2, 16, 8, 64, 16, 2),
-                                    (3, 4, 2, 32, 16, 16)]:   # more splits than a short context has blocks
+    shapes = [(3, 4, 2, 32, 16, 1), (3, 4, 2, 32, 16, 4), (2, 16, 8, 64, 16, 2),
+              (3, 4, 2, 32, 16, 16)]   # the last: more splits than a short context has blocks
+    for B, H, KV, D, BS, splits in shapes:
         nb, M = 40, 8
         kc, vc = torch.randn(nb, BS, KV, D, generator=g), torch.randn(nb, BS, KV, D, generator=g)
         q = torch.randn(B, H, D, generator=g)
         lens = torch.tensor([1, 37, 80][:B], dtype=torch.int32)   # one block, several, a full table
-        perm = torch.randperm(nb - 1, generator=g) + 1              # scattered blocks, never block 0
+        perm = torch.randperm(nb - 1, generator=g) + 1   # scattered blocks, never block 0
         bt = torch.stack([perm[b * M:(b + 1) * M] for b in range(B)]).to(torch.int32)
         ref = reference(q, kc, vc, bt, lens)
         counters = torch.zeros(B * KV, dtype=torch.int32)
@@ -55,14 +56,18 @@ GRAPH_STEP = textwrap.dedent("""
     import sys
     from qualflow.runtime import EngineConfig, GenerationRequest, load_task
     from qualflow.runtime.engine.cuda_graphs import DecodeGraphs
-    task = load_task(sys.argv[1], EngineConfig(device="cpu", max_batch=3, max_context=64, block_size=16))
+    cfg = EngineConfig(device="cpu", max_batch=3, max_context=64, block_size=16)
+    task = load_task(sys.argv[1], cfg)
     def reqs():
         return [GenerationRequest(f"g{i}", [11 + i] * (3 + 7 * i), task.default_params(
             max_new_tokens=6, temperature=0.0, ignore_eos=True)) for i in range(3)]
     alone = [task.generate_sync(r).token_ids for r in reqs()]
     runner = task.engine.runner
-    with task.engine.lock:   # the decode step of the CUDA graph path, eagerly: same buffers, paged kernel
-        runner.graphs = DecodeGraphs(task.model, runner.attn, 3, task._max_blocks, task.device, capture=False)
+    # the decode step of the CUDA graph path, eagerly: same buffers, paged kernel
+    with task.engine.lock:
+        runner.graphs = DecodeGraphs(
+            task.model, runner.attn, 3, task._max_blocks, task.device, capture=False
+        )
     import asyncio
     async def together():
         async def one(r):

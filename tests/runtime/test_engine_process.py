@@ -179,14 +179,15 @@ def test_thinking_through_the_engine_process(tasks):
 
     remote, local = tasks
     prompt = local.render_prompt(None, [{"role": "user", "content": "Think"}], thinking=True)
-    req = lambda: GenerationRequest(
-        "think",
-        prompt,
-        local.default_params(  # noqa: E731
-            max_new_tokens=9, temperature=0, ignore_eos=True
-        ),
-        Thinking(5),
-    )
+
+    def req():
+        return GenerationRequest(
+            "think",
+            prompt,
+            local.default_params(max_new_tokens=9, temperature=0, ignore_eos=True),
+            Thinking(5),
+        )
+
     got, want = asyncio.run(collect(remote, req()))[-1], local.generate_sync(req())
     assert got.token_ids == want.token_ids and got.token_ids[3:6] == list(local.reasoning.close_ids)
     assert (got.reasoning_tokens, got.reasoning_text, got.text) == (

@@ -71,8 +71,8 @@ INTERPRETED = textwrap.dedent("""
             why = fused.self_check(torch.device("cpu"), dt, *shape, tol=1e-3)
             assert why is None, (dt, shape, why)
     def reqs():
-        return [GenerationRequest(f"r{i}", p, SamplingParams(max_new_tokens=8, temperature=0, ignore_eos=True))
-                for i, p in enumerate([[1, 2, 3], [7] * 17])]
+        params = SamplingParams(max_new_tokens=8, temperature=0, ignore_eos=True)
+        return [GenerationRequest(f"r{i}", p, params) for i, p in enumerate([[1, 2, 3], [7] * 17])]
     task = load_task(sys.argv[1], EngineConfig(max_batch=2, max_context=64))
     ref = [task.generate_sync(r).token_ids for r in reqs()]
     task.model.ops = fused.FusedOps(use_triton=True, any_device=True)   # the kernels, interpreted

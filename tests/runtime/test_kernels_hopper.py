@@ -16,7 +16,12 @@ triton = pytest.importorskip("triton")
 from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
-from qualflow.runtime.kernels import fused, paged_decode, skinny_gemm  # noqa: E402
+from qualflow.runtime.kernels import (  # noqa: E402
+    elementwise,
+    paged_decode_kernels,
+    qk_norm_rope,
+    skinny_gemm,
+)
 
 HOPPER = GPUTarget("cuda", 90, 32)
 
@@ -71,17 +76,19 @@ def test_fused_elementwise_kernels_compile_with_programmatic_launch():
         **_args("s_h s_r s_ho s_y", "i32"),
         **_args("HAS_RES BLOCK PDL", "constexpr"),
     }
-    assert _pdl(_ptx(fused._add_rms_norm_kernel, rms, dict(HAS_RES=True, BLOCK=1024, PDL=True)))
+    assert _pdl(
+        _ptx(elementwise._add_rms_norm_kernel, rms, dict(HAS_RES=True, BLOCK=1024, PDL=True))
+    )
     assert _pdl(
         _ptx(
-            fused._qk_norm_rope_kernel,
+            qk_norm_rope._qk_norm_rope_kernel,
             QK,
             dict(H=16, KV=8, D=128, BLOCK_T=1, STORE=True, PDL=True),
             num_warps=1,
         )
     )
     silu = {**_args("Y O", "*fp16"), **_args("I s_y s_o", "i32"), **_args("BLOCK PDL", "constexpr")}
-    assert _pdl(_ptx(fused._silu_mul_kernel, silu, dict(BLOCK=1024, PDL=True)))
+    assert _pdl(_ptx(elementwise._silu_mul_kernel, silu, dict(BLOCK=1024, PDL=True)))
 
 
 QK = {
@@ -101,11 +108,11 @@ def test_qk_norm_rope_prefill_tile_moves_rows_in_16_byte_accesses():
     """The prefill steps' tile (16 tokens of one head a program) loads and stores whole 16-byte
     vectors: a head's halves are loaded apart, not gathered through a rotate-half index (which
     left every load and store 2 bytes wide)."""
-    tile = fused.qk_tile_for(8192)
+    tile = qk_norm_rope.qk_tile_for(8192)
     assert tile.block_t > 1
     aligned = tuple(n for n, kind in QK.items() if kind.startswith("*") or n.startswith("s_"))
     ptx = _ptx(
-        fused._qk_norm_rope_kernel,
+        qk_norm_rope._qk_norm_rope_kernel,
         QK,
         dict(H=16, KV=8, D=128, BLOCK_T=tile.block_t, STORE=True, PDL=True),
         aligned,
@@ -135,7 +142,7 @@ def test_paged_decode_compiles_as_one_kernel_with_programmatic_launch(splits):
     consts = dict(
         GROUP=2, GROUP_PAD=16, BLOCK=64, D=128, SPLITS=splits, MERGE_HERE=splits > 1, PDL=True
     )
-    ptx = _ptx(paged_decode._split_kernel, SPLIT, consts, num_warps=4, num_stages=3)
+    ptx = _ptx(paged_decode_kernels._split_kernel, SPLIT, consts, num_warps=4, num_stages=3)
     assert _pdl(ptx)
     if (
         splits > 1

@@ -12,7 +12,8 @@ from qualflow.runtime.frontend.pieces import piece_encoder
 from qualflow.runtime.frontend.tokenizing import GilFreeEncoder, PieceEncoding
 
 ALPHABET = (
-    "abcdestvmlrSTVMLRDEZz09 7  \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f\x00\x7f'''.,!?-_()[]{}<>|/\\\"#$%&*+:;=@^`~"
+    "abcdestvmlrSTVMLRDEZz09 7  \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f\x00\x7f"
+    "'''.,!?-_()[]{}<>|/\\\"#$%&*+:;=@^`~"
     "\n\n  \r\n"
 )
 SNIPPETS = (
@@ -82,8 +83,9 @@ def test_ids_equal_the_tokenizers_on_adversarial_ascii(tok):
 def test_ids_equal_on_a_rendered_chat_prompt_cold_and_warm(tok):
     enc = piece_encoder(tok)
     text = (
-        "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nFrom fairest creatures we desire "
-        "increase,\nThat thereby beauty's rose might never die;  \n\n 1609 -- W.S.<|im_end|>\n"
+        "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\n"
+        "From fairest creatures we desire increase,\n"
+        "That thereby beauty's rose might never die;  \n\n 1609 -- W.S.<|im_end|>\n"
         "<|im_start|>assistant\n<think>\n\n</think>\n\n"
     )
     want = tok.encode(text, add_special_tokens=False).ids

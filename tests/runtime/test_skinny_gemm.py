@@ -16,12 +16,13 @@ from qualflow.runtime.kernels import fused, skinny_gemm
 
 KERNEL = textwrap.dedent("""
     import torch
-    from qualflow.runtime.kernels.skinny_gemm import (Launch, reference, reference_gate_up_silu, skinny_gate_up_silu,
-                                                      skinny_gemm)
+    from qualflow.runtime.kernels.skinny_gemm import (Launch, reference, reference_gate_up_silu,
+                                                      skinny_gate_up_silu, skinny_gemm)
     torch.manual_seed(0)
     # rows 1..64 (tiles of 16, 32, 64); N not a multiple of the column block; K below and not a
     # multiple of the K block
-    for m, n, k in [(1, 96, 64), (3, 100, 192), (16, 64, 128), (5, 48, 256), (33, 40, 96), (64, 32, 64)]:
+    shapes = [(1, 96, 64), (3, 100, 192), (16, 64, 128), (5, 48, 256), (33, 40, 96), (64, 32, 64)]
+    for m, n, k in shapes:
         x, w = torch.randn(m, k).half(), (torch.randn(n, k) / k ** 0.5).half()
         ref = reference(x.float(), w.float())
         for lc in (Launch(16, 64, 4, 2), Launch(32, 128, 2, 3)):
@@ -42,19 +43,24 @@ ENGINE = textwrap.dedent("""
     import sys, torch
     from qualflow.runtime import EngineConfig, GenerationRequest, SamplingParams, load_task
     from qualflow.runtime.kernels import fused, skinny_gemm
-    assert skinny_gemm.self_check(torch.device("cpu"), torch.float16, [(96, 64), (64, 96)], (192, 64)) is None
+    shapes = [(96, 64), (64, 96)]
+    why = skinny_gemm.self_check(torch.device("cpu"), torch.float16, shapes, (192, 64))
+    assert why is None
     def reqs():
-        return [GenerationRequest(f"r{i}", p, SamplingParams(max_new_tokens=3, temperature=0, ignore_eos=True))
-                for i, p in enumerate([[1, 2, 3], [7] * 17])]
+        params = SamplingParams(max_new_tokens=3, temperature=0, ignore_eos=True)
+        return [GenerationRequest(f"r{i}", p, params) for i, p in enumerate([[1, 2, 3], [7] * 17])]
     task = load_task(sys.argv[1], EngineConfig(max_batch=2, max_context=64))
     ref = [task.generate_sync(r).token_ids for r in reqs()]
     calls = []
     real, real_glu = skinny_gemm.skinny_gemm, skinny_gemm.skinny_gate_up_silu
     skinny_gemm.skinny_gemm = lambda *a, **k: calls.append(a[0].shape[0]) or real(*a, **k)
-    skinny_gemm.skinny_gate_up_silu = lambda *a, **k: calls.append(("glu", a[0].shape[0])) or real_glu(*a, **k)
-    task.model.ops = fused.FusedOps(use_triton=True, any_device=True, skinny_rows=1)  # decode rows only
+    skinny_gemm.skinny_gate_up_silu = (
+        lambda *a, **k: calls.append(("glu", a[0].shape[0])) or real_glu(*a, **k))
+    # decode rows only
+    task.model.ops = fused.FusedOps(use_triton=True, any_device=True, skinny_rows=1)
     assert [task.generate_sync(r).token_ids for r in reqs()] == ref
-    assert calls and set(calls) == {1, ("glu", 1)}, calls   # every decode step's projections, no prefill's
+    # every decode step's projections, no prefill's
+    assert calls and set(calls) == {1, ("glu", 1)}, calls
     task.close()
     print("ok")
 """)

@@ -261,6 +261,6 @@ def test_a_max_context_above_the_models_limit_is_said(bundle_dir, caplog):
     t.close()
     assert t.context_limit == 2048
     assert (
-        "--max-context 999999 is above the model's context limit of 2048 tokens: requests are bounded at 2048"
-        in caplog.text
+        "--max-context 999999 is above the model's context limit of 2048 tokens: requests are "
+        "bounded at 2048" in caplog.text
     )

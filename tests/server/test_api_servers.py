@@ -193,7 +193,7 @@ def test_admission_is_the_servers_across_processes_and_limits_hold(srv):
         r.status == "cancelled" and r.output_tokens < LONG for r in recs.values()
     )
     assert httpx.get(srv.url + "/health", timeout=10).json()["active_requests"] == 0
-    for i in range(4):
+    for _ in range(4):
         r = httpx.post(
             srv.url + "/v1/responses",
             content=b"x" * 5000,
@@ -292,7 +292,9 @@ def test_dead_engine_fails_every_api_process_and_a_dead_api_process_stops_the_se
             5
         ):  # bursts of new connections (one at a time, an idle box may give all to one process)
             with cf.ThreadPoolExecutor(8) as ex:
-                answers = list(ex.map(lambda i: late(s.url, f"late-{wave}-{i}"), range(8)))
+                answers = list(
+                    ex.map(lambda i, wave=wave: late(s.url, f"late-{wave}-{i}"), range(8))
+                )
             assert all(status == 503 and code == "engine_failed" for status, code in answers), (
                 answers
             )

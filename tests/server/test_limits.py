@@ -91,7 +91,8 @@ def test_429_at_the_queue_bound_with_retry_after(srv):
     assert (err["type"], err["code"], err["param"]) == ("requests", "rate_limit_exceeded", None)
     assert all(x.status_code == 429 for x in refused)
     print(
-        f"/health under overload: p50 {statistics.median(health_ms):.1f} ms, max {max(health_ms):.1f} ms"
+        f"/health under overload: p50 {statistics.median(health_ms):.1f} ms, max "
+        f"{max(health_ms):.1f} ms"
     )
     rec = srv.wait_record("over-0")
     assert (rec["status"], rec["http_status"]) == ("rejected", 429)

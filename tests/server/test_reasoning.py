@@ -283,7 +283,8 @@ def test_the_node_openai_sdk_and_the_vercel_ai_sdk_take_it(srv, tmp_path):
         or not all((Path(modules) / m).is_dir() for m in ("openai", "ai", "@ai-sdk/openai"))
     ):
         pytest.skip(
-            "node or its openai / ai / @ai-sdk/openai packages are not installed (QUALFLOW_NODE_MODULES)"
+            "node or its openai / ai / @ai-sdk/openai packages are not installed "
+            "(QUALFLOW_NODE_MODULES)"
         )
     (tmp_path / "node_modules").symlink_to(Path(modules).resolve())
     script = shutil.copy(

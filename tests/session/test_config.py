@@ -14,7 +14,7 @@ from qualflow.configs import defaults, from_args, to_argv
 from qualflow.runtime.config import EngineConfig
 from qualflow.session.config import SessionConfig
 from qualflow.session.points import read_points
-from qualflow.session.run import engine_settings, session_settings
+from qualflow.session.settings import engine_settings, session_settings
 from qualflow.workload import PointPlan
 
 POINT = {"point_id": "tiny_c1", "concurrency": 1, "isl": 8, "osl": 4, "request_count": 2}

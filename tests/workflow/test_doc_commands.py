@@ -71,8 +71,8 @@ def test_doc_command_names_its_target(command):
     named = [w for w in argv if w in _rules()]
     if named and argv[-1] == named[-1] and argv[-2] not in rule_options:
         assert named[-1] in (args.targets or []), (
-            f"`{command}`: {named[-1]!r} is read as an option's value, not as the target "
-            f"(targets: {sorted(args.targets or [])}); put the target before --configfile / -R / --config"
+            f"`{command}`: {named[-1]!r} is read as an option's value, not as the target (targets: "
+            f"{sorted(args.targets or [])}); put the target before --configfile / -R / --config"
         )
     for cf in args.configfile or []:
         assert (REPO / cf).is_file(), f"`{command}`: config file {cf!r} does not exist"

@@ -33,8 +33,8 @@ def test_endpoint_model_skips_build_and_pins_its_checkpoint(tmp_path, wf):
     # the stages decide endpoint vs bundle from the model's serving settings
     # (tests/test_workflow_config.py)
     assert (
-        "qualflow correctness --model-settings results/points/ep/theirs/serving.json --pin results/pin/theirs.json"
-        in out
+        "qualflow correctness --model-settings results/points/ep/theirs/serving.json --pin "
+        "results/pin/theirs.json" in out
     )
     assert '"endpoint": {"model": "served-name", "url": "http://127.0.0.1:8001"}' in out
     assert "results/session/ep/theirs/endpoint" in out and "--no-request-extensions" in out

@@ -160,8 +160,10 @@ def test_an_slo_change_reruns_the_join_not_the_session(tmp_path, wf):
     def cfg(name, slo, osl=8):
         f = tmp_path / f"{name}.yaml"
         f.write_text(
-            "models: {m: {checkpoint: embedded, profiles: [fp16], workloads: [w]}}\nsoftware_key: slo\n"
-            f"workloads: {{w: {{concurrency: [1], isl: 8, osl: {osl}, request_count: 2, slo: {slo}}}}}\n"
+            "models: {m: {checkpoint: embedded, profiles: [fp16], workloads: [w]}}\n"
+            "software_key: slo\n"
+            f"workloads: {{w: {{concurrency: [1], isl: 8, osl: {osl}, request_count: 2, "
+            f"slo: {slo}}}}}\n"
         )
         return str(f)
 

@@ -76,20 +76,29 @@ TASKS = [
     "What are the trade-offs a practitioner should weigh when working with {s}?",
 ]
 CODE = [
-    "Write a Python function that checks whether a string is a palindrome, ignoring punctuation and case.",
-    "Implement an LRU cache in Python with get and put in O(1), and explain the data structures you chose.",
+    "Write a Python function that checks whether a string is a palindrome, ignoring punctuation "
+    "and case.",
+    "Implement an LRU cache in Python with get and put in O(1), and explain the data structures "
+    "you chose.",
     "Write a SQL query that returns the three highest-paid employees in each department.",
     "Explain what this shell command does, piece by piece: find . -name '*.log' -mtime +7 -delete",
-    "Write a Rust function that reverses the words in a sentence without allocating a new vector per word.",
-    "Review this Python and point out the bug: def avg(xs): return sum(xs) / len(xs) if xs else sum(xs) / 0",
-    "Write a regular expression that matches ISO 8601 dates like 2024-03-15, and explain each part.",
-    "Convert this loop into a list comprehension: out = []\nfor x in range(20):\n    if x % 3 == 0:\n        out.append(x * x)",
+    "Write a Rust function that reverses the words in a sentence without allocating a new vector "
+    "per word.",
+    "Review this Python and point out the bug: def avg(xs): return sum(xs) / len(xs) if xs else "
+    "sum(xs) / 0",
+    "Write a regular expression that matches ISO 8601 dates like 2024-03-15, "
+    "and explain each part.",
+    "Convert this loop into a list comprehension: out = []\n"
+    "for x in range(20):\n    if x % 3 == 0:\n        out.append(x * x)",
     "Write a bash script that retries a command up to five times with exponential backoff.",
     "Explain the difference between a process and a thread, with an example of when to use each.",
     "Write a JavaScript debounce function and a short example of using it on a search box.",
-    "How would you design a rate limiter for an HTTP API? Describe the token-bucket approach with code.",
-    "Write a C function that counts the set bits in a 64-bit integer, and give two different approaches.",
-    "Explain Big-O notation and give the complexity of binary search, merge sort and a nested loop.",
+    "How would you design a rate limiter for an HTTP API? Describe the token-bucket approach with "
+    "code.",
+    "Write a C function that counts the set bits in a 64-bit integer, and give two different "
+    "approaches.",
+    "Explain Big-O notation and give the complexity of binary search, merge sort "
+    "and a nested loop.",
     "Write a Python generator that yields the Fibonacci numbers below a limit.",
     "What is a race condition? Show a minimal Python example and how a lock fixes it.",
     "Write unit tests with pytest for a function add(a, b) that must reject non-numeric input.",
@@ -106,7 +115,8 @@ MATH = [
     "How many ways can you arrange the letters of the word LEVEL?",
     "A recipe for 4 people needs 300 g of flour. How much for 7 people?",
     "What is the derivative of x^3 * sin(x)? Show each step.",
-    "Estimate how many piano tuners work in a city of one million people, stating your assumptions.",
+    "Estimate how many piano tuners work in a city of one million people, "
+    "stating your assumptions.",
     "Is 221 a prime number? Explain how you checked.",
     "A car travels 150 km at 100 km/h and then 150 km at 50 km/h. What is its average speed?",
     "Explain the Monty Hall problem and why switching doors is the better strategy.",
@@ -115,21 +125,21 @@ MATH = [
     "Convert 98.6 degrees Fahrenheit to Celsius and explain the formula.",
 ]
 PASSAGES = [
-    "The committee met on Tuesday to discuss the new parking policy. After two hours of debate, members "
-    "agreed to a trial period of three months, during which staff may reserve spaces online. Visitors will "
-    "keep free parking on weekends. A survey will follow the trial.",
-    "Our quarterly results show revenue up 12 percent, driven mostly by the subscription business, while "
-    "hardware sales fell for the second quarter in a row. Operating costs rose because of new hiring in "
-    "support. We expect margins to recover next year as the hiring slows.",
-    "The hiking trail climbs 800 metres over six kilometres through pine forest before opening onto a "
-    "ridge with views of three lakes. The descent is steep and loose in places; poles are recommended. "
-    "There is no water on the route after the first kilometre.",
-    "Version 2.4 of the library drops support for Python 3.8, adds type hints to the public API, and "
-    "changes the default timeout from 30 to 10 seconds. The old configuration keys still work but print "
-    "a deprecation warning; they will be removed in 3.0.",
-    "Mara found the letter in a book she had bought at a flea market. It was dated 1962, addressed to "
-    "someone called Tomas, and ended with a line about meeting at the lighthouse when the fog lifted. "
-    "She decided to find out whether they ever met.",
+    "The committee met on Tuesday to discuss the new parking policy. After two hours of debate, "
+    "members agreed to a trial period of three months, during which staff may reserve spaces "
+    "online. Visitors will keep free parking on weekends. A survey will follow the trial.",
+    "Our quarterly results show revenue up 12 percent, driven mostly by the subscription business, "
+    "while hardware sales fell for the second quarter in a row. Operating costs rose because of "
+    "new hiring in support. We expect margins to recover next year as the hiring slows.",
+    "The hiking trail climbs 800 metres over six kilometres through pine forest before opening "
+    "onto a ridge with views of three lakes. The descent is steep and loose in places; poles are "
+    "recommended. There is no water on the route after the first kilometre.",
+    "Version 2.4 of the library drops support for Python 3.8, adds type hints to the public API, "
+    "and changes the default timeout from 30 to 10 seconds. The old configuration keys still work "
+    "but print a deprecation warning; they will be removed in 3.0.",
+    "Mara found the letter in a book she had bought at a flea market. It was dated 1962, addressed "
+    "to someone called Tomas, and ended with a line about meeting at the lighthouse when the fog "
+    "lifted. She decided to find out whether they ever met.",
 ]
 PASSAGE_TASKS = [
     "Summarize this in one sentence:\n\n{p}",
@@ -157,15 +167,20 @@ ADVICE = [
     "Plan a rainy-day activity for four children aged six to nine, using things found at home.",
 ]
 CLASSIFY = [
-    "Classify the sentiment of this review as positive, negative or mixed: 'The battery lasts forever, but the screen scratches if you look at it.'",
+    "Classify the sentiment of this review as positive, negative or mixed: 'The battery lasts "
+    "forever, but the screen scratches if you look at it.'",
     "Which of these is not a mammal: dolphin, bat, penguin, whale? Explain briefly.",
     "Sort these by size, smallest first: a grain of sand, a virus, a red blood cell, a bacterium.",
     "Is this sentence grammatically correct? 'Neither of the answers are right.' Explain.",
     "Tag each word in 'The quick brown fox jumps' with its part of speech.",
-    "Extract the dates and amounts from: 'Paid 45.20 on 3 May, then 120 on 17 June and 9.99 on 1 July.'",
-    "Decide whether this email is spam and say why: 'Congratulations! You won a cruise. Reply with your bank details.'",
-    "Group these foods into fruits and vegetables: tomato, carrot, apple, cucumber, banana, spinach.",
-    "Which programming paradigm does this describe: functions as values, no mutable state, recursion over loops?",
+    "Extract the dates and amounts from: 'Paid 45.20 on 3 May, then 120 on 17 June and 9.99 on 1 "
+    "July.'",
+    "Decide whether this email is spam and say why: 'Congratulations! You won a cruise. Reply with "
+    "your bank details.'",
+    "Group these foods into fruits and vegetables: tomato, carrot, apple, cucumber, banana, "
+    "spinach.",
+    "Which programming paradigm does this describe: functions as values, no mutable state, "
+    "recursion over loops?",
     "Return a JSON object with the fields name, city and age for: 'Ana, 34, lives in Porto.'",
 ]
 
@@ -173,12 +188,12 @@ CLASSIFY = [
 def main():
     rng = random.Random(20240614)
     prompts = []
-    for i in range(150):
+    for _ in range(150):
         s, t = rng.sample(SUBJECTS, 2)
         prompts.append(rng.choice(TASKS).format(s=s, t=t, a=rng.choice(AUDIENCES)))
     prompts += CODE + MATH + ADVICE + CLASSIFY
     prompts += [pt.format(p=p) for p in PASSAGES for pt in PASSAGE_TASKS]
-    for i in range(320 - len(prompts)):
+    for _ in range(320 - len(prompts)):
         s, t = rng.sample(SUBJECTS, 2)
         prompts.append(rng.choice(TASKS).format(s=s, t=t, a=rng.choice(AUDIENCES)))
     seen, out = set(), []

@@ -79,5 +79,6 @@ def add_provenance_args(s: argparse.ArgumentParser) -> None:
     s.add_argument(
         "--workflow",
         action="store_true",
-        help="print the software key and the package versions the workflow's rules depend on (JSON)",
+        help="print the software key and the package versions the workflow's rules depend on "
+        "(JSON)",
     )

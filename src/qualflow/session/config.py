@@ -40,13 +40,14 @@ class SessionConfig:
     )
     request_extensions: bool = setting(
         True,
-        help="send qualflow's request extensions (ignore_eos / min_tokens); --no-request-extensions: "
-        "standard Responses fields only",
+        help="send qualflow's request extensions (ignore_eos / min_tokens); "
+        "--no-request-extensions: standard Responses fields only",
     )
     reasoning_budgets: tuple[int, int, int, int] | None = setting(
         None,
         metavar=("MINIMAL", "LOW", "MEDIUM", "HIGH"),
-        help="our server's thinking budget of each reasoning.effort, 0 = unbounded (default: the family's)",
+        help="our server's thinking budget of each reasoning.effort, 0 = unbounded "
+        "(default: the family's)",
     )
     host: str = setting("127.0.0.1", help="address our server binds")
     port: int = setting(0, help="our server's port (0: pick a free port)")
@@ -65,7 +66,8 @@ class SessionConfig:
     )
     allow_unpinned_client: bool = setting(
         False,
-        help="run with an aiperf/openai that is not the pinned version (caps the status, with the reason)",
+        help="run with an aiperf/openai that is not the pinned version "
+        "(caps the status, with the reason)",
     )
     run_name: tuple[str, str] | None = setting(
         None,
@@ -77,9 +79,10 @@ class SessionConfig:
     )
     ceiling_step_ms: float = setting(
         1.0,
-        help="step clock in ms of the harness-ceiling server (the synthetic engine), which runs the points "
-        "marked harness_ceiling again after the stack's; 1 ms is faster than any engine step measured "
-        "here (a model's c1 Task step on a GPU is longer), so the ceiling is the serving path's, not the clock's",
+        help="step clock in ms of the harness-ceiling server (the synthetic engine), which runs "
+        "the points marked harness_ceiling again after the stack's; 1 ms is faster than any "
+        "engine step measured here (a model's c1 Task step on a GPU is longer), so the ceiling is "
+        "the serving path's, not the clock's",
     )
     api_server_count: int = setting(
         1,
@@ -88,8 +91,8 @@ class SessionConfig:
     )
     ceiling_api_server_count: int = setting(
         1,
-        help="the harness-ceiling server's API processes (its synthetic engine runs in one engine process "
-        "behind them when above 1)",
+        help="the harness-ceiling server's API processes (its synthetic engine runs in one engine "
+        "process behind them when above 1)",
     )
     engine: EngineConfig = EngineConfig()
 
@@ -97,7 +100,8 @@ class SessionConfig:
         for key in ("api_server_count", "ceiling_api_server_count"):
             if getattr(self, key) < 1:
                 raise ValueError(
-                    f"{key} (--{key.replace('_', '-')}) must be at least 1, not {getattr(self, key)}"
+                    f"{key} (--{key.replace('_', '-')}) "
+                    f"must be at least 1, not {getattr(self, key)}"
                 )
 
     def plan(self) -> PointPlan:

@@ -143,7 +143,10 @@ class Checker:
         _expect(deltas == done.text, "concatenated deltas differ from output_text.done text")
         final = events[-1].response
         _expect(final.output_text == deltas, "final response text differs from the deltas")
-        return f"{len(events)} events, {types.count('response.output_text.delta')} deltas, seq {seq[0]}..{seq[-1]}"
+        return (
+            f"{len(events)} events, {types.count('response.output_text.delta')} deltas, "
+            f"seq {seq[0]}..{seq[-1]}"
+        )
 
     def stream_helper_final(self, rid: str) -> str:
         """`responses.stream(...)` helper: typed events, then `get_final_response()`. The SDK only
@@ -174,8 +177,8 @@ class Checker:
         _expect(final.status == "incomplete", f"status={final.status!r}")
         _expect(final.output_text == text, "terminal response text differs from streamed deltas")
         return (
-            f"response incomplete at max_output_tokens={HELPER_MAX_TOKENS} (no stop): helper parsed "
-            f"{len(events)} events; get_final_response() needs response.completed (SDK)"
+            f"response incomplete at max_output_tokens={HELPER_MAX_TOKENS} (no stop): helper "
+            f"parsed {len(events)} events; get_final_response() needs response.completed (SDK)"
         )
 
     def incomplete_on_truncation(self, rid: str) -> str:

@@ -54,7 +54,8 @@ class EndpointSpec:
         key = os.environ.get(self.api_key_env)
         if not key:
             raise EndpointError(
-                f"endpoint.api_key_env names {self.api_key_env}, which is not set in the environment"
+                f"endpoint.api_key_env names {self.api_key_env}, "
+                "which is not set in the environment"
             )
         return key
 
@@ -186,7 +187,8 @@ def main_endpoint_correctness(a) -> int:
 
     if not checkpoint:
         df = failure(
-            "no checkpoint pinned: endpoint correctness needs the weights the endpoint claims to serve"
+            "no checkpoint pinned: "
+            "endpoint correctness needs the weights the endpoint claims to serve"
         )
     else:
         srv = EndpointProcess(
@@ -207,6 +209,7 @@ def main_endpoint_correctness(a) -> int:
         print(f"{'PASS' if r.passed else 'FAIL'}  {r.case_id:40s} {r.detail}")
     failed = int((~df["passed"].astype(bool)).sum())
     print(
-        f"{len(df) - failed}/{len(df)} endpoint correctness cases passed ({df.thresholds_version.iloc[0]})"
+        f"{len(df) - failed}/{len(df)} endpoint correctness cases passed "
+        f"({df.thresholds_version.iloc[0]})"
     )
     return 0 if a.record_failures or not failed else 1

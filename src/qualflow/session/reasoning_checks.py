@@ -84,7 +84,8 @@ class ReasoningChecks:
         _expect(r.status in ("completed", "incomplete"), f"status={r.status!r}")
         _expect(
             len(r.output) >= 1 and isinstance(r.output[0], ResponseReasoningItem),
-            f"first output item is {type(r.output[0]).__name__ if r.output else None}, expected reasoning",
+            f"first output item is {type(r.output[0]).__name__ if r.output else None}, "
+            "expected reasoning",
         )
         thought = r.output[0]
         _expect(
@@ -175,7 +176,10 @@ class ReasoningChecks:
         )
         text = "".join(e.delta for e in events if e.type == "response.output_text.delta")
         _expect(final.output_text == text, "final response text differs from the deltas")
-        return f"{len(events)} events, {types.count('response.reasoning_text.delta')} reasoning deltas, message at {first_msg}"
+        return (
+            f"{len(events)} events, {types.count('response.reasoning_text.delta')} reasoning "
+            f"deltas, message at {first_msg}"
+        )
 
     def incomplete_inside_reasoning(self, rid: str) -> str:
         r = self._create(rid, CUT, effort="high")
@@ -203,9 +207,13 @@ class ReasoningChecks:
         u = events[-1].response.usage
         _expect(
             u.output_tokens_details.reasoning_tokens == u.output_tokens == CUT,
-            f"reasoning_tokens={u.output_tokens_details.reasoning_tokens} output_tokens={u.output_tokens}",
+            f"reasoning_tokens={u.output_tokens_details.reasoning_tokens} "
+            f"output_tokens={u.output_tokens}",
         )
-        return f"response.incomplete after {types.count('response.reasoning_text.delta')} reasoning deltas"
+        return (
+            "response.incomplete after "
+            f"{types.count('response.reasoning_text.delta')} reasoning deltas"
+        )
 
     def budget_respected(self, rid: str) -> str:
         budget = self.support.budget

@@ -5,8 +5,8 @@ keys as they are.
 
 A key that the session sets only once it reaches some point (the server's pid once the server was
 started, the warm-up figures once the warm-up ran, the GPU once one was leased) is `NOT_REACHED`
-until then and left out of the file; null on disk means the point was reached and the value is
-none."""
+(session.not_reached) until then and left out of the file; null on disk means the point was
+reached and the value is none."""
 
 from __future__ import annotations
 
@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from qualflow.aiperf.record import PointRun
+
+from .not_reached import NOT_REACHED, NotReached, json_kwargs, json_of, reached
 
 __all__ = [
     "NOT_REACHED",
@@ -46,53 +48,6 @@ def repeat_run_id(run_id: str, repeat: int) -> str:
     return run_id if repeat == 1 else f"{run_id}.r{repeat}"
 
 
-class NotReached:
-    """A key the session has not set yet: absent from the file. Falsy."""
-
-    _instance: NotReached | None = None
-
-    def __new__(cls) -> NotReached:
-        if cls._instance is None:
-            cls._instance = super().__new__(cls)
-        return cls._instance
-
-    def __bool__(self) -> bool:
-        return False
-
-    def __repr__(self) -> str:
-        return "NOT_REACHED"
-
-
-NOT_REACHED = NotReached()
-
-
-def reached(value: Any, default: Any = None) -> Any:
-    """`value`, or `default` when it is NOT_REACHED."""
-    return default if value is NOT_REACHED else value
-
-
-def _to_json(rec: Any, convert: dict[str, Any]) -> dict:
-    """The record's fields in order, those NOT_REACHED left out; `convert`: field -> function."""
-    out = {}
-    for f in dataclasses.fields(rec):
-        v = getattr(rec, f.name)
-        if v is NOT_REACHED:
-            continue
-        out[f.name] = convert[f.name](v) if f.name in convert and v is not None else v
-    return out
-
-
-def _kwargs(cls: type, d: dict, convert: dict[str, Any]) -> dict:
-    """Constructor arguments from a file's dict: every key present (converted), absent ones
-    default."""
-    names = {f.name for f in dataclasses.fields(cls)}
-    return {
-        k: (convert[k](v) if k in convert and v is not None else v)
-        for k, v in d.items()
-        if k in names
-    }
-
-
 @dataclass
 class StageTime:
     start_ns: int | None = None
@@ -105,7 +60,7 @@ class StageTime:
 
     @classmethod
     def from_json(cls, d: dict) -> StageTime:
-        return cls(**_kwargs(cls, d, {}))
+        return cls(**json_kwargs(cls, d, {}))
 
 
 @dataclass
@@ -126,7 +81,7 @@ class PointOutcome:
 
     @classmethod
     def from_json(cls, d: dict) -> PointOutcome:
-        return cls(**_kwargs(cls, d, {}))
+        return cls(**json_kwargs(cls, d, {}))
 
 
 @dataclass
@@ -165,12 +120,14 @@ class CeilingRecord:
     server_exit_code: int | None = None
 
     def to_json(self) -> dict:
-        return _to_json(self, {"points": _SESSION_TO["points"], "error": dataclasses.asdict})
+        return json_of(self, {"points": _SESSION_TO["points"], "error": dataclasses.asdict})
 
     @classmethod
     def from_json(cls, d: dict) -> CeilingRecord:
         return cls(
-            **_kwargs(cls, d, {"points": _SESSION_FROM["points"], "error": SessionError.from_json})
+            **json_kwargs(
+                cls, d, {"points": _SESSION_FROM["points"], "error": SessionError.from_json}
+            )
         )
 
 
@@ -236,11 +193,11 @@ class SessionRecord:
         return None if self.error is None else self.error.reason()
 
     def to_json(self) -> dict:
-        return _to_json(self, _SESSION_TO)
+        return json_of(self, _SESSION_TO)
 
     @classmethod
     def from_json(cls, d: dict) -> SessionRecord:
-        return cls(**_kwargs(cls, d, _SESSION_FROM))
+        return cls(**json_kwargs(cls, d, _SESSION_FROM))
 
     def write(self, path: str | Path) -> None:
         Path(path).write_text(json.dumps(self.to_json(), indent=2, default=str))
@@ -288,11 +245,11 @@ class StartupRecord:
         return {k: reached(getattr(self, k)) for k in self.FIGURES}
 
     def to_json(self) -> dict:
-        return _to_json(self, {})
+        return json_of(self, {})
 
     @classmethod
     def from_json(cls, d: dict) -> StartupRecord:
-        return cls(**_kwargs(cls, d, {}))
+        return cls(**json_kwargs(cls, d, {}))
 
     def write(self, path: str | Path) -> None:
         Path(path).write_text(json.dumps(self.to_json(), indent=2))

@@ -29,7 +29,6 @@ import json
 import os
 import re
 import shlex
-import shutil
 import signal
 import sys
 import time
@@ -38,55 +37,23 @@ from pathlib import Path
 
 from qualflow.aiperf.options import ClientOptions
 from qualflow.aiperf.runner import remove_stale_tmpdirs
-from qualflow.configs import as_dict, defaults, hidden
 from qualflow.invocation import current_command
-from qualflow.lifetime import die_with_parent
-from qualflow.runtime.config import EngineConfig
 from qualflow.server.config import ServerConfig
 from qualflow.server.timing import read_timing_log
 
-from .ceiling import CEILING_DIR, ceiling_points, run_ceiling
+from .ceiling import ceiling_points, run_ceiling
 from .config import SessionConfig
-from .records import (
-    NOT_REACHED,
-    PointRun,
-    SessionError,
-    SessionRecord,
-    StageTime,
-    StartupRecord,
-    run_id_of,
-)
+from .out_dir import finish_outputs, fresh_out
+from .records import PointRun, SessionError, SessionRecord, StageTime, run_id_of
 from .server_process import ServerError, ServerProcess, free_port
+from .settings import session_settings
+from .signals import (
+    RECEIVED,
+    SessionInterrupted,
+    install_signal_handlers,
+    restore_signal_handlers,
+)
 from .stages import Session
-
-
-class SessionInterrupted(BaseException):
-    """Raised from a signal handler so that `finally` blocks stop the server."""
-
-
-_RECEIVED: dict[str, str | None] = {
-    "signal": None
-}  # set by the handler, whatever the exception became
-
-
-def _install_signal_handlers() -> None:
-    _RECEIVED["signal"] = None
-
-    def handler(signum, frame):
-        if _RECEIVED["signal"] is not None:  # once only: a terminal Ctrl-C reaches the session both
-            return  # from the terminal and passed on by Snakemake
-        _RECEIVED["signal"] = signal.Signals(signum).name
-        raise SessionInterrupted(f"received {signal.Signals(signum).name}")
-
-    for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(s, handler)
-    die_with_parent()  # die (cleanly, via the handler) if our parent - Snakemake's job thread - dies
-
-
-def _restore_signal_handlers() -> None:
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 
 def _wait_timing_flushed(path: Path, expected_ids: set[str], timeout_s: float = 10.0) -> int:
@@ -98,123 +65,6 @@ def _wait_timing_flushed(path: Path, expected_ids: set[str], timeout_s: float = 
         if not missing or time.monotonic() > deadline:
             return len(missing)
         time.sleep(0.2)
-
-
-def _write_missing_outputs(out: Path) -> None:
-    """After a failure: the outputs a stage never wrote, empty, so the rule's outputs exist and the
-    join can record the rung reached."""
-    from .outputs import write_protocol, write_warmup
-
-    if not (out / "warmup.parquet").exists():
-        write_warmup([], str(out / "warmup.parquet"))
-    if not (out / "protocol.parquet").exists():
-        write_protocol([], str(out / "protocol.parquet"))
-    if not (out / "startup.json").exists():
-        StartupRecord.never_healthy().write(out / "startup.json")
-    (out / "server_timing.jsonl").touch()
-
-
-def archive(out: Path, archive_dir: Path, run_id: str) -> Path:
-    """Keep this session's raw artifacts under archive_dir/<run_id>/, as copies: a hard link would
-    share its inode with the session directory's file, which a later run rewrites or appends to."""
-    dest = archive_dir / run_id
-    if dest.exists():
-        shutil.rmtree(dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copytree(out, dest, copy_function=shutil.copy2)
-    return dest
-
-
-def _finish_outputs(out: Path, record: SessionRecord, archive_dir: str | None) -> None:
-    """The cleanup's writes, each on its own: one that fails is recorded, never skips the others."""
-    steps = [
-        ("missing outputs", lambda: _write_missing_outputs(out)),
-        ("session.json", lambda: record.write(out / "session.json")),
-    ]
-    if archive_dir and record.run_id:
-        steps.append(("archive", lambda: archive(out, Path(archive_dir), record.run_id)))
-    for name, step in steps:
-        try:
-            step()
-        except Exception as e:  # noqa: BLE001 - reported; the remaining writes still happen
-            print(
-                f"session: error writing {name}: {type(e).__name__}: {e}",
-                file=sys.stderr,
-                flush=True,
-            )
-            if record.cleanup_errors is NOT_REACHED:
-                record.cleanup_errors = []
-            record.cleanup_errors.append(f"{name}: {type(e).__name__}: {e}")
-            if name == "archive":  # session.json is already written: add the error to it
-                record.write(out / "session.json")
-
-
-def _fresh_out(out: Path) -> Path:
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "points").mkdir(exist_ok=True)
-    for stale in (
-        "session.json",
-        "startup.json",
-        "warmup.parquet",
-        "protocol.parquet",
-        "server_timing.jsonl",
-    ):
-        (out / stale).unlink(missing_ok=True)
-    shutil.rmtree(
-        out / CEILING_DIR, ignore_errors=True
-    )  # an earlier session's ceiling is not this one's
-    return out
-
-
-def engine_settings(engine: EngineConfig) -> dict:
-    """The engine settings a session records: the device; the engine's mode resolved for it
-    (engine_process "on"/"off", even at the default "auto", so the evidence says how it was served);
-    max_batch, max_context and cpu_threads, null at their defaults (the server's own); and every
-    other field set away from its default (test-only knobs aside)."""
-    base, test_only = defaults(EngineConfig), hidden(EngineConfig)
-    device_type = engine.device.split(":")[0]
-    out: dict = {
-        "device": engine.device,
-        "engine_process": "on" if engine.in_own_process(device_type) else "off",
-    }
-    for k in ("max_batch", "max_context", "cpu_threads"):
-        out[k] = None if getattr(engine, k) == base[k] else getattr(engine, k)
-    out.update(
-        {
-            k: v
-            for k, v in as_dict(engine).items()
-            if k not in out and k not in test_only and v != base[k]
-        }
-    )
-    if engine.engine_kind == "synthetic":  # the ceiling's clock, also at its default
-        out["step_ms"] = engine.step_ms
-    return out
-
-
-def session_settings(cfg: SessionConfig, endpoint_launched: bool | None) -> dict:
-    """session.json's `settings` (copied into `runs.server_settings`): our server's engine settings,
-    or the endpoint's launch; the client side's; request_extensions only when they are off.
-    `endpoint_launched`: None for our server."""
-    common = {
-        "aiperf_workers": cfg.aiperf_workers,
-        "aiperf_record_processors": cfg.aiperf_record_processors,
-        "warmup_requests": cfg.warmup_requests,
-        "warmup_max_tokens": cfg.warmup_max_tokens,
-        "protocol_checks": cfg.protocol,
-    }
-    if endpoint_launched is None:
-        settings = {**engine_settings(cfg.engine), **common}
-        if (
-            cfg.api_server_count != 1
-        ):  # absent: one API process (as every run recorded before the setting)
-            settings.update(api_server_count=cfg.api_server_count, engine_process="on")
-    else:
-        settings = {"stack": "endpoint", "endpoint_launched": endpoint_launched, **common}
-    if not cfg.request_extensions:
-        settings["request_extensions"] = False
-    if cfg.reasoning_budgets is not None:
-        settings["reasoning_budgets"] = list(cfg.reasoning_budgets)
-    return settings
 
 
 def _our_server(
@@ -304,8 +154,8 @@ def _shut_down(session: Session) -> None:
     record.stages["shutdown"] = StageTime.between(t0, time.time_ns())
     record.session_ended_ns = time.time_ns()
     print(f"session: server stopped (exit code {record.server_exit_code})", flush=True)
-    _finish_outputs(session.out, record, session.cfg.archive_dir)
-    _restore_signal_handlers()
+    finish_outputs(session.out, record, session.cfg.archive_dir)
+    restore_signal_handlers()
 
 
 def _one_line(e: BaseException, record: SessionRecord) -> str:
@@ -351,11 +201,11 @@ def run_session(
         )
         if ceiling_points(plan.points):
             raise ValueError(
-                "session: harness_ceiling needs our server's bundle (the synthetic engine serves its "
-                "tokenizer); an endpoint's points cannot have one"
+                "session: harness_ceiling needs our server's bundle (the synthetic engine serves "
+                "its tokenizer); an endpoint's points cannot have one"
             )
     remove_stale_tmpdirs()  # a session killed with -9 left its private AIPerf TMPDIR behind
-    out = _fresh_out(Path(cfg.out))
+    out = fresh_out(Path(cfg.out))
     (out / "provenance.json").write_text(
         json.dumps(collect(with_torch=cfg.engine.device != "cpu"), indent=2)
     )
@@ -373,11 +223,11 @@ def run_session(
     )
     rc, interrupted = 1, False
     try:
-        _install_signal_handlers()
+        install_signal_handlers()
         _measure(session)
         rc = 0
     except (Exception, SessionInterrupted) as e:  # noqa: BLE001 - every failure is evidence: recorded, not lost
-        interrupted = isinstance(e, SessionInterrupted) or _RECEIVED["signal"] is not None
+        interrupted = isinstance(e, SessionInterrupted) or RECEIVED["signal"] is not None
         session.record.error = SessionError(
             session.stage_name, type(e).__name__, _one_line(e, session.record)
         )

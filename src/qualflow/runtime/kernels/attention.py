@@ -149,9 +149,12 @@ def choose_flash(attn: PagedAttention, heads: int, device: torch.device, dtype: 
     q = torch.randn(sum(q_lens), heads, d, device=device, dtype=dtype, generator=g)
     K = torch.randn(sum(k_lens), kv, d, device=device, dtype=dtype, generator=g)
     V = torch.randn(sum(k_lens), kv, d, device=device, dtype=dtype, generator=g)
-    cu = lambda ls: torch.tensor(
-        [0] + list(torch.tensor(ls).cumsum(0)), dtype=torch.int32, device=device
-    )  # noqa: E731
+
+    def cu(ls):
+        return torch.tensor(
+            [0] + list(torch.tensor(ls).cumsum(0)), dtype=torch.int32, device=device
+        )
+
     m = StepMeta("varlen", None, cu(q_lens), cu(k_lens), q_lens, k_lens)
     ref = varlen_sdpa(q.float(), K.float(), V.float(), q_lens, k_lens)
     for native in (True, False):

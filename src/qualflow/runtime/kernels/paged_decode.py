@@ -5,6 +5,7 @@ it writes the output; with several (a small batch, so that the step fills the GP
 finish merges the others' partial outputs, found by an arrival counter, so a layer's attention is
 one launch, not two. No host sync and no data-dependent shapes, so it is captured inside the decode
 CUDA graph.
+The kernels are in kernels.paged_decode_kernels; this module launches them.
 `reference` is the same computation in plain torch (tests)."""
 
 from __future__ import annotations
@@ -16,11 +17,11 @@ import torch
 
 try:
     import triton
-    import triton.language as tl
 except ImportError:  # CPU-only installs: the paged path is not used there
     triton = None
 
-from .pdl import gdc_launch_dependents, gdc_wait, options
+from . import paged_decode_kernels as kernels
+from .pdl import options
 
 
 def available() -> bool:
@@ -42,205 +43,6 @@ def splits_for(batch: int, kv_heads: int, sms: int = 132) -> int:
     while batch * kv_heads * s < 2 * sms and s < 8:
         s *= 2
     return s
-
-
-if triton is not None:
-
-    @triton.jit
-    def _merge_group(
-        O,
-        LSE,
-        OUT,
-        b,
-        hq,
-        gmask,
-        d,
-        s_ob,
-        s_oh,
-        s_os,
-        s_lb,
-        s_lh,
-        s_xb,
-        s_xh,
-        GROUP_PAD: tl.constexpr,
-        D: tl.constexpr,
-        SPLITS: tl.constexpr,
-    ):
-        # the splits' partial outputs of one kv head's query heads, weighted by their log-sum-exp;
-        # read past L1 (.cg): other programs wrote them
-        lse = tl.load(
-            LSE + b * s_lb + hq[:, None] * s_lh + tl.arange(0, SPLITS)[None, :],
-            mask=gmask[:, None],
-            other=float("-inf"),
-            cache_modifier=".cg",
-        )
-        mx = tl.max(lse, 1)
-        acc = tl.zeros([GROUP_PAD, D], tl.float32)
-        den = tl.zeros([GROUP_PAD], tl.float32)
-        for sp in tl.static_range(SPLITS):
-            ls = tl.load(
-                LSE + b * s_lb + hq * s_lh + sp,
-                mask=gmask,
-                other=float("-inf"),
-                cache_modifier=".cg",
-            )
-            w = tl.where(ls > float("-inf"), tl.exp(ls - mx), 0.0)
-            o = tl.load(
-                O + b * s_ob + hq[:, None] * s_oh + sp * s_os + d[None, :],
-                mask=gmask[:, None],
-                other=0.0,
-                cache_modifier=".cg",
-            )
-            acc += o * w[:, None]
-            den += w
-        res = acc / tl.where(gmask, den, 1.0)[:, None]
-        tl.store(
-            OUT + b * s_xb + hq[:, None] * s_xh + d[None, :],
-            res.to(OUT.dtype.element_ty),
-            mask=gmask[:, None],
-        )
-
-    @triton.jit
-    def _split_kernel(
-        Q,
-        K,
-        V,
-        BT,
-        CL,
-        O,
-        LSE,
-        OUT,
-        CNT,
-        scale,
-        s_qb,
-        s_qh,
-        s_kb,
-        s_kt,
-        s_kh,
-        s_btb,
-        s_ob,
-        s_oh,
-        s_os,
-        s_lb,
-        s_lh,
-        s_xb,
-        s_xh,
-        GROUP: tl.constexpr,
-        GROUP_PAD: tl.constexpr,
-        BLOCK: tl.constexpr,
-        D: tl.constexpr,
-        SPLITS: tl.constexpr,
-        MERGE_HERE: tl.constexpr,
-        PDL: tl.constexpr,
-    ):
-        # SPLITS == 1: the output itself. Otherwise each split's partial output and log-sum-exp;
-        # with MERGE_HERE the last split of a (sequence, kv head) to finish merges them (CNT counts
-        # arrivals and is left at 0), else _merge_kernel does.
-        if PDL:
-            gdc_wait()
-            gdc_launch_dependents()
-        b = tl.program_id(0)
-        kvh = tl.program_id(1)
-        sp = tl.program_id(2)
-        ctx = tl.load(CL + b)
-        nblocks = tl.cdiv(ctx, BLOCK)
-        per = tl.cdiv(nblocks, SPLITS)
-        start = sp * per
-        end = tl.minimum(start + per, nblocks)
-        g = tl.arange(0, GROUP_PAD)
-        d = tl.arange(0, D)
-        t = tl.arange(0, BLOCK)
-        hq = kvh * GROUP + g
-        gmask = g < GROUP
-        q = tl.load(Q + b * s_qb + hq[:, None] * s_qh + d[None, :], mask=gmask[:, None], other=0.0)
-        m_i = tl.full([GROUP_PAD], float("-inf"), tl.float32)
-        l_i = tl.zeros([GROUP_PAD], tl.float32)
-        acc = tl.zeros([GROUP_PAD, D], tl.float32)
-        for j in range(start, end):
-            blk = tl.load(BT + b * s_btb + j).to(tl.int64)
-            off = blk * s_kb + t[:, None] * s_kt + kvh * s_kh + d[None, :]
-            k = tl.load(K + off)
-            v = tl.load(V + off)
-            qk = tl.dot(q, tl.trans(k)) * scale
-            qk = tl.where((j * BLOCK + t)[None, :] < ctx, qk, float("-inf"))
-            m_new = tl.maximum(m_i, tl.max(qk, 1))
-            p = tl.exp(qk - m_new[:, None])
-            alpha = tl.exp(m_i - m_new)
-            l_i = l_i * alpha + tl.sum(p, 1)
-            acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
-            m_i = m_new
-        has = l_i > 0
-        out = acc / tl.where(has, l_i, 1.0)[:, None]
-        if SPLITS == 1:
-            tl.store(
-                OUT + b * s_xb + hq[:, None] * s_xh + d[None, :],
-                out.to(OUT.dtype.element_ty),
-                mask=gmask[:, None],
-            )
-        else:
-            lse = tl.where(has, m_i + tl.log(tl.where(has, l_i, 1.0)), float("-inf"))
-            tl.store(
-                O + b * s_ob + hq[:, None] * s_oh + sp * s_os + d[None, :], out, mask=gmask[:, None]
-            )
-            tl.store(LSE + b * s_lb + hq * s_lh + sp, lse, mask=gmask)
-            if MERGE_HERE:
-                tl.debug_barrier()  # every thread's stores are issued before the release below
-                arrived = tl.atomic_add(
-                    CNT + b * tl.num_programs(1) + kvh, 1, sem="acq_rel", scope="gpu"
-                )
-                if arrived == SPLITS - 1:
-                    _merge_group(
-                        O,
-                        LSE,
-                        OUT,
-                        b,
-                        hq,
-                        gmask,
-                        d,
-                        s_ob,
-                        s_oh,
-                        s_os,
-                        s_lb,
-                        s_lh,
-                        s_xb,
-                        s_xh,
-                        GROUP_PAD,
-                        D,
-                        SPLITS,
-                    )
-                    tl.atomic_xchg(
-                        CNT + b * tl.num_programs(1) + kvh, 0, sem="relaxed", scope="gpu"
-                    )
-
-    @triton.jit
-    def _merge_kernel(
-        O,
-        LSE,
-        OUT,
-        s_ob,
-        s_oh,
-        s_os,
-        s_lb,
-        s_lh,
-        s_xb,
-        s_xh,
-        D: tl.constexpr,
-        SPLITS: tl.constexpr,
-        PDL: tl.constexpr,
-    ):
-        if PDL:
-            gdc_wait()
-            gdc_launch_dependents()
-        b = tl.program_id(0)
-        h = tl.program_id(1)
-        s = tl.arange(0, SPLITS)
-        d = tl.arange(0, D)
-        lse = tl.load(LSE + b * s_lb + h * s_lh + s)
-        mx = tl.max(lse, 0)
-        w = tl.where(lse > float("-inf"), tl.exp(lse - mx), 0.0)
-        o = tl.load(O + b * s_ob + h * s_oh + s[:, None] * s_os + d[None, :])
-        res = tl.sum(o * w[:, None], 0) / tl.sum(w, 0)
-        tl.store(OUT + b * s_xb + h * s_xh + d, res.to(OUT.dtype.element_ty))
 
 
 @dataclass(frozen=True)
@@ -294,7 +96,7 @@ def paged_decode(
         )
     cnt = counters if merge_here else ctx_lens
     lse_s = lse.stride() if splits > 1 else (0, 0)
-    _split_kernel[(B, KV, splits)](
+    kernels._split_kernel[(B, KV, splits)](
         q,
         k_cache,
         v_cache,
@@ -330,23 +132,29 @@ def paged_decode(
         **options(pdl),
     )
     if splits > 1 and not merge_here:
-        _merge_kernel[(B, H)](
-            part,
-            lse,
-            out,
-            part.stride(0),
-            part.stride(1),
-            part.stride(2),
-            lse.stride(0),
-            lse.stride(1),
-            out.stride(0),
-            out.stride(1),
-            D=D,
-            SPLITS=splits,
-            PDL=pdl,
-            **options(pdl),
-        )
+        _merge_apart(part, lse, out, splits, pdl)
     return out
+
+
+def _merge_apart(part: torch.Tensor, lse: torch.Tensor, out: torch.Tensor, splits: int, pdl: bool):
+    """The splits' partials merged into `out` by a second kernel (no arrival counters given)."""
+    B, H, _, D = part.shape
+    kernels._merge_kernel[(B, H)](
+        part,
+        lse,
+        out,
+        part.stride(0),
+        part.stride(1),
+        part.stride(2),
+        lse.stride(0),
+        lse.stride(1),
+        out.stride(0),
+        out.stride(1),
+        D=D,
+        SPLITS=splits,
+        PDL=pdl,
+        **options(pdl),
+    )
 
 
 def reference(q, k_cache, v_cache, block_tables, ctx_lens) -> torch.Tensor:
