@@ -50,10 +50,10 @@ def bundle_dir(pinned, tmp_path_factory):
 
 # Two layers. The integration layer (tests/integration, and the cases marked `integration`, such as
 # the store's on a real PostgreSQL) drives real Snakemake runs, SLURM and database servers; the unit
-# layer is the rest (`pytest -m "not integration"`). Under pytest-xdist (`--dist loadgroup`, pyproject)
-# each module is one unit of work, so that its module-scoped fixtures (a real server, a workflow copy)
-# are set up once; the modules using the integration layer's shared session runs are one unit, so
-# that each run happens once.
+# layer is the rest (`pytest -m "not integration"`). Under pytest-xdist (`--dist loadgroup`,
+# pyproject) each module is one unit of work, so that its module-scoped fixtures (a real server, a
+# workflow copy) are set up once; the modules using the integration layer's shared session runs are
+# one unit, so that each run happens once.
 SHARED_RUNS = frozenset({"tiny_qualify", "two_stacks_launched", "slurm_launched", "cluster"})
 BACKGROUND_RUNS = frozenset({"two_stacks_launched", "slurm_launched", "cluster"})
 SHARED_GROUP = "integration-shared-runs"

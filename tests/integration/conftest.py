@@ -1,7 +1,8 @@
-"""Fixtures of the integration layer: the real qualify runs its tests share. The long independent runs (two stacks, SLURM) are launched in the background when the shared
-tiny run starts, so that their waits (servers and AIPerf starting, requests in flight) overlap the
-end-to-end tests'; each test that reads one waits for it. The tests using these runs are one unit of
-work, and the first to start (tests/conftest.py)."""
+"""Fixtures of the integration layer: the real qualify runs its tests share. The long independent
+runs (two stacks, SLURM) are launched in the background when the shared tiny run starts, so that
+their waits (servers and AIPerf starting, requests in flight) overlap the end-to-end tests'; each
+test that reads one waits for it. The tests using these runs are one unit of work, and the first
+to start (tests/conftest.py)."""
 
 from __future__ import annotations
 
