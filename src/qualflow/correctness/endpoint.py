@@ -90,6 +90,85 @@ def endpoint_greedy_text(
     )
 
 
+def _client(url: str, api_key: str | None, timeout_s: float):
+    import openai
+
+    return openai.OpenAI(
+        base_url=url.rstrip("/") + "/v1",
+        api_key=api_key or "qualflow-local",
+        timeout=timeout_s,
+        max_retries=0,
+    )
+
+
+@dataclass(frozen=True)
+class _Case:
+    """One prompt's reference: its rendered ids, the greedy continuation, where the endpoint stops
+    (`upto`), and the text of the continuation's first k+1 tokens for each k below it."""
+
+    ids: list[int]
+    cont: list[int]
+    upto: int
+    pieces: list[str]
+    tok: object
+
+
+def _reference_case(checkpoint_dir, family, reference, prompt, n: int, stops: set) -> _Case:
+    ids, tok = _render(checkpoint_dir, family, prompt)
+    cont = reference.greedy(ids, n)
+    upto = next(
+        (i for i, t in enumerate(cont) if t in stops), len(cont)
+    )  # the endpoint stops there
+    pieces = [tok.decode(cont[: k + 1], skip_special_tokens=True) for k in range(upto)]
+    return _Case(ids, cont, upto, pieces, tok)
+
+
+def _near_tie(reference, case: _Case, d: Divergence, text: str, strip: bool, tol: float):
+    """(tolerated, margins): a divergence is tolerated only at a near-tie, and only if the
+    endpoint took the runner-up."""
+    tok, cont = case.tok, case.cont
+    logits = reference.logits(case.ids + cont)[len(case.ids) - 1 : -1]
+    margins = _margin(logits)
+    runner_up = int(logits[d.matched].topk(2).indices[1])
+    alt = tok.decode(cont[: d.matched] + [runner_up], skip_special_tokens=True).rstrip("\ufffd")
+    alt = alt.lstrip() if strip else alt
+    tie = margins[d.matched].item() < tol and (text.lstrip() if strip else text).startswith(alt)
+    return tie, margins
+
+
+def _outcome(case: _Case, d: Divergence, n: int, n_out, tie: bool, margins) -> tuple[bool, str]:
+    """(passed, detail) of one prompt."""
+    pieces, upto = case.pieces, case.upto
+    # the endpoint generated every token but did not deliver text the reference cannot decode as
+    # valid UTF-8 either (a stack may hold back an invalid byte sequence): not comparable as
+    # text
+    tail = (
+        pieces[-1][len(pieces[d.matched - 1]) if d.matched else 0 :]
+        if d.matched < d.compared
+        else ""
+    )
+    undeliverable = d.endpoint_text == "" and "\ufffd" in tail and (n_out or 0) >= d.compared
+    if undeliverable:
+        detail = (
+            f"identical for {d.matched} tokens; the endpoint generated {n_out} tokens but "
+            f"delivered no text for the last {d.compared - d.matched}, which decode to invalid "
+            f"UTF-8 ({tail!r}): "
+            "not comparable as text"
+        )
+    elif d.matched == d.compared:
+        detail = f"identical for {d.compared} tokens" + (
+            "" if upto == n else f" (reference stops at token {upto})"
+        )
+    else:
+        detail = (
+            f"first divergence at token {d.matched} of {d.compared}: reference "
+            f"{d.reference_piece!r}, endpoint {d.endpoint_text!r} (reference top-1 margin "
+            f"{margins[d.matched].item():.4f}"
+            + (", a near-tie and the endpoint took the runner-up: tolerated)" if tie else ")")
+        )
+    return d.matched == d.compared or tie or undeliverable, detail
+
+
 def run_endpoint_correctness(
     url: str,
     model: str,
@@ -99,8 +178,6 @@ def run_endpoint_correctness(
     headers: dict | None = None,
     timeout_s: float = 300.0,
 ) -> pd.DataFrame:
-    import openai
-
     family = _checkpoint_family(checkpoint_dir)
     spec = family.endpoint_correctness_spec()
     n, tol = int(spec["greedy_tokens"]), float(spec["near_tie_margin"])
@@ -108,20 +185,10 @@ def run_endpoint_correctness(
     gen = Path(checkpoint_dir) / "generation_config.json"
     stops = set(family.stop_token_ids(json.loads(gen.read_text()) if gen.exists() else {}))
     reference = family.load_reference(checkpoint_dir)
-    client = openai.OpenAI(
-        base_url=url.rstrip("/") + "/v1",
-        api_key=api_key or "qualflow-local",
-        timeout=timeout_s,
-        max_retries=0,
-    )
+    client = _client(url, api_key, timeout_s)
     rows = []
     for prompt in spec["prompts"]:
-        ids, tok = _render(checkpoint_dir, family, prompt)
-        cont = reference.greedy(ids, n)
-        upto = next(
-            (i for i, t in enumerate(cont) if t in stops), len(cont)
-        )  # the endpoint stops there
-        pieces = [tok.decode(cont[: k + 1], skip_special_tokens=True) for k in range(upto)]
+        case = _reference_case(checkpoint_dir, family, reference, prompt, n, stops)
         rid = f"endpoint-correctness-{prompt['id']}"
         try:
             text, n_out = endpoint_greedy_text(client, model, prompt, n, rid, headers or {})
@@ -131,61 +198,24 @@ def run_endpoint_correctness(
                     "prompt_id": prompt["id"],
                     "criterion": spec["criterion"],
                     "measured": float("nan"),
-                    "threshold": float(upto),
+                    "threshold": float(case.upto),
                     "passed": False,
                     "detail": f"request {rid} failed: {type(e).__name__}: {str(e)[:300]}",
                 }
             )
             continue
-        d = first_divergence(pieces, text, strip)
+        d = first_divergence(case.pieces, text, strip)
         tie, margins = False, None
-        if (
-            d.matched < d.compared
-        ):  # tolerated only at a near-tie, and only if the endpoint took the runner-up
-            logits = reference.logits(ids + cont)[len(ids) - 1 : -1]
-            margins = _margin(logits)
-            runner_up = int(logits[d.matched].topk(2).indices[1])
-            alt = tok.decode(cont[: d.matched] + [runner_up], skip_special_tokens=True).rstrip(
-                "\ufffd"
-            )
-            alt = alt.lstrip() if strip else alt
-            tie = margins[d.matched].item() < tol and (text.lstrip() if strip else text).startswith(
-                alt
-            )
-        # the endpoint generated every token but did not deliver text the reference cannot decode as
-        # valid UTF-8 either (a stack may hold back an invalid byte sequence): not comparable as
-        # text
-        tail = (
-            pieces[-1][len(pieces[d.matched - 1]) if d.matched else 0 :]
-            if d.matched < d.compared
-            else ""
-        )
-        undeliverable = d.endpoint_text == "" and "\ufffd" in tail and (n_out or 0) >= d.compared
-        if undeliverable:
-            detail = (
-                f"identical for {d.matched} tokens; the endpoint generated {n_out} tokens but "
-                f"delivered no text for the last {d.compared - d.matched}, which decode to invalid "
-                f"UTF-8 ({tail!r}): "
-                "not comparable as text"
-            )
-        elif d.matched == d.compared:
-            detail = f"identical for {d.compared} tokens" + (
-                "" if upto == n else f" (reference stops at token {upto})"
-            )
-        else:
-            detail = (
-                f"first divergence at token {d.matched} of {d.compared}: reference "
-                f"{d.reference_piece!r}, endpoint {d.endpoint_text!r} (reference top-1 margin "
-                f"{margins[d.matched].item():.4f}"
-                + (", a near-tie and the endpoint took the runner-up: tolerated)" if tie else ")")
-            )
+        if d.matched < d.compared:
+            tie, margins = _near_tie(reference, case, d, text, strip, tol)
+        passed, detail = _outcome(case, d, n, n_out, tie, margins)
         rows.append(
             {
                 "prompt_id": prompt["id"],
                 "criterion": spec["criterion"],
                 "measured": float(d.matched),
                 "threshold": float(d.compared),
-                "passed": d.matched == d.compared or tie or undeliverable,
+                "passed": passed,
                 "detail": detail,
             }
         )

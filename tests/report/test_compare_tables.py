@@ -1,10 +1,11 @@
-"""The compare page's first screen: headline figures per point, base -> head, in load order."""
+"""The compare page's headline figures per point, base -> head, in load order."""
 
 from __future__ import annotations
 
 import pandas as pd
 
-from qualflow.report.compare_page import _headline_table, _load_order
+from qualflow.report.compare_tables import headline_table
+from qualflow.report.compare_text import load_order
 
 
 def _row(point, label, stat, base, head, verdict):
@@ -37,13 +38,13 @@ def test_headline_figures_in_load_order():
             _row("chat_r0p5", "ITL", "p99", 10.0, 9.0, "improvement"),
         ]
     )
-    html = _headline_table(m)
+    html = headline_table(m)
     assert html.index("m/fp16/chat_c8") < html.index(
         "m/fp16/chat_c64"
     )  # by load, not alphabetically
     assert "<td class='reg' title='regression'>100.0 &rarr; 150.0 (+50.0%)</td>" in html
     assert "<td class='imp' title='improvement'>10 &rarr; 9 (-10.0%)</td>" in html
     assert "2000.0 &rarr; 2100.0 (+5.0%)" in html
-    assert _load_order("chat_r0p5") < _load_order("chat_r2") and _load_order(
-        "chat_c8"
-    ) < _load_order("chat_c64")
+    assert load_order("chat_r0p5") < load_order("chat_r2") and load_order("chat_c8") < load_order(
+        "chat_c64"
+    )
