@@ -59,6 +59,7 @@ class TimingRecord:
     reasoning_tokens: int | None = None
     answer_tokens: int | None = None
     answer_first_token_ns: int | None = None
+    tool_calls: int | None = None  # tools offered (None when not): function calls output
 
     # ---- transitions ------------------------------------------------------------------------
     def reject(self, http_status: int, message: str) -> None:
