@@ -118,6 +118,7 @@ def test_stream_events_in_openai_order(client, srv):
         max_output_tokens=80,
         tools=[WEATHER],
         tool_choice="required",
+        extra_headers={"X-Request-ID": "tools-stream"},
     ) as stream:
         events = list(stream)
         final = stream.get_final_response()
@@ -142,8 +143,9 @@ def test_stream_events_in_openai_order(client, srv):
     assert all(e.item.status == "completed" for e in item_done)
     for call in calls_of(final):
         assert_valid_call(call)
-    record = srv.wait_record(final.id, 10) if hasattr(srv, "wait_record") else None
-    assert record is None or record.get("tool_calls") == len(calls_of(final))
+    record = srv.wait_record("tools-stream")
+    assert record["tool_calls"] == len(calls_of(final)) > 0
+    assert record["output_tokens"] == final.usage.output_tokens
 
 
 def test_function_call_output_round_trip(client):
