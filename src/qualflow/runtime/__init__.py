@@ -15,7 +15,14 @@ import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .api.capabilities import REASONING, SCORING, STREAMING, TEXT_GENERATION
+    from .api.capabilities import (
+        REASONING,
+        SCORING,
+        STREAMING,
+        STRUCTURED_OUTPUT,
+        TEXT_GENERATION,
+        TOOLS,
+    )
     from .api.errors import (
         CapabilityMissing,
         EngineFailed,
@@ -24,7 +31,16 @@ if TYPE_CHECKING:
         TaskError,
     )
     from .api.events import FinalEvent, TaskTiming, TokenEvent
+    from .api.grammar import GrammarSpec
     from .api.request import GenerationRequest, SamplingParams, Thinking
+    from .api.tool_calls import (
+        CallArguments,
+        CallDone,
+        CallInvalid,
+        CallName,
+        CallStarted,
+        ToolText,
+    )
     from .config import EngineConfig
     from .process.core_hub import EngineHost
     from .task import Task, load_task
@@ -34,6 +50,15 @@ _WHERE = {  # public name -> the module that defines it
     "SCORING": "api.capabilities",
     "STREAMING": "api.capabilities",
     "TEXT_GENERATION": "api.capabilities",
+    "STRUCTURED_OUTPUT": "api.capabilities",
+    "TOOLS": "api.capabilities",
+    "GrammarSpec": "api.grammar",
+    "ToolText": "api.tool_calls",
+    "CallStarted": "api.tool_calls",
+    "CallName": "api.tool_calls",
+    "CallArguments": "api.tool_calls",
+    "CallDone": "api.tool_calls",
+    "CallInvalid": "api.tool_calls",
     "CapabilityMissing": "api.errors",
     "EngineFailed": "api.errors",
     "InvalidRequest": "api.errors",

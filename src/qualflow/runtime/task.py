@@ -19,7 +19,14 @@ from typing import TYPE_CHECKING
 import torch
 
 from ..families import get_family
-from .api.capabilities import REASONING, SCORING, STREAMING, TEXT_GENERATION
+from .api.capabilities import (
+    REASONING,
+    SCORING,
+    STREAMING,
+    STRUCTURED_OUTPUT,
+    TEXT_GENERATION,
+    TOOLS,
+)
 from .api.errors import CapabilityMissing, EngineFailed, InvalidRequest, PromptTooLong
 from .api.events import FinalEvent, TokenEvent
 from .api.request import GenerationRequest, SamplingParams
@@ -30,6 +37,7 @@ from .engine.synthetic import SyntheticEngine
 from .frontend.delivery import Collector, Mailbox, TaskStream
 from .frontend.pieces import piece_encoder
 from .frontend.tokenizing import GilFreeEncoder
+from .frontend.tool_calls import ToolCallParser
 from .process.core import EngineProxy
 from .process.core_client import AttachedEngine, EngineLink
 
@@ -124,6 +132,28 @@ class Task:
         self.reasoning, self.reasoning_unavailable = self._thinking_mode()
         if self.reasoning is not None:
             self.capabilities = self.capabilities | {REASONING}
+        self.tool_calls, self.tools_unavailable = self._tool_format(cfg)
+        if cfg.engine_kind != "synthetic":  # the synthetic engine samples no logits
+            self.capabilities = self.capabilities | {STRUCTURED_OUTPUT}
+            if self.tool_calls is not None:
+                self.capabilities = self.capabilities | {TOOLS}
+
+    def _tool_format(self, cfg: EngineConfig):
+        """(the family's ToolCallSpec, None) when this Task can serve function tools; else (None,
+        why not)."""
+        spec = getattr(self.family, "tool_calls", None)
+        if spec is None:
+            return None, f"the {self.family.name} family declares no tool-call format"
+        if (why := spec.tokenizer_mismatch(self.tokenizer.id_to_token)) is not None:
+            return None, f"the bundle's {why}"
+        if cfg.engine_kind == "synthetic":
+            return None, "the synthetic engine cannot constrain or generate calls"
+        return spec, None
+
+    def tool_parser(self) -> ToolCallParser:
+        """A parser of one request's answer text into calls (capability `tools`)."""
+        self.require(TOOLS)
+        return ToolCallParser(self.tool_calls)
 
     def _thinking_mode(self):
         """(the family's ReasoningSpec, None) when the tokenizer has its delimiters where the
@@ -148,16 +178,26 @@ class Task:
             raise CapabilityMissing(capability, self.capabilities)
 
     def render_prompt(
-        self, instructions: str | None, messages: list[dict], thinking: bool = False
+        self,
+        instructions: str | None,
+        messages: list[dict],
+        thinking: bool = False,
+        tools: list[dict] | None = None,
     ) -> list[int]:
         """Prompt ids through the family's chat template; `thinking` (capability `reasoning`):
-        rendered with thinking on, ending in the opened think block."""
+        rendered with thinking on, ending in the opened think block; `tools` (capability `tools`):
+        Responses function tools, with `messages` holding function_call and function_call_output
+        items as well (families/tools.py)."""
+        extra = {}
         if thinking:
             self.require(REASONING)
-            return self.family.render_prompt(
-                self._encoder, self.chat_template, instructions, messages, thinking=True
-            )
-        return self.family.render_prompt(self._encoder, self.chat_template, instructions, messages)
+            extra["thinking"] = True
+        if tools:
+            self.require(TOOLS)
+            extra["tools"] = tools
+        return self.family.render_prompt(
+            self._encoder, self.chat_template, instructions, messages, **extra
+        )
 
     def default_params(self, **overrides) -> SamplingParams:
         overrides.setdefault("stop_token_ids", self.stop_token_ids)

@@ -25,17 +25,21 @@ from qualflow.runtime import (
     InvalidRequest,
 )
 
+from .batch_stream import BatchStream
 from .message_stream import message_stream, terminal_events
 from .protocol.errors import ApiError, bad_request
 from .protocol.events import Event, TextDelta
 from .protocol.input_items import input_messages
 from .protocol.requests import CreateResponse
 from .protocol.responses import FINAL_STATUS, Response, new_id
+from .protocol.tools import ToolRequest
 from .reasoning_stream import reasoning_stream
 from .supported import check_supported, request_features, unsupported
 from .task_events import RequestEvents
 from .thinking import thinking_for, wants_thinking
 from .timing import TimingRecord, new_record
+from .tool_stream import tool_stream
+from .tools import echo, grammar_for, render, request_tools, with_calls
 
 # Task/SamplingParams field names -> the request param a client set
 _PARAM_NAMES = {"max_new_tokens": "max_output_tokens", "prompt_token_ids": "input"}
@@ -53,6 +57,7 @@ class Prepared:
     created_at: int
     abandoned: bool = False
     reasoning_id: str | None = None  # thinking on: the reasoning item's id
+    tools: ToolRequest = ToolRequest()  # the request's tools and output format (server.tools)
 
 
 def engine_unavailable(why: str) -> ApiError:
@@ -94,7 +99,7 @@ class ResponsesHandler:
         check = getattr(self.task, "health", None)
         return check() if check is not None else None
 
-    # ------------------------------------------------------------ validation (thread-safe: no loop state)
+    # ---------------------------------------------------- validation (thread-safe: no loop state)
 
     def prepare(
         self, req: CreateResponse, request_id: str, record: TimingRecord | None = None
@@ -142,17 +147,14 @@ class ResponsesHandler:
                 f"support{': ' + why if why else ''}",
             )
         check_supported(req)
+        tools = request_tools(req, self.task)
         thinking = thinking_for(req, self.task, self.reasoning_budgets)
         try:
-            ids = (
-                self.task.render_prompt(req.instructions, messages, thinking=True)
-                if thinking
-                else self.task.render_prompt(req.instructions, messages)
-            )
+            ids = render(self.task, req, messages, thinking, tools)
             params = req.to_sampling_params(
                 self.task.default_params, self.task.context_limit - len(ids)
             )
-            gen = GenerationRequest(record.response_id, ids, params, thinking)
+            gen = GenerationRequest(record.response_id, ids, params, thinking, grammar_for(tools))
             self.task.validate(gen)
         except InvalidRequest as e:
             param = _PARAM_NAMES.get(e.param, e.param)
@@ -166,6 +168,7 @@ class ResponsesHandler:
             new_id("msg"),
             int(time.time()),
             reasoning_id=new_id("rs") if thinking else None,
+            tools=tools,
         )
 
     # ------------------------------------------------------------ running
@@ -220,10 +223,13 @@ class ResponsesHandler:
                 None,
                 "server_error",
             )
-        params = p.gen.params
-        return Response.from_request(
-            p.req, params, p.response_id, p.created_at, self.model_name
+        resp = echo(
+            Response.from_request(
+                p.req, p.gen.params, p.response_id, p.created_at, self.model_name
+            ),
+            p.req,
         ).finished(final, p.message_id, reasoning_id=p.reasoning_id)
+        return with_calls(resp, final, self.task, p) if p.tools.calls else resp
 
     def _check_engine(self) -> None:
         if (why := self.health()) is not None:
@@ -270,9 +276,17 @@ class ResponsesHandler:
                 e.sequence_number, seq = seq, seq + 1
             return batch
 
-        snapshot = Response.from_request(
-            p.req, p.gen.params, p.response_id, p.created_at, self.model_name
+        snapshot = echo(
+            Response.from_request(
+                p.req, p.gen.params, p.response_id, p.created_at, self.model_name
+            ),
+            p.req,
         )
+        if p.tools.calls:
+            parser = self.task.tool_parser()
+            async for batch in tool_stream(p, snapshot, events, parser, terminal_events):
+                yield number(batch)
+            return
         if p.reasoning_id is not None:
             async for batch in reasoning_stream(
                 p, snapshot, events, lambda: self.abandon(p.response_id), terminal_events
@@ -281,22 +295,3 @@ class ResponsesHandler:
             return
         async for batch in message_stream(p, snapshot, events):
             yield number(batch)
-
-
-class BatchStream:
-    """A request's event batches (ResponsesHandler.stream_batches): an async iterator whose
-    `aclose()` also ends the Task request when the batches were never read (an async generator
-    that never started runs no `finally`)."""
-
-    def __init__(self, batches: AsyncIterator[list], close):
-        self._batches, self._close = batches, close
-
-    def __aiter__(self) -> BatchStream:
-        return self
-
-    async def __anext__(self) -> list:
-        return await self._batches.__anext__()
-
-    async def aclose(self) -> None:
-        await self._batches.aclose()
-        await self._close()

@@ -1,7 +1,7 @@
 """What this server supports of a request, before anything is queued: `check_supported` (the
-server-level reject table: fields whose requested behaviour a stateless, single-turn, text-only
-server cannot honour) and `request_features` (the features a request asks for, which the family may
-not support)."""
+server-level reject table: fields whose requested behaviour a stateless, text-only server cannot
+honour; tools and `text.format` are checked by protocol.tools and server.tools) and
+`request_features` (the features a request asks for, which the family may not support)."""
 
 from __future__ import annotations
 
@@ -36,18 +36,6 @@ def check_supported(req: CreateResponse) -> None:
         raise unsupported(
             "background", "must be false: nothing can be polled later", "unsupported_value"
         )
-    if req.tools:
-        raise unsupported("tools", "must be empty: tool calling is not supported")
-    if req.tool_choice not in (None, "auto", "none"):
-        raise unsupported(
-            "tool_choice", "must be 'auto' or 'none': there are no tools", "unsupported_value"
-        )
-    if req.text is not None and req.text.format is not None and req.text.format != {"type": "text"}:
-        raise unsupported(
-            "text.format",
-            "must be {'type': 'text'}: structured output is not supported",
-            "unsupported_value",
-        )
     check_include(req)
     if req.include:
         raise unsupported(
@@ -80,9 +68,9 @@ def request_features(req: CreateResponse, messages: list[dict]) -> dict[str, str
         f["reasoning"] = "reasoning"
     if req.instructions is not None:
         f["instructions"] = "instructions"
-    if any(m["role"] in ("system", "developer") for m in messages):
+    if any(m.get("role") in ("system", "developer") for m in messages):
         f["system_messages"] = "input"
-    if any(m["role"] == "assistant" for m in messages):
+    if any(m.get("role") == "assistant" or "type" in m for m in messages):
         f["multi_turn"] = "input"
     for name in ("temperature", "top_p", "ignore_eos", "min_tokens"):
         if getattr(req, name) is not None:

@@ -62,6 +62,7 @@ class TimingRecord:
     # a stateful request (--store): loading its context, writing the response (None: no store call)
     store_load_ns: int | None = None
     store_write_ns: int | None = None
+    tool_calls: int | None = None  # tools offered (None when not): function calls output
 
     # ---- transitions ------------------------------------------------------------------------
     def reject(self, http_status: int, message: str) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .errors import InvalidRequest
+from .grammar import GrammarSpec
 
 
 @dataclass(frozen=True)
@@ -52,3 +53,4 @@ class GenerationRequest:
     prompt_token_ids: list[int]
     params: SamplingParams = field(default_factory=SamplingParams)
     thinking: Thinking | None = None  # None: thinking off
+    grammar: GrammarSpec | None = None  # None: unconstrained (api/grammar.py)

@@ -46,6 +46,7 @@ import torch
 
 from ..api.events import TaskTiming
 from ..api.request import GenerationRequest
+from .grammar_steps import GrammarSteps, attach_grammar
 from .model_runner import ModelRunner
 from .outputs import Final, Sink, Tokens
 from .sampling import sample, suppress
@@ -85,6 +86,7 @@ class Engine:
         self.spec, self.runner, self.scheduler = spec, runner, scheduler
         self.device, self.max_len = spec.device, spec.max_len
         self.think = ThinkSteps(spec.think_tokens, scheduler.held)
+        self.grammar: GrammarSteps | None = None  # constrained decoding, set by the loader
         self.async_scheduling = spec.async_scheduling  # launch step n+1 before step n's read-back
         self.step_delay_s = spec.cfg.step_delay_s  # test-only slowdown, 0 in production
         self.lock = threading.Lock()  # held while the model runs
@@ -116,6 +118,10 @@ class Engine:
             seq.generator = torch.Generator(device=self.device).manual_seed(req.params.seed)
         if req.thinking is not None:
             seq.think = self.think.state(req.thinking.budget)
+        if req.grammar is not None and (why := attach_grammar(self.grammar, seq)) is not None:
+            seq.done = True
+            seq.sink(Final("error", why))
+            return seq
         self.inbox.put(seq)
         return seq
 
@@ -196,6 +202,8 @@ class Engine:
                 else:
                     sched.add(item)
                     self.think.add(item)
+                    if item.grammar is not None:
+                        self.grammar.add(item)
         except queue.Empty:
             return True
 
@@ -217,7 +225,7 @@ class Engine:
                 sampling = [s for s, smp in zip(batch.seqs, batch.samples) if smp]
                 if not sampling:
                     return None
-                toks = self._sample(sampling, logits)
+                toks = self._sample(sampling, logits, flight)
                 thinking = self.think.launch(sampling, toks)
                 host, ready = toks, None
                 if toks.device.type == "cuda":
@@ -240,8 +248,11 @@ class Engine:
             if self.step_delay_s:
                 time.sleep(self.step_delay_s)
 
-    def _sample(self, batch: list[Sequence], logits: torch.Tensor) -> torch.Tensor:
-        """The next token of each sequence, on the device (no host sync)."""
+    def _sample(
+        self, batch: list[Sequence], logits: torch.Tensor, flight: _InFlight | None = None
+    ) -> torch.Tensor:
+        """The next token of each sequence, on the device (no host sync but a constrained row's
+        wait for `flight`, the step before, which it needs: GrammarSteps.mask)."""
         params = [s.req.params for s in batch]
         rows = [
             i
@@ -250,6 +261,8 @@ class Engine:
         ]
         if rows:  # stop tokens are suppressed until min_tokens are out
             suppress(logits, rows, [params[i].stop_token_ids for i in rows])
+        if self.grammar is not None:
+            self.grammar.mask(batch, logits, flight)
         if all(p.temperature == 0 for p in params):
             return logits.argmax(dim=-1)
         return sample(logits, params, [s.generator for s in batch])
@@ -297,6 +310,8 @@ class Engine:
         ]  # a token still in flight is not its
         seq.pending = None
         self.think.drop(seq)
+        if seq.grammar is not None:
+            self.grammar.drop(seq)
         self.scheduler.blocks.release(
             seq
         )  # before the final event: its blocks are free when the caller hears

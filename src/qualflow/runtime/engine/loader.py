@@ -20,6 +20,7 @@ from ..kernels.attention import PagedAttention, choose_flash
 from .block_manager import RESERVED_BLOCKS, BlockManager
 from .cuda_graphs import DecodeGraphs
 from .engine import Engine
+from .grammar_steps import GrammarSteps, grammar_setup
 from .model_runner import ModelRunner
 from .outputs import Final
 from .prefill_graphs import PrefillGraphs
@@ -88,6 +89,7 @@ def load_engine(
     prefill, prefill_note = prefill_graphs(model, kv, cfg, device)
     runner = ModelRunner(spec, model, kv.attention, graphs, prefill)
     engine = Engine(spec, runner, Scheduler(cfg, kv.blocks))
+    engine.grammar = GrammarSteps(grammar_setup(bundle, family))  # compiler built meanwhile
     if fast:
         warm_prefill(engine)
     t2 = time.time_ns()

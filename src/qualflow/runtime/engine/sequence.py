@@ -34,6 +34,7 @@ class Sequence:
     max_len: int = 1 << 62  # prompt + output, the engine's context limit
     pending: tuple[int, int] | None = None  # (step, row) of the sampled token not read back yet
     think: ThinkState | None = None  # thinking on: its think block (engine.thinking)
+    grammar: object | None = None  # constrained: its GrammarState (engine.grammar_steps)
     queued_at_step: int = 0  # the scheduler's decode-step count when it joined the queue
 
     def __post_init__(self) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from .reasoning import ReasoningItem, ReasoningText
-from .responses import OutputMessage, OutputText, Response
+from .responses import FunctionCallItem, OutputMessage, OutputText, Response
 
 
 class Event(BaseModel):
@@ -22,7 +22,7 @@ class ResponseEvent(Event):  # created / in_progress / completed / incomplete / 
 
 class OutputItemEvent(Event):  # output_item.added / .done
     output_index: int = 0
-    item: OutputMessage | ReasoningItem
+    item: OutputMessage | ReasoningItem | FunctionCallItem
 
 
 class ContentPartEvent(Event):  # content_part.added / .done
@@ -61,6 +61,21 @@ class TextDoneEvent(Event):
     content_index: int = 0
     text: str
     logprobs: list = Field(default_factory=list)
+
+
+class CallArgumentsDelta(Event):
+    type: str = "response.function_call_arguments.delta"
+    item_id: str
+    output_index: int = 0
+    delta: str
+
+
+class CallArgumentsDone(Event):
+    type: str = "response.function_call_arguments.done"
+    item_id: str
+    output_index: int = 0
+    name: str
+    arguments: str
 
 
 class ErrorEvent(Event):

@@ -1,8 +1,12 @@
-"""The request's `input` as chat messages: a string, or a list of message items with text content.
-Text only: any other item or content part type, an unknown key or a wrong type is a 400 naming the
-offending param (`input[i].content[j].type`, ...)."""
+"""The request's `input` as chat messages: a string, or a list of message items with text content,
+and of `function_call` / `function_call_output` items (a tool call the model made and its result:
+the family's template renders them). Any other item or content part type, an unknown key, a wrong
+type, or a `function_call_output` whose `call_id` names no earlier `function_call` is a 400 naming
+the offending param (`input[i].content[j].type`, `input[i].call_id`, ...)."""
 
 from __future__ import annotations
+
+import json
 
 from .errors import bad_request
 
@@ -12,6 +16,79 @@ _PART_KEYS = {
     "output_text": {"type", "text", "annotations", "logprobs"},
 }
 _ROLES = ("user", "assistant", "system", "developer")
+_CALL_KEYS = {  # item type -> (required string keys, optional keys)
+    "function_call": (("call_id", "name", "arguments"), {"id", "status"}),
+    "function_call_output": (("call_id", "output"), {"id", "status"}),
+}
+
+
+def _call_item(item: dict, at: str, calls: set) -> dict:
+    """A function_call or function_call_output item, checked (`calls`: the call ids so far)."""
+    kind = item["type"]
+    required, optional = _CALL_KEYS[kind]
+    for key in item:
+        if key != "type" and key not in required and key not in optional:
+            raise bad_request(
+                f"Unknown parameter: '{at}.{key}'.", f"{at}.{key}", "unknown_parameter"
+            )
+    for key in required:
+        value = item.get(key)
+        if value is None:
+            raise bad_request(
+                f"Missing required parameter: '{at}.{key}'.",
+                f"{at}.{key}",
+                "missing_required_parameter",
+            )
+        if key == "output" and isinstance(value, list):
+            value = _output_parts(value, f"{at}.output")
+        elif not isinstance(value, str):
+            raise bad_request(
+                f"Invalid type for '{at}.{key}': expected a string.", f"{at}.{key}", "invalid_type"
+            )
+    if kind == "function_call":
+        _check_arguments(item["arguments"], f"{at}.arguments")
+        calls.add(item["call_id"])
+        return {k: item[k] for k in ("type", *required)}
+    if item["call_id"] not in calls:
+        raise bad_request(
+            f"No tool call found for function call output with call_id {item['call_id']!r}: "
+            "an earlier 'function_call' input item must have it.",
+            f"{at}.call_id",
+            "invalid_value",
+        )
+    output = item["output"]
+    text = output if isinstance(output, str) else _output_parts(output, f"{at}.output")
+    return {"type": kind, "call_id": item["call_id"], "output": text}
+
+
+def _check_arguments(arguments: str, at: str) -> None:
+    try:
+        value = json.loads(arguments)
+    except ValueError:
+        value = None
+    if not isinstance(value, dict):
+        raise bad_request(
+            f"Invalid '{at}': expected the JSON text of an object.", at, "invalid_value"
+        )
+
+
+def _output_parts(parts: list, at: str) -> str:
+    texts = []
+    for j, part in enumerate(parts):
+        if not isinstance(part, dict) or part.get("type") != "input_text":
+            raise bad_request(
+                f"Invalid '{at}[{j}]': this server takes input_text parts only.",
+                f"{at}[{j}].type",
+                "unsupported_value",
+            )
+        if not isinstance(part.get("text"), str):
+            raise bad_request(
+                f"Invalid type for '{at}[{j}].text': expected a string.",
+                f"{at}[{j}].text",
+                "invalid_type",
+            )
+        texts.append(part["text"])
+    return "".join(texts)
 
 
 def input_messages(inp: str | list) -> list[dict]:
@@ -20,7 +97,7 @@ def input_messages(inp: str | list) -> list[dict]:
         messages = [{"role": "user", "content": inp}]
     else:
         messages = _items(inp) if inp else []
-    if not any(m["content"] for m in messages):
+    if not any(m.get("content") or m.get("type") for m in messages):
         raise bad_request(
             "Invalid 'input': expected a non-empty string or a list of message items "
             "with some text.",
@@ -31,9 +108,12 @@ def input_messages(inp: str | list) -> list[dict]:
 
 
 def _items(inp: list) -> list[dict]:
-    messages = []
+    messages, calls = [], set()
     for i, item in enumerate(inp):
         at = f"input[{i}]"
+        if isinstance(item, dict) and item.get("type") in _CALL_KEYS:
+            messages.append(_call_item(item, at, calls))
+            continue
         role, content = _check_item(item, at)
         if isinstance(content, str):
             messages.append({"role": role, "content": content})
@@ -64,8 +144,8 @@ def _check_item(item, at: str) -> tuple:
     kind = item.get("type", "message")
     if kind != "message":
         raise bad_request(
-            f"Input item type {kind!r} is not supported: this server takes message "
-            "items with text content only.",
+            f"Input item type {kind!r} is not supported: this server takes message items "
+            "with text content, function_call and function_call_output items only.",
             f"{at}.type",
             "unsupported_value",
         )

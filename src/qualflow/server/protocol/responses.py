@@ -1,6 +1,7 @@
 """The response: `Response` (the request's configuration echoed, then completed by the Task's final
-event), its output items (`OutputMessage` with `OutputText`; the reasoning item is in `reasoning`),
-`Usage`, and `FINAL_STATUS`, the Task's finish reason -> the Response's status."""
+event), its output items (`OutputMessage` with `OutputText`, `FunctionCallItem`; the reasoning item
+is in `reasoning`), `Usage`, and `FINAL_STATUS`, the Task's finish reason -> the Response's
+status."""
 
 from __future__ import annotations
 
@@ -50,6 +51,17 @@ class OutputMessage(BaseModel):
         )
 
 
+class FunctionCallItem(BaseModel):
+    """A call the model made: `arguments` is the JSON text of its arguments object."""
+
+    id: str
+    type: Literal["function_call"] = "function_call"
+    status: Literal["in_progress", "completed", "incomplete"] = "in_progress"
+    call_id: str
+    name: str
+    arguments: str = ""
+
+
 class Usage(BaseModel):
     input_tokens: int
     input_tokens_details: dict = Field(
@@ -72,7 +84,7 @@ class Response(BaseModel):
     max_output_tokens: int | None = None
     max_tool_calls: int | None = None
     model: str
-    output: list[ReasoningItem | OutputMessage] = Field(default_factory=list)
+    output: list[ReasoningItem | OutputMessage | FunctionCallItem] = Field(default_factory=list)
     parallel_tool_calls: bool = True
     previous_response_id: str | None = None  # echoed by a stateful request (server.stateful)
     reasoning: dict = Field(default_factory=lambda: {"effort": None, "summary": None})
@@ -83,7 +95,7 @@ class Response(BaseModel):
     presence_penalty: float = 0.0  # not supported: the neutral value the published types require
     frequency_penalty: float = 0.0
     text: dict = Field(default_factory=lambda: {"format": {"type": "text"}, "verbosity": "medium"})
-    tool_choice: str = "auto"
+    tool_choice: str | dict = "auto"
     tools: list = Field(default_factory=list)
     top_logprobs: int = 0
     truncation: str = "disabled"
