@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
-if TYPE_CHECKING:
-    from qualflow.aiperf.command import AiperfPoint
+# the point is qualflow.aiperf.command.AiperfPoint, which imports this module
+AiperfPoint = Any
 
 CHAININGS = ("previous_response_id",)
 
