@@ -12,7 +12,7 @@ from qualflow.evidence.compare.protocol import protocol_by_stack
 from qualflow.evidence.freshness import stale_reasons
 from qualflow.evidence.schema import STATUS_LADDER, TABLE_NAMES
 from qualflow.evidence.status import stale_status
-from qualflow.report import first_screen, identity, protocol_matrix, reasoning_table
+from qualflow.report import first_screen, identity, protocol_matrix, reasoning_table, turns
 from qualflow.report.evidence_tables import evidence_sections, ladder_html
 from qualflow.report.markup import img_tag, table_html
 from qualflow.report.verdict import IDENTITY_FILE
@@ -240,6 +240,7 @@ def write_report(evidence_dirs: list[str | Path], out: str | Path) -> dict:
         first_screen.verdicts_html(ev),
         first_screen.max_load_html(ev),
         reasoning_table.reasoning_html(ev),
+        turns.turns_html(ev),
         "<h2>Protocol checks by stack</h2>",
         protocol_matrix.protocol_matrix_html(
             protocol_by_stack(ev["protocol"], runs),
