@@ -184,6 +184,8 @@ def test_the_embedded_default_expands_to_its_points():
         "tiny_r2",
         "chat_c2",
         "chat-reasoning_c2",
+        "chat-multiturn_c2",
+        "shared-prefix_c2",
     ]
     assert plan.points[1] == AiperfPoint(
         point_id="tiny_r2",

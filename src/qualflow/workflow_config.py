@@ -35,8 +35,9 @@ def check_config(config: dict, schema: str | Path) -> None:
             check_workload(w, wc)
         except ValueError as e:
             raise ValueError(f"config: {e}") from None
-        if wc.get("input_file") and not Path(wc["input_file"]).is_file():
-            raise ValueError(f"config: workloads.{w}.input_file: no such file {wc['input_file']!r}")
+        for key in ("input_file", "inputs_json"):
+            if wc.get(key) and not Path(wc[key]).is_file():
+                raise ValueError(f"config: workloads.{w}.{key}: no such file {wc[key]!r}")
 
 
 def _name_checkpoint_or_endpoint(config: dict) -> None:

@@ -89,6 +89,7 @@ def check_workload(name: str, workload: dict) -> None:
         raise ValueError(
             f"workloads.{name}: concurrency or request_rate must list at least one load"
         )
+    _check_not_yet(name, workload)
     labels = {load_label(k, v) for k, v in loads(workload)}
     for lab in workload.get("slo_by_load") or {}:
         if lab not in labels:
@@ -96,6 +97,22 @@ def check_workload(name: str, workload: dict) -> None:
                 f"workloads.{name}.slo_by_load.{lab} names no load of the workload "
                 f"(loads: {sorted(labels)})"
             )
+
+
+def _check_not_yet(name: str, workload: dict) -> None:
+    """Session settings that need server features this tree does not have yet: a clear error rather
+    than a run that would measure something else."""
+    if workload.get("chaining") is not None:
+        raise ValueError(
+            f"workloads.{name}.chaining: previous_response_id chaining needs a model whose server "
+            "has a response store, and no model config names one yet; use the history mode (no "
+            "chaining: each turn re-sends the session's history)"
+        )
+    if workload.get("cache_off_rerun"):
+        raise ValueError(
+            f"workloads.{name}.cache_off_rerun: the rerun needs the server's --no-prefix-caching "
+            "(the engine's prefix cache), which this server does not have yet"
+        )
 
 
 def point_slo(workload: dict, label: str) -> dict:

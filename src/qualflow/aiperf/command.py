@@ -7,6 +7,7 @@ import shlex
 from dataclasses import asdict, dataclass, field
 
 from qualflow.aiperf.options import AiperfOptions, ClientOptions
+from qualflow.aiperf.sessions import check_sessions, session_args
 from qualflow.phases import PHASE_HEADER
 
 PINNED_AIPERF = "0.13.0"
@@ -69,6 +70,15 @@ class AiperfPoint:
     # also run the point against a synthetic-engine server (the session's harness ceiling): no
     # change to the requests, recorded as the ceiling's runs, never as the stack's
     harness_ceiling: bool = False
+    # sessions (qualflow.aiperf.sessions): AIPerf multi-turn sessions, replayed agent traces, a
+    # shared system prompt; and a rerun of the point with the server's prefix cache off
+    conversation_num: int | None = None
+    conversation_turn_mean: int = 1
+    conversation_turn_stddev: int = 0
+    chaining: str | None = None  # "previous_response_id": store on, only the newest turn sent
+    inputs_json: str | None = None  # recorded sessions, sent verbatim (AIPerf inputs_json)
+    shared_system_prompt_length: int | None = None
+    cache_off_rerun: bool = False
 
     @classmethod
     def from_dict(cls, d: dict) -> AiperfPoint:
@@ -94,6 +104,8 @@ class AiperfPoint:
         ):  # a standard Responses field: sent with or without the request extensions
             extra["reasoning"] = dict(self.reasoning)
         extra.update(self.extra_inputs)
+        if self.chaining is not None:
+            extra["store"] = True
         return extra
 
     def goodput_arg(self) -> str | None:
@@ -123,10 +135,12 @@ def _check(point: AiperfPoint) -> None:
         )
     if point.concurrency is None and point.request_rate is None:
         raise ValueError(f"workload point {point.point_id}: needs a concurrency or a request_rate")
-    if (point.isl is None) == (point.input_file is None):
+    if sum(x is not None for x in (point.isl, point.input_file, point.inputs_json)) != 1:
         raise ValueError(
-            f"workload point {point.point_id}: exactly one of isl (synthetic) or input_file"
+            f"workload point {point.point_id}: exactly one of isl (synthetic), input_file or "
+            "inputs_json"
         )
+    check_sessions(point)
     if point.prompt_corpus is not None and (
         point.input_file is not None or point.prompt_corpus not in PROMPT_CORPORA
     ):
@@ -177,7 +191,9 @@ def build_command(
 
 def _dataset_args(point: AiperfPoint) -> list[str]:
     """The prompts (an input file or synthetic ones) and the outputs asked for."""
-    if point.input_file is not None:
+    if point.inputs_json is not None:
+        cmd = ["--input-file", str(point.inputs_json), "--custom-dataset-type", "inputs_json"]
+    elif point.input_file is not None:
         cmd = ["--input-file", str(point.input_file), "--custom-dataset-type", "single_turn"]
     else:
         cmd = [
@@ -190,18 +206,22 @@ def _dataset_args(point: AiperfPoint) -> list[str]:
         ]
         if point.prompt_corpus is not None:
             cmd += ["--prompt-corpus", point.prompt_corpus]
-    return cmd + [
-        "--output-tokens-mean",
-        str(point.osl),
-        "--output-tokens-stddev",
-        str(point.osl_stddev),
-        "--extra-inputs",
-        json.dumps(point.extra_inputs_payload(), sort_keys=True, separators=(",", ":")),
-        "--random-seed",
-        str(point.seed),
-        "--dataset-sampling-strategy",
-        "sequential",
-    ]
+    return (
+        cmd
+        + session_args(point)
+        + [
+            "--output-tokens-mean",
+            str(point.osl),
+            "--output-tokens-stddev",
+            str(point.osl_stddev),
+            "--extra-inputs",
+            json.dumps(point.extra_inputs_payload(), sort_keys=True, separators=(",", ":")),
+            "--random-seed",
+            str(point.seed),
+            "--dataset-sampling-strategy",
+            "sequential",
+        ]
+    )
 
 
 def _load_args(point: AiperfPoint, phase_header: str | None) -> list[str]:

@@ -37,6 +37,7 @@ CLIENT_METRICS = (
     # content event's time, and the reasoning text's tokens (client tokenizer)
     "time_to_first_output_token",
     "reasoning_token_count",
+    "usage_prompt_cache_read_tokens",  # usage.input_tokens_details.cached_tokens
 )
 
 

@@ -9,12 +9,14 @@ import signal
 import subprocess
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from qualflow.aiperf.command import AiperfPoint, build_command, command_to_str
-from qualflow.aiperf.exports import judge_run
+from qualflow.aiperf.exports import INPUTS, judge_run
 from qualflow.aiperf.options import AiperfOptions, ClientOptions
 from qualflow.aiperf.record import PointRun
+from qualflow.aiperf.sessions import render_inputs_json
 from qualflow.files import sha256_file
 from qualflow.lifetime import die_with_parent
 
@@ -201,8 +203,12 @@ def run_point(
         shutil.rmtree(artifact_dir)  # AIPerf overwrites files in place; never mix two runs
     point_dir.mkdir(parents=True, exist_ok=True)
     tmpdir = private_tmpdir()
+    sent = point
+    if point.inputs_json is not None:  # the committed file, with this run's model and limits set
+        rendered = render_inputs_json(point, client.model_name, point_dir / "inputs_json.json")
+        sent = replace(point, inputs_json=str(rendered))
     cmd = build_command(
-        point, client, artifact_dir=str(artifact_dir), phase_header=phase_header, options=options
+        sent, client, artifact_dir=str(artifact_dir), phase_header=phase_header, options=options
     )
     if shutil.which(options.aiperf_bin) is None:
         raise FileNotFoundError(
@@ -215,7 +221,9 @@ def run_point(
     record = PointRun(
         point=point,
         argv=shown,
-        input_file_sha256=sha256_file(point.input_file) if point.input_file else None,
+        input_file_sha256=sha256_file(point.input_file or point.inputs_json)
+        if (point.input_file or point.inputs_json)
+        else None,
         command=command_to_str(shown),
         env={"HF_HUB_OFFLINE": "<unset>", "TMPDIR": str(tmpdir), **FIXED_ENV},
         started_ns=time.time_ns(),
@@ -240,6 +248,9 @@ def run_point(
         shutil.rmtree(tmpdir, ignore_errors=True)
     record.ended_ns = time.time_ns()
     record.exit_code = rc
+    if sent is not point and artifact_dir.is_dir() and not (artifact_dir / INPUTS).exists():
+        # AIPerf writes no inputs.json for a verbatim replay: the payloads it sent are the file
+        shutil.copyfile(sent.inputs_json, artifact_dir / INPUTS)
     record.verdict = judge_run(
         artifact_dir,
         expected_requests=point.request_count,

@@ -14,6 +14,7 @@ import pandas as pd
 from qualflow.aiperf import exports
 from qualflow.aiperf.command import AiperfPoint
 from qualflow.aiperf.terminal import Terminal, read_terminals
+from qualflow.evidence.cache import cached_tokens_by_request, max_cached_shares
 from qualflow.evidence.schema import TABLES, conform
 from qualflow.phases import PROFILING, PROTOCOL, WARMUP, parse_point_key, parse_tag, point_key
 from qualflow.server.timing import TimingRecord, read_timing_log
@@ -157,6 +158,7 @@ def aiperf_client_rows(
     point_id: str, artifact_dir: Path, rel_dir: str, repeat: int = 1
 ) -> list[dict]:
     inputs = exports.read_inputs(artifact_dir)
+    shares = max_cached_shares(inputs)
     outputs = exports.read_outputs(artifact_dir)
     terminals = read_terminals(artifact_dir)
     rows = []
@@ -185,6 +187,10 @@ def aiperf_client_rows(
                 "client_osl_mismatch_pct": r["osl_mismatch_diff_pct"],
                 "client_ttfot_ms": r["time_to_first_output_token"],
                 "client_reasoning_tokens": r["reasoning_token_count"],
+                "session_id": r["conversation_id"],
+                "turn_index": r["turn_index"],
+                "client_cached_tokens": r["usage_prompt_cache_read_tokens"],
+                "max_cached_share": shares.get(key),
                 **_terminal_cols(terminals, r["request_id"], r["client_error"]),
                 "input_sha256": exports.sha256_text(text),
                 "input_artifact": f"{rel_dir}/inputs.json#{key[0]}/{key[1]}"
@@ -245,6 +251,10 @@ def request_table(
             client += aiperf_client_rows(p.point_id, adir, str(adir), repeat=k)
     server = read_timing_log(session_dir / "server_timing.jsonl")
     req = pd.DataFrame(match(client, server))
+    cached = cached_tokens_by_request(session_dir / "server_timing.jsonl")
+    if "server_response_id" in req:  # matched or server-only: the server's own record's count
+        has = req["server_response_id"].notna()
+        req["server_cached_tokens"] = req["request_id"].map(cached).where(has)
     for c in TABLES["requests"]:
         if c not in req:
             req[c] = None

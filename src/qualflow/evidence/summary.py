@@ -10,6 +10,7 @@ import pandas as pd
 from qualflow.aiperf.command import AiperfPoint
 from qualflow.aiperf.record import PointRun
 from qualflow.evidence import slo as slo_mod
+from qualflow.evidence.cache import cache_figures
 from qualflow.evidence.samples import sample_rows
 from qualflow.evidence.schema import REASONING_METRICS, SUMMARY_METRICS, SUMMARY_PERCENTILES
 
@@ -107,6 +108,7 @@ def summarize_point(
         "goodput_fraction": slo_mod.goodput_fraction(mine, point.request_count, goodput or {}),
         "payloads_sha256": payloads_sha,
         **_aiperf_figures(point, summary_json),
+        **cache_figures(samples, summary_json),
         "reasoning_effort": (point.reasoning or {}).get("effort"),
     }
     for m in SUMMARY_METRICS + REASONING_METRICS:

@@ -20,6 +20,7 @@ from qualflow.report import (
     protocol_matrix,
     reasoning_table,
     run_tables,
+    turns,
 )
 from qualflow.report.evidence_tables import evidence_sections, ladder_html
 from qualflow.report.markup import img_tag, table_html
@@ -73,6 +74,7 @@ def _first_screen(ev: dict, evidence_dirs: list, figs: list, out: Path) -> list[
         first_screen.verdicts_html(ev),
         first_screen.max_load_html(ev),
         reasoning_table.reasoning_html(ev),
+        turns.turns_html(ev),
         "<h2>Protocol checks by stack</h2>",
         protocol_matrix.protocol_matrix_html(
             protocol_by_stack(ev["protocol"], runs),
