@@ -58,6 +58,7 @@ from .records import (
 )
 from .server_process import ServerError, ServerProcess, free_port
 from .stages import Session
+from .state import N_KEYS, session_keys, with_state
 
 
 class SessionInterrupted(BaseException):
@@ -212,6 +213,11 @@ def session_settings(cfg: SessionConfig, endpoint_launched: bool | None) -> dict
         settings = {"stack": "endpoint", "endpoint_launched": endpoint_launched, **common}
     if not cfg.request_extensions:
         settings["request_extensions"] = False
+    if cfg.state:  # our server's backend (its /health then says which), or the endpoint's own
+        ours = endpoint_launched is None
+        settings.update(
+            store="sqlite" if ours else "endpoint", **({"api_keys": N_KEYS} if ours else {})
+        )
     if cfg.reasoning_budgets is not None:
         settings["reasoning_budgets"] = list(cfg.reasoning_budgets)
     return settings
@@ -232,10 +238,16 @@ def _our_server(
         reasoning_budgets=cfg.reasoning_budgets,
         api_server_count=cfg.api_server_count,
     )
+    env: dict[str, str] = {}
+    if cfg.state:  # a store under the session directory, and the session's API keys
+        server, env = with_state(server, out)
     device = cfg.engine.device
     engine = dataclasses.replace(cfg.engine, device="cuda" if device.startswith("cuda") else device)
     srv = (server_factory or ServerProcess)(server, engine, log_path=out / "server.log")
-    return srv, ClientOptions(url=srv.url, model_name=cfg.model_name, tokenizer=bundle)
+    if env:
+        srv.env.update(env)
+    key = next(iter(session_keys(env)), None)
+    return srv, ClientOptions(url=srv.url, model_name=cfg.model_name, tokenizer=bundle, api_key=key)
 
 
 def _endpoint(spec, out: Path, checkpoint: str | None) -> tuple[ServerProcess, ClientOptions]:
