@@ -242,9 +242,8 @@ RUNS = {
     "gpu": "JSON: the GPU the session leased (index, uuid, name, cores) and the other jobs holding GPUs "
     "during it; null on CPU",
     "server_settings": "JSON: the serving session's settings (device, max_batch, max_context, cpu_threads, "
-    "AIPerf workers and record processors, warm-up, protocol checks on/off; api_server_count "
-    "when our server ran more than one API process; store, the response store's backend, and "
-    "api_keys when the model is served with state)",
+    "AIPerf workers and record processors, warm-up, protocol checks on/off; api_server_count above "
+    "1; store, the response store's backend, and api_keys, when served with state)",
     "workload": "JSON: the workload point settings",
     "startup": "JSON: load / startup / warm-up times (never in steady-state figures)",
     "stage_times": "JSON: per-stage wall times of the serving session",
