@@ -103,3 +103,9 @@ def test_workload_vocabularies_are_the_commands():
     defaults = {f.name: f.default for f in fields(AiperfPoint)}
     for key in ("arrival_pattern", "prompt_corpus", "input_file"):
         assert props[key]["default"] == defaults[key], key
+
+
+def test_a_models_state_default_is_the_sessions():
+    """`models.<model>.state` reaches the session as --state: one default, the session's."""
+    node = _schema()["models"]["additionalProperties"]["properties"]["state"]
+    assert node["default"] == field_default(SESSION, "state") is False

@@ -69,7 +69,7 @@ RUNS = {
     "server_settings": (
         "JSON: the serving session's settings (device, max_batch, max_context, cpu_threads, "
         "AIPerf workers and record processors, warm-up, protocol checks on/off; api_server_count "
-        "when our server ran more than one API process)"
+        "above 1; store, the response store's backend, and api_keys, when served with state)"
     ),
     "workload": "JSON: the workload point settings",
     "startup": "JSON: load / startup / warm-up times (never in steady-state figures)",

@@ -94,6 +94,12 @@ class SessionConfig:
         help="the harness-ceiling server's API processes (its synthetic engine runs in one engine "
         "process behind them when above 1)",
     )
+    state: bool = setting(
+        False,
+        help="serve with stored state: our server gets a response store (a SQLite file under "
+        "--out) and two API keys made for the session; an endpoint is said to store. The state "
+        "protocol checks run (session.state_checks)",
+    )
     engine: EngineConfig = EngineConfig()
 
     def __post_init__(self):

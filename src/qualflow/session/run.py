@@ -54,6 +54,7 @@ from .signals import (
     restore_signal_handlers,
 )
 from .stages import Session
+from .state import session_keys, with_state
 
 
 def _wait_timing_flushed(path: Path, expected_ids: set[str], timeout_s: float = 10.0) -> int:
@@ -82,10 +83,16 @@ def _our_server(
         reasoning_budgets=cfg.reasoning_budgets,
         api_server_count=cfg.api_server_count,
     )
+    env: dict[str, str] = {}
+    if cfg.state:  # a store under the session directory, and the session's API keys
+        server, env = with_state(server, out)
     device = cfg.engine.device
     engine = dataclasses.replace(cfg.engine, device="cuda" if device.startswith("cuda") else device)
     srv = (server_factory or ServerProcess)(server, engine, log_path=out / "server.log")
-    return srv, ClientOptions(url=srv.url, model_name=cfg.model_name, tokenizer=bundle)
+    if env:
+        srv.env.update(env)
+    key = next(iter(session_keys(env)), None)
+    return srv, ClientOptions(url=srv.url, model_name=cfg.model_name, tokenizer=bundle, api_key=key)
 
 
 def _endpoint(spec, out: Path, checkpoint: str | None) -> tuple[ServerProcess, ClientOptions]:

@@ -8,6 +8,7 @@ from qualflow.configs import as_dict, defaults, hidden
 from qualflow.runtime.config import EngineConfig
 
 from .config import SessionConfig
+from .state import N_KEYS
 
 
 def engine_settings(engine: EngineConfig) -> dict:
@@ -56,6 +57,11 @@ def session_settings(cfg: SessionConfig, endpoint_launched: bool | None) -> dict
         settings = {"stack": "endpoint", "endpoint_launched": endpoint_launched, **common}
     if not cfg.request_extensions:
         settings["request_extensions"] = False
+    if cfg.state:  # our server's backend (its /health then says which), or the endpoint's own
+        ours = endpoint_launched is None
+        settings.update(
+            store="sqlite" if ours else "endpoint", **({"api_keys": N_KEYS} if ours else {})
+        )
     if cfg.reasoning_budgets is not None:
         settings["reasoning_budgets"] = list(cfg.reasoning_budgets)
     return settings

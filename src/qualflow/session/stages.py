@@ -115,6 +115,8 @@ class Session:
         print(f"session: server pid {pid} starting at {self.srv.url}", flush=True)
         health = self.srv.wait_healthy(self.cfg.startup_timeout)
         self.health = health
+        if health.get("store"):  # the backend our server's store runs on (runs.server_settings)
+            self.record.settings["store"] = health["store"]
         self._done(t0)
         startup = StartupRecord(
             url=self.srv.url,
@@ -160,21 +162,29 @@ class Session:
         from .conformance import run_protocol_checks
         from .outputs import write_protocol
         from .reasoning_checks import reasoning_checks, reasoning_support
+        from .state import session_keys
+        from .state_checks import state_checks, state_support
 
         t0 = self._stage("protocol")
         rows = []
         if self.cfg.protocol:
             self.record.client_pin_reasons += check_openai(self.cfg.allow_unpinned_client)
+            health, spec = getattr(self, "health", None) or {}, getattr(self.srv, "spec", None)
+            keys = session_keys(getattr(self.srv, "env", {}))
+            more = [
+                m
+                for m in (
+                    reasoning_checks(reasoning_support(health, spec)),
+                    state_checks(state_support(health, spec, self.cfg.state, keys)),
+                )
+                if m is not None
+            ]
             rows = run_protocol_checks(
                 self.srv.url,
                 self.client.model_name,
                 api_key=self.client.api_key,
                 request_extensions=self.cfg.request_extensions,
-                more=reasoning_checks(
-                    reasoning_support(
-                        getattr(self, "health", None) or {}, getattr(self.srv, "spec", None)
-                    )
-                ),
+                more=lambda checker: [check for m in more for check in m(checker)],
             )
         self._done(t0)
         write_protocol(rows, str(self.out / "protocol.parquet"))
