@@ -145,7 +145,8 @@ class EngineConfig:
         if self.max_context in (0, default) or self.max_context <= bundle_limit:
             return None
         return (
-            f"--max-context {self.max_context} is above the model's context limit of {bundle_limit} "
+            f"--max-context {self.max_context} is above the model's context limit of "
+            f"{bundle_limit} "
             f"tokens: requests are bounded at {bundle_limit}"
         )
 

@@ -84,7 +84,8 @@ def thinking_for(
         return None
     if effort not in spec.budgets:
         raise bad_request(
-            f"Invalid value for 'reasoning.effort': {effort!r} is not served; the {task.family.name} "
+            f"Invalid value for 'reasoning.effort': {effort!r} is not served; the "
+            f"{task.family.name} "
             f"family supports {['none', *spec.budgets]}.",
             "reasoning.effort",
             "unsupported_value",

@@ -3,7 +3,8 @@
 TEXT_GENERATION = "text-generation"
 STREAMING = "streaming"
 SCORING = "scoring"  # teacher-forced logits, used by family correctness
-REASONING = "reasoning"  # thinking on request (GenerationRequest.thinking): the family declares a thinking mode
+# thinking on request (GenerationRequest.thinking): the family declares a thinking mode
+REASONING = "reasoning"
 # function tools: the family declares a tool-call format and the engine constrains calls
 TOOLS = "tools"
 STRUCTURED_OUTPUT = "structured-output"  # text.format json_schema / json_object (constrained)

@@ -25,7 +25,8 @@ class InvalidRequest(TaskError):
 class PromptTooLong(InvalidRequest):
     def __init__(self, n_prompt: int, max_new: int, limit: int):
         super().__init__(
-            f"prompt of {n_prompt} tokens plus max_new_tokens={max_new} exceeds the context limit of {limit}",
+            f"prompt of {n_prompt} tokens plus max_new_tokens={max_new} exceeds the context "
+            f"limit of {limit}",
             param="input",
             code="context_length_exceeded",
         )

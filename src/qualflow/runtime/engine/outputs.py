@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Union
 
 from ..api.events import FinishReason
 
@@ -26,5 +25,5 @@ class Final:
     error: str | None = None
 
 
-EngineItem = Union[Tokens, Final]
+EngineItem = Tokens | Final
 Sink = Callable[[EngineItem], None]

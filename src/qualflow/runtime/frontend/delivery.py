@@ -70,7 +70,7 @@ class Mailbox:
         self.open: set[Delivery] = set()
         self._watch: asyncio.TimerHandle | None = None
 
-    # ---- engine thread (or the loop's own, where it reads the engine's messages) -----------------------
+    # ---- engine thread (or the loop's own, where it reads the engine's messages) ------------
     def put(self, delivery: Delivery, item: EngineItem) -> None:
         if (
             threading.get_ident() == self.loop_thread
