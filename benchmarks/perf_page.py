@@ -1,8 +1,8 @@
 """docs/performance.md, generated from the committed results (benchmarks/results/<GPU model>/*.json,
 qualflow.bench.results) and the dated history beside this file (perf_history.md).
 
-    python benchmarks/perf_page.py            # rewrite docs/performance.md python
-    benchmarks/perf_page.py --check    # exit 1 when the committed page is not what the results give
+    python benchmarks/perf_page.py            # rewrite docs/performance.md
+    python benchmarks/perf_page.py --check    # exit 1: the committed page is not what results give
 
 A new result file is committed with the page regenerated (a test compares the two)."""
 

@@ -11,9 +11,8 @@ uvicorn, pydantic and openai travel for our server anyway. LEFT_BEHIND are requi
 wheels that a qualify runs without: the imports of every process of the CPU two-stack qualify were
 recorded, and where one of these is tried at all the import is optional (each says what needs it).
 
-    python3 benchmarks/device/device_wheels.py fill  [--dir .whl]   # download what is missing, drop
-    the rest, check python3 benchmarks/device/device_wheels.py check [--dir .whl]   # one wheel per
-    pin, requirements met, size
+    python3 benchmarks/device/device_wheels.py fill  [--dir .whl]  # fetch the missing, drop the rest
+    python3 benchmarks/device/device_wheels.py check [--dir .whl]  # a wheel a pin, needs met, size
 
 `fill` is idempotent: a second run downloads nothing and leaves the same set. It needs PyPI (pip
 download --no-deps; connection-pool has no wheel on PyPI and is built from its pure-Python sdist).

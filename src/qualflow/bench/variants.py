@@ -4,27 +4,29 @@ and the points it measures; the first variant of a plan is the baseline the othe
 checked against (equality.py).
 
   --plan v3 (issue 22): overlap on throughout;
-    _base       the compiled layer halves, no prefill graphs, alternating steps (the engine
-    before v3) _fused      + the fused layer kernels                                   (kernels
-    per step, b1 ITL) _v3         + prefill graphs for fresh steps (the v3 defaults)
-    (TTFT) _v3_mixed   + mixed prefill + decode steps                              (against
-    alternating) --plan async (the --async-scheduling off/on/ab runs): one step at a time "" and
-    overlapped "_async". --plan wait (issues 21, 22): overlapped, a prefill step whenever a
-    prompt waits and the last step decoded ("_w0", prefill_wait_factor 0, before) against prompts
-    that wait until their summed wait reaches the decoding requests ("_w1", 1.0, the default);
-    each with the offline workload, whose prompts are admitted as batch slots free up. --plan
-    skinny (issue 22): overlapped; torch's GEMM for every projection ("_cublas") against the
-    skinny GEMM for steps of up to 16 rows ("_skinny", the default); the offline workload on
-    both. --plan pdl (issue 22): overlapped; every Triton kernel waiting for the one before it
-    ("_nopdl", --no-programmatic-launch) against programmatic dependent launch ("_pdl", the
-    default); the offline workload on both. --plan budget (issue 22): overlapped; the prefill
-    token budget (max_num_batched_tokens) at 8192 ("_b8k", the default), 4096 ("_b4k") and 16384
-    ("_b16k"): the pilot shape's and the offline workload's prefill steps, fewer and larger or
-    more and smaller; the offline workload on each. --plan rows (issue 22): overlapped; the
-    skinny GEMM for steps of up to 16 rows ("_r16", the default) against up to 64 ("_r64": the
-    pilot shape's b64 decode steps then run every projection as a Triton kernel in the
-    programmatic-launch chain, gate_up and SiLU as one), and the default with mixed prefill +
-    decode steps ("_r16_mixed"); the pilot shape and the offline workload on each."""
+    _base       the compiled layer halves, no prefill graphs, alternating steps (before v3)
+    _fused      + the fused layer kernels                          (kernels per step, b1 ITL)
+    _v3         + prefill graphs for fresh steps (the v3 defaults) (TTFT)
+    _v3_mixed   + mixed prefill + decode steps                     (against alternating)
+  --plan async (the --async-scheduling off/on/ab runs): one step at a time "" and overlapped
+    "_async".
+  --plan wait (issues 21, 22): overlapped, a prefill step whenever a prompt waits and the last step
+    decoded ("_w0", prefill_wait_factor 0, before) against prompts that wait until their summed wait
+    reaches the decoding requests ("_w1", 1.0, the default); each with the offline workload, whose
+    prompts are admitted as batch slots free up.
+  --plan skinny (issue 22): overlapped; torch's GEMM for every projection ("_cublas") against the
+    skinny GEMM for steps of up to 16 rows ("_skinny", the default); the offline workload on both.
+  --plan pdl (issue 22): overlapped; every Triton kernel waiting for the one before it ("_nopdl",
+    --no-programmatic-launch) against programmatic dependent launch ("_pdl", the default); the
+    offline workload on both.
+  --plan budget (issue 22): overlapped; the prefill token budget (max_num_batched_tokens) at 8192
+    ("_b8k", the default), 4096 ("_b4k") and 16384 ("_b16k"): the pilot shape's and the offline
+    workload's prefill steps, fewer and larger or more and smaller; the offline workload on each.
+  --plan rows (issue 22): overlapped; the skinny GEMM for steps of up to 16 rows ("_r16", the
+    default) against up to 64 ("_r64": the pilot shape's b64 decode steps then run every projection
+    as a Triton kernel in the programmatic-launch chain, gate_up and SiLU as one), and the default
+    with mixed prefill + decode steps ("_r16_mixed"); the pilot shape and the offline workload on
+    each."""
 
 from __future__ import annotations
 
