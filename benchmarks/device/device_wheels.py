@@ -11,7 +11,7 @@ uvicorn, pydantic and openai travel for our server anyway. LEFT_BEHIND are requi
 wheels that a qualify runs without: the imports of every process of the CPU two-stack qualify were
 recorded, and where one of these is tried at all the import is optional (each says what needs it).
 
-    python3 benchmarks/device/device_wheels.py fill  [--dir .whl]  # fetch the missing, drop the rest
+    python3 benchmarks/device/device_wheels.py fill  [--dir .whl]  # get the missing, drop the rest
     python3 benchmarks/device/device_wheels.py check [--dir .whl]  # a wheel a pin, needs met, size
 
 `fill` is idempotent: a second run downloads nothing and leaves the same set. It needs PyPI (pip
