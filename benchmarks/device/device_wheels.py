@@ -121,6 +121,7 @@ MARKER_ENV = {
     "extra": "",
 }
 PLATFORMS = (
+    "manylinux_2_31_x86_64",  # llguidance's wheel
     "manylinux_2_28_x86_64",
     "manylinux_2_27_x86_64",
     "manylinux_2_24_x86_64",
