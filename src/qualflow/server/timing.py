@@ -27,6 +27,7 @@ TASK_FIELDS = (
     "decode_ns",
     "public_task_call_wall_ns",
     "answer_first_token_ns",
+    "cached_tokens",
 )
 
 
@@ -59,6 +60,7 @@ class TimingRecord:
     reasoning_tokens: int | None = None
     answer_tokens: int | None = None
     answer_first_token_ns: int | None = None
+    cached_tokens: int | None = None  # prompt tokens the engine's prefix cache served
 
     # ---- transitions ------------------------------------------------------------------------
     def reject(self, http_status: int, message: str) -> None:

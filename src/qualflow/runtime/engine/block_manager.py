@@ -49,6 +49,7 @@ class BlockManager:
         self.keys: dict[int, tuple[int, int, tuple[int, ...]]] = {}  # block -> (hash, parent, toks)
         self.evictable: OrderedDict[int, None] = OrderedDict()  # registered, count 0; LRU first
         self.hit_blocks = 0  # blocks taken from the cache at admission, over the engine's life
+        self.num_evicted = 0  # cached blocks given to new contents
 
     @property
     def num_free(self) -> int:  # blocks allocation can take (cached ones with no user included)
@@ -73,6 +74,7 @@ class BlockManager:
 
     def _evict(self) -> int:
         b, _ = self.evictable.popitem(last=False)
+        self.num_evicted += 1
         h = self.keys.pop(b)[0]
         del self.cached[h]
         return b
