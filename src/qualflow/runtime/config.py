@@ -107,9 +107,9 @@ class EngineConfig:
     )
     prefix_caching: bool = setting(
         True,
-        help="keep the K/V of full prompt blocks in the KV pool after their request, keyed by a "
-        "chained hash of their tokens, and serve a later prompt's matching prefix from there "
-        "instead of computing it again (least recently used evicted first; the usage's "
+        help="keep the K/V of full blocks (prompt and output) in the KV pool after their request, "
+        "keyed by a chained hash of their tokens, and serve a later prompt's matching prefix from "
+        "there instead of computing it again (least recently used evicted first; the usage's "
         "input_tokens_details.cached_tokens counts the tokens so served); --no-prefix-caching: "
         "every prompt computed in full",
     )
