@@ -1,5 +1,5 @@
 """`qualflow bench engine` runs end to end on cpu on one tiny point: the result it writes is in the
-results schema and carries the point's roofline share."""
+results schema and carries the point's roofline share, and the multi-turn point's two sides."""
 
 from __future__ import annotations
 
@@ -40,3 +40,10 @@ def test_a_tiny_engine_run_writes_a_schema_result_with_the_roofline_share(tmp_pa
     assert limit > 0 and pt["share_of_roofline"] == pt["figures"]["output_tok_per_s"] / limit
     detail = json.loads(path.read_text())["detail"]["points"]["c1_isl128_osl256_async"]
     assert detail["pct_of_roofline"] == 100 * pt["share_of_roofline"]
+    # the multi-turn point: 6 turns, the last served mostly from the prefix cache when it is on
+    mt = json.loads(path.read_text())["detail"]["multiturn"]
+    assert mt["turns"] == 6 and mt["prompt_tokens"] == 64 + 5 * (24 + 8)
+    assert all(x["cached_tokens"] == 0 for x in mt["off"]["last_turn"])
+    # on: everything of the history but its last output token, in full blocks of 16
+    assert all(x["cached_tokens"] == 192 for x in mt["on"]["last_turn"])
+    assert mt["ttft_ratio_on_off"] == mt["on"]["ttft_ms_p50"] / mt["off"]["ttft_ms_p50"]

@@ -330,10 +330,10 @@ def test_the_cuda_pool_budget_counts_memory_the_caching_allocator_holds_unused(m
     here, so the three allocator figures are given)."""
     import torch
 
-    from qualflow.runtime.engine import loader
+    from qualflow.runtime.engine import kv_cache
 
     gb = 1 << 30
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (40 * gb, 140 * gb))
     monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device=None: 75 * gb)
     monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device=None: 2 * gb)
-    assert loader.free_device_memory(torch.device("cuda")) == 113 * gb
+    assert kv_cache.free_device_memory(torch.device("cuda")) == 113 * gb

@@ -90,7 +90,7 @@ def test_port_in_use_is_a_clear_error(srv, bundle_dir):
     assert p.returncode != 0 and f"port {port}" in p.stderr and "in use" in p.stderr
 
 
-# ---------------------------------------------------------------- generation
+# -------------------------------------------------------------------------------------- generation
 
 
 def test_non_stream(srv, client):
@@ -134,6 +134,30 @@ def test_non_stream(srv, client):
     )
     raw = json.loads(r.http_response.text)
     assert "output_text" not in raw  # SDK-only convenience property, not on the wire
+
+
+def test_turn_two_is_served_from_the_prefix_cache(srv, client):
+    """Turn 2 re-sends turn 1's prompt and output: its prompt's shared full blocks come from the
+    engine's prefix cache, counted in usage and on the timing record."""
+    first = {"role": "user", "content": "Count the waves on the northern shore, one by one, slowly"}
+    r1 = client.responses.create(model=MODEL, input=[first], max_output_tokens=8, temperature=0)
+    assert r1.usage.input_tokens_details.cached_tokens == 0  # nothing before shares its prompt
+    turn2 = [
+        first,
+        {"role": "assistant", "content": r1.output_text},
+        {"role": "user", "content": "And on the southern one?"},
+    ]
+    r2 = client.responses.with_raw_response.create(
+        model=MODEL,
+        input=turn2,
+        max_output_tokens=4,
+        temperature=0,
+        extra_headers={"X-Request-ID": "turn-2"},
+    )
+    usage = r2.parse().usage
+    cached = usage.input_tokens_details.cached_tokens
+    assert 0 < cached < usage.input_tokens and cached % 16 == 0  # full blocks of 16 (cpu)
+    assert srv.wait_record("turn-2")["cached_tokens"] == cached
 
 
 def test_stream_raw_events_and_greedy_equivalence(srv, client):
@@ -254,7 +278,7 @@ def test_sixteen_concurrent_streams(srv):
     assert all(r["finish_reason"] == "length" and r["stream"] for r in recs)
 
 
-# ---------------------------------------------------------------- identity and timing
+# ----------------------------------------------------------------------------- identity and timing
 
 
 def test_request_id_round_trip_and_timing_record(srv, client):
@@ -334,7 +358,7 @@ def test_disconnect_cancels_the_task_request(srv):
     assert post(srv, {"model": MODEL, "input": "hi", "max_output_tokens": 2}).status_code == 200
 
 
-# ---------------------------------------------------------------- reject, don't imply
+# ----------------------------------------------------------------------------- reject, don't imply
 
 BASE = {"model": MODEL, "input": "hi", "max_output_tokens": 4}
 REJECT = [  # (body changes, code, param); None deletes the key

@@ -36,6 +36,11 @@ class EngineBenchConfig:
     skip_correctness: bool = setting(False, help="no family correctness run")
     skip_offline: bool = setting(False, help="no nano-vllm offline workload")
     skip_equality: bool = setting(False, help="no greedy probe of each variant against the first")
+    skip_multiturn: bool = setting(
+        False,
+        help="no multi-turn point (sessions re-sending their history; the last turn's TTFT with "
+        "the prefix cache on and off)",
+    )
     kv_cache_gb: float = setting(0.0, help="KV pool size (0: half the free memory)")
     max_num_batched_tokens: int = setting(0, help="prefill token budget (0: the engine's)")
     async_scheduling: Literal["off", "on", "ab"] = setting(

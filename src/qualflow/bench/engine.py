@@ -8,7 +8,8 @@ greedy output against the plan's first variant (equality.py), then measures its 
 (points.py: repeats of whole waves until --min-seconds and --min-repeats, the median with its
 spread, its roofline (roofline.py) and its share of it). The variant of record also runs family
 correctness and the offline workload; then (--engine-process on) its points again with the engine
-in its own process, mixed steps (plan async) and HF `generate` for two points. The run prints every
+in its own process, mixed steps (plan async), the multi-turn point (multiturn.py: the last turn's
+TTFT with the prefix cache on and off) and HF `generate` for two points. The run prints every
 point against its roofline and the previous committed run, the A/B pairs and the variants
 (report.py), writes <out>/<GPU model>/<date>-engine-<plan><suffix>.json in the results schema
 (results.py), and exits 1 when a variant failed to load, differs from the baseline beyond a
@@ -36,6 +37,7 @@ from qualflow.runtime import EngineConfig, load_task
 from . import report, results
 from .config import EngineBenchConfig
 from .machine import correctness, device_figures, hf_points, machine, prepare_bundle
+from .multiturn import measure_multiturn
 from .points import POINTS, measure
 from .variant_load import first_load, load_figures, problems, variant_overrides
 from .variants import ASYNC_POINTS, plan
@@ -203,6 +205,8 @@ def run_engine(cfg: EngineBenchConfig) -> int:
         measure_engine_process(run)
     if cfg.plan == "async" and not cfg.skip_mixed and not run.late():
         measure_mixed(run)
+    if not cfg.skip_multiturn and not run.late():
+        measure_multiturn(run)
     if not cfg.skip_hf and not run.late():
         hf_points(run.ckpt, result, POINTS, run.save)
     result["summary"] = report.summary(result)

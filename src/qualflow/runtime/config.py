@@ -105,6 +105,14 @@ class EngineConfig:
     prefill_graph_seqs: int = setting(
         16, help="most sequences in one captured prefill step (--prefill-graphs)"
     )
+    prefix_caching: bool = setting(
+        True,
+        help="keep the K/V of full blocks (prompt and output) in the KV pool after their request, "
+        "keyed by a chained hash of their tokens, and serve a later prompt's matching prefix from "
+        "there instead of computing it again (least recently used evicted first; the usage's "
+        "input_tokens_details.cached_tokens counts the tokens so served); --no-prefix-caching: "
+        "every prompt computed in full",
+    )
     engine_process: Literal["auto", "on", "off"] = setting(
         "auto",
         help="run the engine (model, KV cache, device) in its own process, so the HTTP side's work"
@@ -146,8 +154,7 @@ class EngineConfig:
             return None
         return (
             f"--max-context {self.max_context} is above the model's context limit of "
-            f"{bundle_limit} "
-            f"tokens: requests are bounded at {bundle_limit}"
+            f"{bundle_limit} tokens: requests are bounded at {bundle_limit}"
         )
 
     def overlaps(self, device_type: str) -> bool:

@@ -27,6 +27,7 @@ TASK_FIELDS = (
     "decode_ns",
     "public_task_call_wall_ns",
     "answer_first_token_ns",
+    "cached_tokens",
 )
 
 
@@ -63,6 +64,7 @@ class TimingRecord:
     store_load_ns: int | None = None
     store_write_ns: int | None = None
     tool_calls: int | None = None  # tools offered (None when not): function calls output
+    cached_tokens: int | None = None  # prompt tokens the engine's prefix cache served
 
     # ---- transitions ------------------------------------------------------------------------
     def reject(self, http_status: int, message: str) -> None:

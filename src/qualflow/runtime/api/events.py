@@ -24,13 +24,15 @@ class TokenEvent:
 
 @dataclass
 class TaskTiming:
-    """Wall-clock epoch ns (time.time_ns()); derived durations in ns."""
+    """Wall-clock epoch ns (time.time_ns()); derived durations in ns; and how many of the prompt's
+    tokens the engine's prefix cache served."""
 
     submitted_ns: int
     first_scheduled_ns: int | None = None
     first_token_ns: int | None = None
     finished_ns: int | None = None
     answer_first_token_ns: int | None = None  # thinking on: the first token after the think block
+    cached_tokens: int = 0  # prompt tokens served from the engine's prefix cache (not computed)
 
     @property
     def queue_wait_ns(self) -> int | None:
@@ -67,6 +69,7 @@ class TaskTiming:
                 "decode_ns",
                 "public_task_call_wall_ns",
                 "answer_first_token_ns",
+                "cached_tokens",
             )
         }
 

@@ -47,6 +47,7 @@ import torch
 from ..api.events import TaskTiming
 from ..api.request import GenerationRequest
 from .grammar_steps import GrammarSteps, attach_grammar
+from .inflight import InFlight
 from .model_runner import ModelRunner
 from .outputs import Final, Sink, Tokens
 from .sampling import sample, suppress
@@ -59,19 +60,6 @@ from .threads import thread_death
 log = logging.getLogger("qualflow.engine")
 _STOP = object()
 _WAKE = object()  # an inbox entry that only ends a blocking wait (attach_feed)
-
-
-@dataclass(frozen=True, slots=True)
-class _InFlight:
-    """A launched step: its sampling sequences (row order) and their tokens, on the device (the next
-    step's inputs read them there) and on the host once `ready` (None on CPU: already there)."""
-
-    step: int
-    seqs: list[Sequence]
-    device_tokens: torch.Tensor
-    host_tokens: torch.Tensor
-    ready: torch.cuda.Event | None
-    thinking: tuple[int, ...] = ()  # rows of sequences whose think block is not settled
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,14 +146,14 @@ class Engine:
 
     # ---- the loop ---------------------------------------------------------------------------
     def _loop(self) -> None:
-        flight: _InFlight | None = None  # the launched step whose tokens are not read back yet
+        flight: InFlight | None = None  # the launched step whose tokens are not read back yet
         while self._take_inbox(block=flight is None and not self.scheduler.has_work()):
             flight = self._step(flight)
             if self.on_step is not None:
                 self.on_step()
         self._shutdown()
 
-    def _step(self, flight: _InFlight | None) -> _InFlight | None:
+    def _step(self, flight: InFlight | None) -> InFlight | None:
         """One step: schedule, launch, read back the step before (overlapped) or this one; the
         launched step still to read back."""
         sched = self.scheduler
@@ -214,7 +202,7 @@ class Engine:
         if self.on_step is not None:
             self.on_step()
 
-    def _launch(self, batch: Batch, flight: _InFlight | None) -> _InFlight | None:
+    def _launch(self, batch: Batch, flight: InFlight | None) -> InFlight | None:
         """Queue one model step and its sampling on the device, and the copy of the sampled tokens
         to the host; nothing here waits for the device. The sampling sequences get a placeholder
         token each (Sequence.PLACEHOLDER); the next step takes its value from this step's tokens."""
@@ -237,7 +225,7 @@ class Engine:
                 s.token_ids.append(PLACEHOLDER)
                 s.pending = (self.steps, row)
             self.think.hold(sampling, thinking)
-            return _InFlight(self.steps, sampling, toks, host, ready, thinking)
+            return InFlight(self.steps, sampling, toks, host, ready, thinking)
         except Exception as e:  # fail only these requests; the engine keeps serving
             log.exception("model step failed")
             kind = "decode" if batch.is_decode else "prefill"
@@ -267,7 +255,7 @@ class Engine:
             return logits.argmax(dim=-1)
         return sample(logits, params, [s.generator for s in batch])
 
-    def _resolve(self, flight: _InFlight) -> None:
+    def _resolve(self, flight: InFlight) -> None:
         """Read a launched step's tokens back (waiting for that step only), deliver them and apply
         the stop checks. A sequence that ended meanwhile (it stopped at the step before, or was
         cancelled) gets nothing: the token its overlapped step produced is discarded."""
@@ -312,7 +300,7 @@ class Engine:
         self.think.drop(seq)
         if seq.grammar is not None:
             self.grammar.drop(seq)
-        self.scheduler.blocks.release(
-            seq
-        )  # before the final event: its blocks are free when the caller hears
+        # before the final event: its blocks are free when the caller hears; after a failed step
+        # its K/V may be wrong, so its blocks leave the prefix cache
+        self.scheduler.blocks.release(seq, keep=reason != "error")
         seq.sink(Final(reason, error))

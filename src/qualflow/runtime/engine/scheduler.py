@@ -22,9 +22,16 @@ scheduled again: that step's token would be discarded. Neither is one in `held` 
 thinking sequence there while its next sample waits for the token in flight: engine.thinking).
 
 Admission is FIFO: the head of the queue waits until its chunk's blocks are free, nobody overtakes
-it. When a running sequence needs a block and the pool is empty, the newest running sequence is
+it. Admitted, it first takes the blocks of its prefix that the prefix cache holds (block_manager):
+its prefill starts after them (so the step is not a fresh one), and the count of prompt tokens so
+served is its `timing.cached_tokens` (set at its first admission). At every step's start the full
+blocks that launched steps computed are registered in the cache (on the host, while the device runs
+the step before).
+
+When a running sequence needs a block and the pool is empty, the newest running sequence is
 preempted: its blocks are freed and it goes back to the front of the queue, to be recomputed from
-its tokens (prompt + output so far) when it is admitted again.
+its tokens (prompt + output so far) when it is admitted again; its computed full blocks stay in the
+prefix cache, so that recompute mostly finds them there.
 """
 
 from __future__ import annotations
@@ -98,6 +105,9 @@ class Scheduler:
     # ---- one step -----------------------------------------------------------------------------
     def schedule(self) -> Batch | None:
         self.reap()
+        for s in self.running:  # what launched steps computed is in the prefix cache from now on
+            self.blocks.commit(s)
+        admitted = False
         ready = [s for s in self.running if s.decoding and not s.exhausted]
         if self.held:
             ready = [s for s in ready if s not in self.held]
@@ -121,18 +131,14 @@ class Scheduler:
             budget = self.budget - sum(chosen.values())
             while self.waiting and budget > 0 and len(self.running) < self.max_batch:
                 s = self.waiting[0]
-                n = min(s.remaining, budget)
-                if not self.blocks.can_allocate(
-                    self.blocks.needed(s, n), self.watermark if self.running else 0
-                ):
+                n = self._admit(s, budget)
+                if not n:
                     break  # FIFO: the head waits for blocks
                 self.waiting.popleft()
-                self.blocks.allocate(s, n)
                 self.running.append(s)
-                if s.timing.first_scheduled_ns is None:
-                    s.timing.first_scheduled_ns = time.time_ns()
                 chosen[s] = n
                 budget -= n
+                admitted = True
         if (
             not chosen and ready and not (self.mixed or not do_prefill)
         ):  # no prefill fits yet: decode
@@ -141,7 +147,7 @@ class Scheduler:
                     chosen[s] = 1
         if not chosen:
             return None
-        if any(not s.decoding for s in chosen):
+        if admitted or any(not s.decoding for s in chosen):
             self._decodes_since_prefill = 0
             self.num_prefill_steps += 1
         else:
@@ -157,6 +163,22 @@ class Scheduler:
         for s, n in zip(seqs, batch.counts):
             s.num_computed += n
         return batch
+
+    def _admit(self, s: Sequence, budget: int) -> int:
+        """Give the waiting head `s` its cached prefix (BlockManager.match) and the blocks of its
+        next chunk; the chunk's size, 0 (nothing taken) when the pool cannot hold it yet."""
+        hits = self.blocks.match(s)
+        computed = len(hits) * self.blocks.block_size
+        n = min(len(s.token_ids) - computed, budget)
+        need = self.blocks.hit_cost(hits) + self.blocks.needed(s, computed + n) - len(hits)
+        if not self.blocks.can_allocate(need, self.watermark if self.running else 0):
+            return 0
+        self.blocks.take(s, hits)
+        self.blocks.allocate(s, computed + n)
+        if s.timing.first_scheduled_ns is None:  # the request's first admission
+            s.timing.first_scheduled_ns = time.time_ns()
+            s.timing.cached_tokens = computed
+        return n
 
     def _prefill_due(self, decoding: int) -> bool:
         """Alternating, with `decoding` requests ready to decode: whether this step is a prefill

@@ -30,6 +30,8 @@ class Sequence:
     token_ids: list[int] = field(default_factory=list)  # prompt + out: what the cache must hold
     num_computed: int = 0  # leading tokens whose K/V is in the cache
     block_table: list[int] = field(default_factory=list)
+    block_hashes: list[int] = field(default_factory=list)  # chained keys of its full blocks
+    num_committed: int = 0  # leading blocks of block_table registered in the prefix cache
     preemptions: int = 0
     max_len: int = 1 << 62  # prompt + output, the engine's context limit
     pending: tuple[int, int] | None = None  # (step, row) of the sampled token not read back yet

@@ -72,6 +72,7 @@ class Outbox:
                         timing.first_token_ns,
                         timing.finished_ns,
                         timing.answer_first_token_ns,
+                        timing.cached_tokens,
                     )
                 )
 

@@ -200,7 +200,7 @@ class EngineLink:
             f.first_token_ns,
             f.finished_ns,
         )
-        t.answer_first_token_ns = f.answer_first_token_ns
+        t.answer_first_token_ns, t.cached_tokens = f.answer_first_token_ns, f.cached_tokens
 
     def _end_all(self) -> None:
         """The engine is gone: every open request ends as an error, every waiting score call

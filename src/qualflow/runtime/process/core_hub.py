@@ -83,6 +83,7 @@ class Link:
                         timing.first_token_ns,
                         timing.finished_ns,
                         timing.answer_first_token_ns,
+                        timing.cached_tokens,
                     )
                 )
 
@@ -113,6 +114,7 @@ class Link:
                 t.first_token_ns,
                 now,
                 t.answer_first_token_ns,
+                t.cached_tokens,
             )
             for key, (_, t) in open_.items()
         ]

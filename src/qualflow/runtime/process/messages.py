@@ -100,6 +100,7 @@ class Finished(_Message):
     answer_first_token_ns: int | None = (
         None  # thinking on: when the first token after the think block came
     )
+    cached_tokens: int = 0  # prompt tokens served from the prefix cache (TaskTiming)
 
 
 @dataclass(frozen=True, slots=True)

@@ -158,6 +158,10 @@ class Response(BaseModel):
                 "status": status,
                 "usage": Usage(
                     input_tokens=final.prompt_tokens,
+                    input_tokens_details={
+                        "cached_tokens": final.timing.cached_tokens,
+                        "cache_write_tokens": 0,
+                    },
                     output_tokens=final.completion_tokens,
                     output_tokens_details={"reasoning_tokens": final.reasoning_tokens},
                     total_tokens=final.prompt_tokens + final.completion_tokens,
