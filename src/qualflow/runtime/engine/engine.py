@@ -18,19 +18,11 @@ scheduled again, so only stops cost the extra step. The freed blocks of a sequen
 is still running are safe to reuse: later steps run after it on the same device stream.
 Without it, step 4 follows step 3 at once: the same code, one step at a time.
 
-A request with thinking on (GenerationRequest.thinking) carries a ThinkState (engine.thinking); the
-loop hands each step's sampled tokens to `ThinkSteps` (engine.think_steps) at launch and at
-read-back, and it looks at those requests only.
-
-Delivery goes through each request's `sink` (engine.outputs): Tokens as they are sampled, then
-exactly one Final. `on_step`, when set, is called on the engine thread after each loop iteration
-(all of that step's items are out): a caller that forwards items elsewhere sends them there once per
-step.
-
-`feed`, when set (`attach_feed`), is the engine thread's own source of work besides the inbox:
-called at every step boundary before the inbox is drained, it moves what arrived (an engine
-process's pipe) into the inbox on this thread, waiting for it when the engine is idle. Work then
-reaches the loop with no other thread in between.
+Thinking requests go through `ThinkSteps` (engine.think_steps), constrained ones through
+`GrammarSteps` (engine.grammar_steps). Delivery goes through each request's `sink`
+(engine.outputs): Tokens as sampled, then one Final. `on_step` runs on the engine thread after each
+iteration. `feed` (`attach_feed`), called at every step boundary, moves what arrived (an engine
+process's pipe) into the inbox on this thread, waiting when the engine is idle.
 """
 
 from __future__ import annotations
@@ -237,7 +229,7 @@ class Engine:
                 time.sleep(self.step_delay_s)
 
     def _sample(
-        self, batch: list[Sequence], logits: torch.Tensor, flight: _InFlight | None = None
+        self, batch: list[Sequence], logits: torch.Tensor, flight: InFlight | None = None
     ) -> torch.Tensor:
         """The next token of each sequence, on the device (no host sync but a constrained row's
         wait for `flight`, the step before, which it needs: GrammarSteps.mask)."""
