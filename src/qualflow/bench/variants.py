@@ -26,7 +26,10 @@ checked against (equality.py).
     default) against up to 64 ("_r64": the pilot shape's b64 decode steps then run every projection
     as a Triton kernel in the programmatic-launch chain, gate_up and SiLU as one), and the default
     with mixed prefill + decode steps ("_r16_mixed"); the pilot shape and the offline workload on
-    each."""
+    each.
+  --plan prefix (issue 48): overlapped; the prefix cache on ("_pc", the default) against off
+    ("_nopc") on single-turn points with no shared prefix (a cache that finds nothing must cost
+    nothing); the offline workload on both. The multi-turn point measures what it finds."""
 
 from __future__ import annotations
 
@@ -204,6 +207,26 @@ ROWS_PAIRS = (
 )
 
 
+PREFIX_POINTS = ("c1_isl128_osl256", "c64_isl1024_osl256", "c64_isl128_osl128")
+PREFIX = (
+    Variant(
+        "_pc",
+        dict(async_scheduling="on", prefix_caching=True),
+        PREFIX_POINTS,
+        main=True,
+        label="prefix cache on (the default)",
+    ),
+    Variant(
+        "_nopc",
+        dict(async_scheduling="on", prefix_caching=False),
+        PREFIX_POINTS,
+        offline=True,
+        label="prefix cache off",
+    ),
+)
+PREFIX_PAIRS = (("_nopc", "_pc", "prefix cache on against off (nothing shared)"),)
+
+
 def plan(
     name: str, async_scheduling: str
 ) -> tuple[tuple[Variant, ...], tuple[tuple[str, str, str], ...]]:
@@ -218,6 +241,8 @@ def plan(
         return BUDGET, BUDGET_PAIRS
     if name == "rows":
         return ROWS, ROWS_PAIRS
+    if name == "prefix":
+        return PREFIX, PREFIX_PAIRS
     if name == "wait":
         return WAIT, (("_w0", "_w1", "prefill wait factor 1 against 0"),)
     off = Variant("", dict(async_scheduling="off"), main=True, label="one step at a time")
