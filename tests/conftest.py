@@ -50,37 +50,65 @@ def bundle_dir(pinned, tmp_path_factory):
 
 # Two layers. The integration layer (tests/integration, and the cases marked `integration`, such as
 # the store's on a real PostgreSQL) drives real Snakemake runs, SLURM and database servers; the unit
-# layer is the rest (`pytest -m "not integration"`). Under pytest-xdist (`--dist loadgroup`,
-# pyproject) each module is one unit of work, so that its module-scoped fixtures (a real server, a
-# workflow copy) are set up once; the modules using the integration layer's shared session runs are
-# one unit, so that each run happens once.
+# layer is the rest (`pytest -m "not integration"`).
+#
+# Under pytest-xdist each module is one unit of work, so that its module-scoped fixtures (a real
+# server, a workflow copy) are set up once; the modules whose tests share the integration layer's
+# session runs are one unit, so that each run happens once. xdist's own `--dist loadgroup` would
+# say this with marks, but it carries a group in the item's nodeid, which pytest 9 computes and no
+# longer lets a plugin rewrite: the groups are lost. Hence `--dist loadscope` (pyproject) with the
+# units of `unit_of`; collection checks that the tests using the shared runs are exactly those of
+# SHARED_MODULES.
+SHARED_MODULES = (
+    "integration/test_e2e.py",
+    "integration/test_evidence_schema.py",
+    "integration/test_endpoint.py",
+    "integration/test_slurm.py",
+)
 SHARED_RUNS = frozenset({"tiny_qualify", "two_stacks_launched", "slurm_launched", "cluster"})
 BACKGROUND_RUNS = frozenset({"two_stacks_launched", "slurm_launched", "cluster"})
-SHARED_GROUP = "integration-shared-runs"
 TESTS = Path(__file__).parent
 INTEGRATION = TESTS / "integration"
 
 
-def _module(item) -> str:
-    return item.nodeid.split("::", 1)[0]
+def unit_of(nodeid: str) -> str:
+    """The unit of work of a test under pytest-xdist: its module, or the shared runs."""
+    module = nodeid.split("::", 1)[0].removeprefix("tests/")
+    return "integration-shared-runs" if module in SHARED_MODULES else module
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadscope` with the units of `unit_of`, started in collection order
+    (`--no-loadscope-reorder`)."""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModuleUnits(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return unit_of(nodeid)
+
+    return ModuleUnits(config, log)
+
+
 def pytest_collection_modifyitems(config, items):
-    """Marks and groups each test, then sets the order units start in (`.ci/run` runs `-n auto`):
-    the shared runs first (their first test launches the long background runs, whose waits then
-    overlap everything else), those waiting for a background run last in that unit; then the
-    other integration modules; then the unit layer in collection order."""
-    shared = {_module(i) for i in items if SHARED_RUNS & set(i.fixturenames)}
+    """Marks the integration layer, then sets the order units start in (`.ci/run` runs `-n
+    auto`): the shared runs first (their first test launches the long background runs, whose
+    waits then overlap everything else), those waiting for a background run last in that unit;
+    then the other integration modules; then the unit layer in collection order."""
     for item in items:
         if INTEGRATION in Path(item.path).parents or "postgres_url" in item.fixturenames:
             item.add_marker(pytest.mark.integration)
-        group = SHARED_GROUP if _module(item) in shared else _module(item)
-        item.add_marker(pytest.mark.xdist_group(group))
 
     def rank(item) -> int:
-        if _module(item) in shared:
-            return 1 if BACKGROUND_RUNS & set(item.fixturenames) else 0
+        names = set(item.fixturenames)
+        shared = unit_of(item.nodeid) == "integration-shared-runs"
+        assert shared == bool(names & SHARED_RUNS), (
+            f"{item.nodeid}: a test uses the shared runs ({sorted(SHARED_RUNS)}) if and only if "
+            "its module is in SHARED_MODULES (tests/conftest.py)"
+        )
+        if shared:
+            return 1 if names & BACKGROUND_RUNS else 0
         return 2 if item.get_closest_marker("integration") else 3
 
     items.sort(key=rank)  # stable: the collection order within a rank
