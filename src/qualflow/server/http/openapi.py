@@ -13,6 +13,7 @@ from pydantic.json_schema import models_json_schema
 
 from ..protocol.requests import CreateResponse
 from ..protocol.responses import Response
+from ..store import MAX_LIMIT
 from .auth import ApiKeyMiddleware
 from .openapi_schemas import (
     CONVERSATION,
@@ -20,6 +21,8 @@ from .openapi_schemas import (
     ERROR,
     FUNCTION_TOOL,
     HEALTH,
+    ITEMS_BODY,
+    METADATA_BODY,
     MODELS,
     PAGE,
     REF,
@@ -37,10 +40,11 @@ def _json(schema: dict) -> dict:
     return {"application/json": {"schema": schema}}
 
 
-def _query(*names: str) -> list[dict]:
-    return [
-        {"name": n, "in": "query", "required": False, "schema": {"type": "string"}} for n in names
-    ]
+def _query(**schemas: dict) -> list[dict]:
+    return [{"name": n, "in": "query", "required": False, "schema": v} for n, v in schemas.items()]
+
+
+_STR, _INT = {"type": "string"}, {"type": "integer", "minimum": -(2**63), "maximum": 2**63 - 1}
 
 
 def _path(*names: str) -> list[dict]:
@@ -49,7 +53,11 @@ def _path(*names: str) -> list[dict]:
     ]
 
 
-_PAGING = _query("after", "limit", "order")
+_PAGING = _query(
+    after={"type": "string", "minLength": 1},
+    limit={"type": "integer", "minimum": 1, "maximum": MAX_LIMIT},
+    order={"enum": ["asc", "desc"]},
+)
 _WHY = {
     400: "The request is invalid.",
     401: "No API key, or not one of the server's.",
@@ -75,7 +83,10 @@ def _op(op_id: str, ok: dict, errors: tuple[int, ...], params=(), body=None, str
     if params:
         op["parameters"] = list(params)
     if body is not None:
-        op["requestBody"] = {"required": body is not CONVERSATION_BODY, "content": _json(body)}
+        op["requestBody"] = {
+            "required": body is ITEMS_BODY or "$ref" in body,
+            "content": _json(body),
+        }
     return op
 
 
@@ -94,7 +105,13 @@ def _operations() -> dict[tuple[str, str], dict]:
             "taskTimings",
             TIMINGS,
             (400,),
-            _query("request_ids", "since_ns", "tag", "after", "limit"),
+            _query(
+                request_ids=_STR,
+                since_ns=_INT,
+                tag=_STR,
+                after=_INT,
+                limit={"type": "integer", "minimum": 1, "maximum": 10_000},
+            ),
         ),
         ("POST", resp): _op(
             "createResponse",
@@ -104,7 +121,10 @@ def _operations() -> dict[tuple[str, str], dict]:
             stream=True,
         ),
         ("GET", by_id): _op(
-            "getResponse", _ref("Response"), (400, 404), [*_path("response_id"), *_query("stream")]
+            "getResponse",
+            _ref("Response"),
+            (400, 404),
+            [*_path("response_id"), *_query(stream={"enum": ["false"]})],
         ),
         ("DELETE", by_id): _op("deleteResponse", deleted("response"), (404,), _path("response_id")),
         ("GET", by_id + "/input_items"): _op(
@@ -117,7 +137,7 @@ def _operations() -> dict[tuple[str, str], dict]:
             CONVERSATION,
             (400, 404),
             _path("conversation_id"),
-            body=CONVERSATION_BODY,
+            body=METADATA_BODY,
         ),
         ("DELETE", conv_path): _op(
             "deleteConversation", deleted("conversation"), (404,), _path("conversation_id")
@@ -126,7 +146,7 @@ def _operations() -> dict[tuple[str, str], dict]:
             "listItems", PAGE, (400, 404), [*_path("conversation_id"), *_PAGING]
         ),
         ("POST", conv_path + "/items"): _op(
-            "addItems", PAGE, (400, 404), _path("conversation_id"), body=CONVERSATION_BODY
+            "addItems", PAGE, (400, 404), _path("conversation_id"), body=ITEMS_BODY
         ),
         ("GET", item): _op(
             "getItem", {"type": "object"}, (404,), _path("conversation_id", "item_id")
@@ -157,7 +177,11 @@ def _components() -> dict:
         [(CreateResponse, "validation"), (Response, "serialization")], ref_template=REF
     )
     schemas = defs["$defs"]
-    schemas["CreateResponse"]["properties"]["tools"] = {
+    request = schemas["CreateResponse"]  # the handler requires model and input
+    request["required"] = ["model", "input"]
+    request["properties"]["model"] = {"type": "string", "maxLength": 256}
+    request["properties"]["input"] = {"anyOf": [{"type": "string"}, {"type": "array"}]}
+    request["properties"]["tools"] = {
         "anyOf": [{"type": "array", "items": _ref("FunctionTool")}, {"type": "null"}]
     }
     schemas.update(FunctionTool=FUNCTION_TOOL, Error=ERROR, Health=HEALTH)

@@ -103,16 +103,28 @@ CONVERSATION = {
     },
     "required": ["id", "object", "created_at", "metadata"],
 }
+METADATA = {
+    "type": ["object", "null"],
+    "maxProperties": 16,
+    "propertyNames": {"maxLength": 64},
+    "additionalProperties": {"type": "string", "maxLength": 512},
+}
+ITEM = {
+    "type": "object",
+    "description": "An input item (a message, a function call or its output), as in `input`.",
+}
+METADATA_BODY = {"type": "object", "properties": {"metadata": METADATA}}
 CONVERSATION_BODY = {
     "type": "object",
     "properties": {
-        "metadata": {
-            "type": ["object", "null"],
-            "maxProperties": 16,
-            "additionalProperties": {"type": "string", "maxLength": 512},
-        },
-        "items": {"type": ["array", "null"], "maxItems": 20, "items": {"type": "object"}},
+        "metadata": METADATA,
+        "items": {"type": ["array", "null"], "maxItems": 20, "items": ITEM},
     },
+}
+ITEMS_BODY = {
+    "type": "object",
+    "properties": {"items": {"type": "array", "minItems": 1, "maxItems": 20, "items": ITEM}},
+    "required": ["items"],
 }
 
 
