@@ -100,3 +100,22 @@ def test_every_answer_to_generated_requests_is_in_the_documents_shape(srv):
         for f in _fuzz(op, mode, srv.url)
     ]
     assert not failures, "\n\n".join(failures[:10])
+
+
+@pytest.mark.parametrize("value", [str(2**63), str(-(2**63) - 1), "9" * 20])
+def test_an_integer_parameter_beyond_64_bits_is_a_400(value):
+    """Found by the long fuzz: after=2**63 on the task timings was a 500 (OverflowError)."""
+    from starlette.testclient import TestClient
+
+    from qualflow.server.app import create_app
+
+    client = TestClient(create_app(task=None, model_name="m"), raise_server_exceptions=False)
+    for name in ("after", "since_ns", "limit"):
+        r = client.get("/v1/qualflow/task-timings", params={name: value})
+        assert r.status_code == 400, (name, r.text)
+        assert r.json()["error"] == {
+            "message": f"Invalid '{name}': expected a 64-bit integer.",
+            "type": "invalid_request_error",
+            "param": name,
+            "code": "invalid_type",
+        }
