@@ -119,3 +119,16 @@ def test_an_integer_parameter_beyond_64_bits_is_a_400(value):
             "param": name,
             "code": "invalid_type",
         }
+
+
+def test_a_cursor_at_the_64_bit_end_is_an_empty_page():
+    """Found by the long fuzz: since_ns with after=2**63-1 was a 500 (bisect's OverflowError)."""
+    from starlette.testclient import TestClient
+
+    from qualflow.server.app import create_app
+
+    client = TestClient(create_app(task=None, model_name="m"), raise_server_exceptions=False)
+    params = {"after": str(2**63 - 1), "since_ns": str(-(2**63)), "limit": "1"}
+    r = client.get("/v1/qualflow/task-timings", params=params)
+    assert r.status_code == 200, r.text
+    assert r.json()["data"] == [] and r.json()["has_more"] is False
