@@ -43,8 +43,11 @@ def test_cuda_n_pins_one_gpu(tmp_path):
         acquire("cuda", gpus=[], lock_dir=tmp_path)
 
 
+# The holder sets the SIGINT disposition the ctrl-c case relies on: a test run started as a
+# background job of a non-interactive shell (`bash -c 'pytest ... &'`) inherits SIGINT ignored.
 HOLD = """
-import sys, time
+import signal, sys, time
+signal.signal(signal.SIGINT, signal.default_int_handler)
 from qualflow.gpus import Gpu, acquire
 gpus = [Gpu(0, "GPU-aaa", "Fake")]
 lease = acquire("cuda:0", gpus=gpus, lock_dir=sys.argv[1], holder={"job": "child"})

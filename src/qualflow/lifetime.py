@@ -2,7 +2,8 @@
 from qualflow.
 
 `die_with_parent` asks the kernel (PR_SET_PDEATHSIG) to SIGTERM the calling process when its parent
-dies, so a server outlives neither its session nor a session its Snakemake job, even on SIGKILL.
+dies, so a server outlives neither its session nor a session its Snakemake job, even on SIGKILL;
+`own_child` adds SIGINT's default disposition, for children that we stop with SIGINT.
 `pass_signals_to_jobs` makes a signal sent to Snakemake's PID alone reach its jobs."""
 
 from __future__ import annotations
@@ -22,6 +23,17 @@ def die_with_parent(sig: int = signal.SIGTERM) -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, sig)
     except (OSError, AttributeError):
         pass
+
+
+def own_child() -> None:
+    """The Popen preexec_fn of a child we own and may stop with SIGINT (AIPerf, a server): SIGINT's
+    default disposition, then `die_with_parent`. A process started as a background job of a
+    non-interactive shell (`qualflow qualify ... &`, a batch script) has SIGINT ignored, and an
+    ignored signal stays ignored across fork and exec, so without this our SIGINT (or a Ctrl-C
+    passed on) would never reach the child; a Python child then installs its KeyboardInterrupt
+    handler as usual."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    die_with_parent()
 
 
 def _proc_table() -> dict[int, tuple[int, int]]:

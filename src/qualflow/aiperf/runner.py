@@ -18,7 +18,7 @@ from qualflow.aiperf.options import AiperfOptions, ClientOptions
 from qualflow.aiperf.record import PointRun
 from qualflow.aiperf.sessions import render_inputs_json
 from qualflow.files import sha256_file
-from qualflow.lifetime import die_with_parent
+from qualflow.lifetime import own_child
 
 TMP_PREFIX = "qf-aiperf-"
 
@@ -107,7 +107,7 @@ class Progress:
 
 def _start(cmd: list[str], tmpdir: Path, log_path: Path) -> tuple[subprocess.Popen, object]:
     """AIPerf in its own process group (all of its services), which dies with this process
-    (PDEATHSIG)."""
+    (PDEATHSIG), SIGINT at its default whatever this process inherited (lifetime.own_child)."""
     out = open(log_path, "w")
     proc = subprocess.Popen(
         cmd,
@@ -116,7 +116,7 @@ def _start(cmd: list[str], tmpdir: Path, log_path: Path) -> tuple[subprocess.Pop
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,
         start_new_session=True,
-        preexec_fn=die_with_parent,
+        preexec_fn=own_child,
     )
     return proc, out
 

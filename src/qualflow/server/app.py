@@ -16,6 +16,7 @@ from .http.auth import ApiKeyMiddleware
 from .http.errors import add_error_handlers
 from .http.lifespan import lifespan_of
 from .http.middleware import RequestIdMiddleware
+from .http.openapi import add_openapi
 from .http.responses_endpoint import DirectRoutes, ResponsesEndpoint
 from .http.routes import add_responses_route, add_status_routes
 from .http.state import ServerState
@@ -57,7 +58,7 @@ def create_app(
         lifespan=lifespan_of(state, load, task, on_load_error),
         docs_url=None,
         redoc_url=None,
-        openapi_url=None,
+        openapi_url="/openapi.json",
     )
     responses = ResponsesEndpoint(state, max_body_bytes)
     app.add_middleware(DirectRoutes, routes={("POST", "/v1/responses"): responses})
@@ -70,6 +71,7 @@ def create_app(
     add_responses_route(app, responses)
     add_status_routes(app, state)
     add_error_handlers(app)
+    add_openapi(app)
     return app
 
 

@@ -243,7 +243,8 @@ class TimingStore:
         """Matching records as JSON bytes, oldest first, from cursor `after` (exclusive):
         (records, cursor of the last one looked at, whether more may match)."""
         out, cursor = [], after
-        start = max(after + 1 - self._lo, self._first)
+        # at most the end: a cursor past it (up to 2**63 - 1) is an empty page, not an overflow
+        start = min(max(after + 1 - self._lo, self._first), len(self._entries))
         if since_ns is not None:  # arrival order is receive-time order
             start = bisect.bisect_left(
                 self._entries, since_ns, lo=start, key=lambda e: -1 if e is None else e[3]

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from qualflow.configs import to_argv
-from qualflow.lifetime import die_with_parent
+from qualflow.lifetime import own_child
 
 if TYPE_CHECKING:  # the configs are read, not built, here: importing them would load the runtime
     from qualflow.server.config import EngineConfig, ServerConfig
@@ -137,7 +137,7 @@ class OwnedServer:
             stdin=subprocess.DEVNULL,
             env=env,
             start_new_session=True,
-            preexec_fn=die_with_parent,
+            preexec_fn=own_child,
         )
 
     def log_tail(self, n: int = 30) -> str:

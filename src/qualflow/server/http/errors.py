@@ -9,6 +9,7 @@ from fastapi.exceptions import RequestValidationError
 from starlette.background import BackgroundTask
 from starlette.exceptions import HTTPException
 from starlette.responses import Response
+from starlette.routing import Match
 
 from ..protocol.errors import ApiError
 
@@ -24,6 +25,15 @@ def error_response(e: ApiError, background: BackgroundTask | None = None) -> Res
         media_type="application/json",
         background=background,
     )
+
+
+def _allowed(request: Request) -> list[str]:
+    """The methods some route of the app serves at the request's path (RFC 9110's Allow)."""
+    methods = set()
+    for route in request.app.router.routes:
+        if getattr(route, "methods", None) and route.matches(request.scope)[0] != Match.NONE:
+            methods |= route.methods
+    return sorted(methods)
 
 
 def add_error_handlers(app: FastAPI) -> None:
@@ -42,7 +52,7 @@ def add_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(HTTPException)
     async def on_http_error(request: Request, e: HTTPException):
         code = {404: "not_found", 405: "method_not_allowed"}.get(e.status_code, "http_error")
-        return error_response(
+        response = error_response(
             ApiError(
                 e.status_code,
                 f"{e.detail}: {request.method} {request.url.path}",
@@ -50,3 +60,7 @@ def add_error_handlers(app: FastAPI) -> None:
                 code=code,
             )
         )
+        response.headers.update(e.headers or {})
+        if e.status_code == 405:  # Allow: every method of the path's routes, not one route's
+            response.headers["allow"] = ", ".join(_allowed(request))
+        return response

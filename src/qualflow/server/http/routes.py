@@ -63,9 +63,10 @@ def _health(state: ServerState) -> Response:
 def _int(name: str, value: str | None, default: int | None) -> int | None:
     if value is None:
         return default
-    if not value.lstrip("-").isdigit() or len(value) > 20:
-        raise ApiError(
-            400, f"Invalid '{name}': expected an integer.", param=name, code="invalid_type"
+    ok = value.lstrip("-").isdigit() and len(value) <= 20
+    if not ok or not -(2**63) <= int(value) < 2**63:
+        raise ApiError(  # a signed 64-bit integer: the store's ints, the records' ns
+            400, f"Invalid '{name}': expected a 64-bit integer.", param=name, code="invalid_type"
         )
     return int(value)
 

@@ -62,7 +62,8 @@ def _page_args(limit: str | None, order: str | None, after: str | None) -> dict:
 
 
 def _metadata(body: dict) -> dict[str, str]:
-    md = body.get("metadata") or {}
+    md = body.get("metadata")
+    md = {} if md is None else md  # false, 0, "" are not metadata
     ok = isinstance(md, dict) and len(md) <= 16
     if not ok or any(not isinstance(v, str) or len(k) > 64 or len(v) > 512 for k, v in md.items()):
         raise bad_request(
