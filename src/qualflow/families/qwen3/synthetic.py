@@ -14,7 +14,7 @@ from pathlib import Path
 
 from qualflow.files import save_safetensors
 
-from . import stop_clock
+from . import stop_clock, tool_trigger
 from .tokenizer_files import EmbeddedError, dumps, tokenizer_config, tokenizer_json
 
 PRESETS: dict[str, dict] = {
@@ -153,7 +153,9 @@ def make_weights(preset: str, seed: int = SEED) -> dict:
         sd[p + "mlp.up_proj.weight"] = _normal(g, (ff, d), d**-0.5)
         sd[p + "mlp.down_proj.weight"] = _normal(g, (d, ff), ff**-0.5 * OUT_GAIN)
     sd["model.norm.weight"] = _normal(g, (d,), 0.05, 1.0)
-    return stop_clock.install(sd, cfg, EMBED_STD * (128 / d) ** 0.5, STOP_READ_SCALE[preset])
+    scale = STOP_READ_SCALE[preset]
+    stop_clock.install(sd, cfg, EMBED_STD * (128 / d) ** 0.5, scale, tool_trigger.mark_rows)
+    return tool_trigger.install(sd, cfg, scale)
 
 
 # -------------------------------------------------------------------------------------- write
