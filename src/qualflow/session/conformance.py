@@ -14,40 +14,10 @@ import openai
 from qualflow.phases import PHASE_HEADER, PROTOCOL
 
 from .outputs import write_protocol
+from .rejections import CAPABILITY_REJECTIONS, REJECTIONS
 
 PROMPT = "Protocol check: say hello."
 HELPER_MAX_TOKENS = 64  # the get_final_response() check: room for a natural stop
-
-# (name, request overrides, expected error param)
-REJECTIONS = (
-    ("reject_temperature_out_of_range", {"temperature": 5.0}, "temperature"),
-    ("reject_max_output_tokens_zero", {"max_output_tokens": 0}, "max_output_tokens"),
-    ("reject_unknown_parameter", {"extra_body": {"frobnicate": True}}, "frobnicate"),
-    (
-        "reject_previous_response_id",
-        {"previous_response_id": "resp_0123456789abcdef"},
-        "previous_response_id",
-    ),
-)
-# (name, request overrides, expected error param, capability): a refusal the stack owes only where
-# it does not serve that capability (our server: /health's `capabilities`; an endpoint: its
-# config)
-CAPABILITY_REJECTIONS = (
-    (
-        "reject_function_tools",
-        {
-            "tools": [
-                {
-                    "type": "function",
-                    "name": "f",
-                    "parameters": {"type": "object", "properties": {}},
-                }
-            ]
-        },
-        "tools",
-        "tools",
-    ),
-)
 
 
 class CheckFailed(AssertionError):
