@@ -35,12 +35,12 @@ from .engine.interface import EngineClient
 from .engine.loader import load_engine, think_tokens
 from .engine.synthetic import SyntheticEngine
 from .frontend.delivery import Collector, Mailbox, TaskStream
+from .frontend.formats import thinking_mode, tool_format
 from .frontend.pieces import piece_encoder
 from .frontend.tokenizing import GilFreeEncoder
 from .frontend.tool_calls import ToolCallParser
 from .process.core import EngineProxy
 from .process.core_client import AttachedEngine, EngineLink
-from .task_formats import thinking_mode, tool_format
 
 if TYPE_CHECKING:
     from .process.messages import LinkEnds
@@ -133,7 +133,9 @@ class Task:
         self.reasoning, self.reasoning_unavailable = thinking_mode(self.family, self.tokenizer)
         if self.reasoning is not None:
             self.capabilities = self.capabilities | {REASONING}
-        self.tool_calls, self.tools_unavailable = tool_format(self.family, self.tokenizer, cfg)
+        self.tool_calls, self.tools_unavailable = tool_format(
+            self.family, self.tokenizer, cfg.engine_kind == "synthetic"
+        )
         if cfg.engine_kind != "synthetic":  # the synthetic engine samples no logits
             self.capabilities = self.capabilities | {STRUCTURED_OUTPUT}
             if self.tool_calls is not None:

@@ -4,8 +4,6 @@ and the reason the Task cannot serve it (what the server's 400 says)."""
 
 from __future__ import annotations
 
-from .config import EngineConfig
-
 
 def thinking_mode(family, tokenizer):
     """(the family's ReasoningSpec, None) when the tokenizer has its delimiters where the family
@@ -22,14 +20,14 @@ def thinking_mode(family, tokenizer):
     return spec, None
 
 
-def tool_format(family, tokenizer, cfg: EngineConfig):
+def tool_format(family, tokenizer, synthetic: bool = False):
     """(the family's ToolCallSpec, None) when the Task can serve function tools; else (None, why
-    not)."""
+    not). `synthetic`: the Task runs the synthetic engine (no model to constrain)."""
     spec = getattr(family, "tool_calls", None)
     if spec is None:
         return None, f"the {family.name} family declares no tool-call format"
     if (why := spec.tokenizer_mismatch(tokenizer.id_to_token)) is not None:
         return None, f"the bundle's {why}"
-    if cfg.engine_kind == "synthetic":
+    if synthetic:
         return None, "the synthetic engine cannot constrain or generate calls"
     return spec, None
