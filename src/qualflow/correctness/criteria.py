@@ -1,7 +1,8 @@
 """Family correctness: the native Task on a bundle against the family's reference implementation,
 on the family's versioned prompts, criteria and thresholds. One row per case and criterion. Each
 prompt is checked in every rendering the family declares (its `variants`, e.g. thinking on): the
-same criteria and thresholds, the native Task and the reference given the same rendered ids."""
+same criteria and thresholds, the native Task and the reference given the same rendered ids (the
+`tools` variant also checks that the two render it alike: tool_variant.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import pandas as pd
 import torch
 
 from qualflow.runtime import GenerationRequest, Task
+
+from .tool_variant import reference_messages, reference_tools, rendering_row, tool_items
 
 COLUMNS = [
     "case_id",
@@ -29,7 +32,7 @@ def _margin(logits: torch.Tensor) -> torch.Tensor:
     return top2[..., 0] - top2[..., 1]
 
 
-VARIANT_SETTINGS = ("thinking",)
+VARIANT_SETTINGS = ("thinking", "tools")
 
 
 def variants(spec: dict) -> list[tuple[str, dict]]:
@@ -54,19 +57,27 @@ def check_case(
     id>@<variant>`."""
     name, how = variant
     messages = [{"role": "user", "content": prompt["input"]}]
-    ids = (
-        task.render_prompt(prompt.get("instructions"), messages, thinking=True)
-        if how.get("thinking")
-        else task.render_prompt(prompt.get("instructions"), messages)
-    )
+    extra = {"thinking": True} if how.get("thinking") else {}
+    rows = []
     pid = f"{prompt['id']}@{name}" if name else prompt["id"]
+    if how.get("tools"):  # the turn offered tools, called one and got its output
+        data = spec["tools"]
+        messages, extra["tools"] = tool_items(prompt, data), data["functions"]
+        ref_ids = reference.render(
+            reference_messages(prompt, data),
+            reference_tools(data),
+            task.chat_template,
+            enable_thinking=bool(how.get("thinking")),
+        )
+    ids = task.render_prompt(prompt.get("instructions"), messages, **extra)
+    if how.get("tools"):
+        rows.append({"prompt_id": pid, **rendering_row(ids, ref_ids)})
     n = spec["greedy_tokens"]
     ref_cont = reference.greedy(ids, n)
     seq = ids + ref_cont
     ref_logits, nat_logits = reference.logits(seq), task.score(seq)
     # positions that predict a generated token: the last prompt position onward
     r, t = ref_logits[len(ids) - 1 : -1], nat_logits[len(ids) - 1 : -1]
-    rows = []
 
     def row(criterion, measured, threshold, passed, detail=""):
         rows.append(
