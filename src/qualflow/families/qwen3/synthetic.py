@@ -25,7 +25,7 @@ PRESETS: dict[str, dict] = {
         num_key_value_heads=2,
         head_dim=32,
         intermediate_size=384,
-        max_position_embeddings=2048,
+        max_position_embeddings=3072,  # the recorded agent turns (up to ~2.3k tokens) fit
     ),
     "qwen3-0.6b": dict(
         hidden_size=1024,
