@@ -50,28 +50,35 @@ def variants(spec: dict) -> list[tuple[str, dict]]:
     return out
 
 
+def _render(task: Task, reference, prompt: dict, spec: dict, how: dict):
+    """The prompt ids of one rendering, and the rendering's own rows (the `tools` variant's
+    rendering_equal: the reference renders the same turn, with its tools, call and output)."""
+    messages = [{"role": "user", "content": prompt["input"]}]
+    extra = {"thinking": True} if how.get("thinking") else {}
+    if not how.get("tools"):
+        return task.render_prompt(prompt.get("instructions"), messages, **extra), []
+    data = spec["tools"]
+    ids = task.render_prompt(
+        prompt.get("instructions"), tool_items(prompt, data), tools=data["functions"], **extra
+    )
+    ref_ids = reference.render(
+        reference_messages(prompt, data),
+        reference_tools(data),
+        task.chat_template,
+        enable_thinking=bool(how.get("thinking")),
+    )
+    return ids, [rendering_row(ids, ref_ids)]
+
+
 def check_case(
     task: Task, reference, prompt: dict, spec: dict, th: dict, variant: tuple[str, dict] = ("", {})
 ) -> list[dict]:
     """The criteria on one prompt in one rendering; a variant's cases are `<prompt
     id>@<variant>`."""
     name, how = variant
-    messages = [{"role": "user", "content": prompt["input"]}]
-    extra = {"thinking": True} if how.get("thinking") else {}
-    rows = []
     pid = f"{prompt['id']}@{name}" if name else prompt["id"]
-    if how.get("tools"):  # the turn offered tools, called one and got its output
-        data = spec["tools"]
-        messages, extra["tools"] = tool_items(prompt, data), data["functions"]
-        ref_ids = reference.render(
-            reference_messages(prompt, data),
-            reference_tools(data),
-            task.chat_template,
-            enable_thinking=bool(how.get("thinking")),
-        )
-    ids = task.render_prompt(prompt.get("instructions"), messages, **extra)
-    if how.get("tools"):
-        rows.append({"prompt_id": pid, **rendering_row(ids, ref_ids)})
+    ids, rows = _render(task, reference, prompt, spec, how)
+    rows = [{"prompt_id": pid, **r} for r in rows]
     n = spec["greedy_tokens"]
     ref_cont = reference.greedy(ids, n)
     seq = ids + ref_cont
