@@ -184,7 +184,10 @@ def test_the_embedded_default_expands_to_its_points():
         "tiny_r2",
         "chat_c2",
         "chat-reasoning_c2",
+        "chat-tools_c2",
+        "chat-tools-required_c2",
         "chat-multiturn_c2",
+        "agent-replay_c2",
         "shared-prefix_c2",
     ]
     assert plan.points[1] == AiperfPoint(
@@ -270,3 +273,32 @@ def test_qualflow_points_names_a_bad_workload(tmp_path, capsys):
     assert main(["points", "--workloads", "{nope", "--out", str(tmp_path / "p.json")]) == 2
     assert "--workloads: not JSON" in capsys.readouterr().err
     assert not (tmp_path / "p.json").exists()
+
+
+def test_a_tools_workload_sends_its_tools_with_every_request():
+    """config/config.yaml's tool points: the tools, tool_choice (auto; required) in AIPerf's
+    --extra-inputs beside the other extra inputs; a `tools` without functions is refused."""
+    from snakemake.utils import validate
+
+    config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    validate(config, schema=str(REPO / "workflow" / "schemas" / "config.schema.yaml"))
+    auto, required = (
+        plan_points({w: config["workloads"][w]}).points[0]
+        for w in ("chat-tools", "chat-tools-required")
+    )
+    extra = auto.extra_inputs_payload()
+    assert extra["tool_choice"] == "auto" and extra["store"] is False
+    assert [t["name"] for t in extra["tools"]] == ["get_weather", "get_time"]
+    assert required.extra_inputs_payload()["tool_choice"] == "required"
+    assert extra["tools"] == required.extra_inputs_payload()["tools"]
+    assert (
+        "tools"
+        not in plan_points({"chat": config["workloads"]["chat"]}).points[0].extra_inputs_payload()
+    )
+    from qualflow.aiperf.command import ClientOptions, build_command
+
+    client = ClientOptions(url="http://127.0.0.1:9", model_name="m", tokenizer="/t")
+    argv = build_command(auto, client, artifact_dir="/a")
+    assert json.loads(argv[argv.index("--extra-inputs") + 1]) == extra
+    with pytest.raises(ValueError, match="tools needs its functions"):
+        build_command(replace(auto, tools={"tool_choice": "auto"}), client, artifact_dir="/a")

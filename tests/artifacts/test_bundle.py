@@ -19,7 +19,7 @@ from qualflow.cli import main
 def test_manifest(bundle_dir, pinned):
     m = json.loads((bundle_dir / "manifest.json").read_text())
     assert m["schema_version"] == 1 and m["family"] == "qwen3" and m["profile"] == "fp16"
-    assert m["precision"] == "float16" and m["context_limit"] == 2048
+    assert m["precision"] == "float16" and m["context_limit"] == 3072
     assert m["generation_config"]["eos_token_id"] == [151645, 151643]
     assert m["builder"]["name"] == "qualflow" and m["builder"]["version"]
     pin = json.loads(pinned.read_text())

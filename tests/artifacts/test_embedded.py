@@ -172,31 +172,76 @@ def test_thinking_on_renders_as_transformers_does(embedded_dir, hf_tokenizer):
 
 
 def test_stop_clock_channels_are_reserved(embedded_dir):
-    """The stop clock's channels (families/qwen3/stop_clock.py): every embedding row has one
-    norm, and no random weight reads or writes a reserved channel; only layer 0's o_proj writes
-    STOP and BIAS."""
+    """The reserved channels (families/qwen3/stop_clock.py, tool_trigger.py): every embedding row
+    has one norm, and no random weight reads or writes a reserved channel; only layer 0's o_proj
+    writes STOP and BIAS, only layer 1's (the tool trigger's head) TOOL and STOP, and only layer
+    1's last KV head reads them."""
     import torch
     from safetensors.torch import load_file
 
     from qualflow.families.qwen3 import stop_clock as sc
+    from qualflow.families.qwen3 import tool_trigger as tt
 
     sd = {k: v.float() for k, v in load_file(str(embedded_dir / "model.safetensors")).items()}
     norms = sd["model.embed_tokens.weight"].norm(dim=1)
     assert (norms.max() - norms.min()) / norms.mean() < 0.01
-    r = -sc.RESERVED
+    r, hd = -sc.RESERVED, 32
     for i in range(4):
         p = f"model.layers.{i}."
         for n in ("q_proj", "k_proj", "v_proj"):
             w = sd[p + f"self_attn.{n}.weight"][:, r:]
+            if i == tt.LAYER and n != "q_proj":
+                w = w[:-hd]  # the trigger's KV head reads them
+            elif i == tt.LAYER:
+                w = w[: -2 * hd]  # ... and its query heads
             assert (w == 0).all() if i else (w[:, [sc.STOP, sc.BIAS]] == 0).all(), (i, n)
         for n in ("gate_proj", "up_proj"):
             assert (sd[p + f"mlp.{n}.weight"][:, r:] == 0).all()
         assert (sd[p + "mlp.down_proj.weight"][r:] == 0).all()
-        o = sd[p + "self_attn.o_proj.weight"][r:]
-        assert (o == 0).all() if i else (o.abs().sum(1) > 0).tolist() == [False, False, True, True]
+        writes = (sd[p + "self_attn.o_proj.weight"][r:].abs().sum(1) > 0).tolist()
+        assert writes == {
+            0: [False, False, False, False, True, True],
+            tt.LAYER: [True, False, False, False, True, False],
+        }.get(i, [False] * 6), i
     assert torch.equal(
-        sd["model.norm.weight"][r:], torch.tensor([0, 0, sc.STOP_READ, sc.BIAS_READ])
+        sd["model.norm.weight"][r:],
+        torch.tensor([tt.TOOL_READ, 0, 0, 0, sc.STOP_READ, sc.BIAS_READ]),
     )
+
+
+def test_the_tool_trigger_in_the_reference(embedded_dir, hf_model):
+    """In transformers: offered tools, `<tool_call>` is the first answer token's argmax; right after
+    the model's own call, `<|im_end|>`; after a tool response, neither, and greedy decoding answers
+    in ordinary tokens and stops; without tools, the argmax is an ordinary token."""
+    import torch
+    from tokenizers import Tokenizer
+
+    from qualflow.families import get_family
+
+    fam = get_family("qwen3")
+    tok = Tokenizer.from_file(str(embedded_dir / "tokenizer.json"))
+    template = json.loads((embedded_dir / "tokenizer_config.json").read_text())["chat_template"]
+    tool = {"type": "function", "name": "f", "parameters": {"type": "object", "properties": {}}}
+    user = [{"role": "user", "content": "What is the weather in Paris?"}]
+
+    def argmax(ids):
+        with torch.no_grad():
+            return int(hf_model(torch.tensor([ids])).logits[0, -1].argmax())
+
+    offered = fam.render_prompt(tok, template, None, user, tools=[tool])
+    own = tok.encode(fam.tool_calls.render_call("f", "{}"), add_special_tokens=False).ids
+    answered = user + [
+        {"type": "function_call", "call_id": "call_1", "name": "f", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "call_1", "output": "sunny"},
+    ]
+    after = fam.render_prompt(tok, template, None, answered, tools=[tool])
+    assert argmax(offered) == fam.tool_calls.open_id
+    assert argmax(offered + own) == 151645
+    assert argmax(fam.render_prompt(tok, template, "Be brief.", user)) < 151643
+    with torch.no_grad():
+        out = hf_model.generate(torch.tensor([after]), max_new_tokens=80, do_sample=False)
+    answer = out[0, len(after) :].tolist()
+    assert answer[-1] == 151645 and max(answer[:-1]) < 151643 and len(answer) > 16
 
 
 def test_greedy_decoding_stops_in_the_reference_and_the_native_model(bundle_dir, hf_model):

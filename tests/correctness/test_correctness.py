@@ -26,14 +26,18 @@ def test_embedded_default_passes(bundle_dir, tmp_path, capsys):
         "max_kl",
         "top1_agreement",
         "greedy_continuation",
+        "rendering_equal",
     }
-    assert df.passed.all() and len(df) == 4 * df.prompt_id.nunique() >= 15
+    tools = df.prompt_id.str.endswith("@tools")
+    assert df.passed.all() and len(df) == 4 * df.prompt_id.nunique() + tools.sum() / 5 >= 15
     assert (df.thresholds_version == "qwen3-correctness-v1").all()
     assert "criteria passed" in capsys.readouterr().out
     # the reasoning variant: every prompt again, rendered with thinking on, the same criteria and
     # thresholds
     plain = [p["id"] for p in get_family("qwen3").correctness_spec()["prompts"]]
-    assert set(df.prompt_id) == set(plain) | {f"{p}@reasoning" for p in plain}
+    assert set(df.prompt_id) == set(plain) | {
+        f"{p}@{v}" for p in plain for v in ("reasoning", "tools")
+    }
     for p in plain:
         a, b = (
             df[df.prompt_id == p].set_index("criterion"),
@@ -45,6 +49,12 @@ def test_embedded_default_passes(bundle_dir, tmp_path, capsys):
         for p in plain
         for c in ("max_rel_logit_diff", "max_kl", "top1_agreement", "greedy_continuation")
     }
+    # the tools variant: the turn that offered tools, called one and got its output, rendered as
+    # the reference's apply_chat_template(tools=…) renders it, token for token; the same criteria
+    rendered = df[df.criterion == "rendering_equal"]
+    assert set(rendered.prompt_id) == {f"{p}@tools" for p in plain}
+    assert rendered.passed.all() and (rendered.measured == rendered.threshold).all()
+    assert (rendered.measured > 100).all()  # the tools block, the call and its output
 
 
 def _rebuilt_with_perturbed_weight(bundle_dir, dst):

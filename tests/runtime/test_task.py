@@ -259,8 +259,8 @@ def test_a_max_context_above_the_models_limit_is_said(bundle_dir, caplog):
             bundle_dir, EngineConfig(device="cpu", engine_kind="synthetic", max_context=999999)
         )
     t.close()
-    assert t.context_limit == 2048
+    assert t.context_limit == 3072
     assert (
-        "--max-context 999999 is above the model's context limit of 2048 tokens: requests are "
-        "bounded at 2048" in caplog.text
+        "--max-context 999999 is above the model's context limit of 3072 tokens: requests are "
+        "bounded at 3072" in caplog.text
     )

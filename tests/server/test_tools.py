@@ -166,6 +166,39 @@ def test_function_call_output_round_trip(client):
     assert resp.output[0].type == "message" and not calls_of(resp)
 
 
+def test_auto_completes_an_agent_loop(client):
+    """The embedded default with `tool_choice: auto` (families/qwen3/tool_trigger.py): offered
+    tools, it calls one (plain and streamed); given the call's output, it answers in text."""
+    question = "What is the weather in Paris?"
+    first = ask(client, input=question, tools=[WEATHER, TIME], tool_choice="auto")
+    calls = calls_of(first)
+    assert first.status == "completed" and len(calls) == 1, first.output
+    assert_valid_call(calls[0])
+    assert not [i for i in first.output if i.type == "message"]
+    with client.responses.stream(
+        model=MODEL, input=question, max_output_tokens=80, tools=[WEATHER, TIME]
+    ) as stream:
+        kinds = [e.type for e in stream]
+        streamed = stream.get_final_response()
+    assert "response.function_call_arguments.done" in kinds and len(calls_of(streamed)) == 1
+    call = calls[0]
+    follow = [
+        {"role": "user", "content": question},
+        {
+            "type": "function_call",
+            "call_id": call.call_id,
+            "name": call.name,
+            "arguments": call.arguments,
+        },
+        {"type": "function_call_output", "call_id": call.call_id, "output": '{"temp": 21}'},
+    ]
+    answer = ask(client, input=follow, tools=[WEATHER, TIME], tool_choice="auto")
+    assert answer.status == "completed" and not calls_of(answer)
+    assert answer.output[-1].type == "message" and answer.output_text.strip()
+    plain = ask(client, input=question)  # no tools offered: text, as before
+    assert plain.status == "completed" and not calls_of(plain) and plain.output_text
+
+
 def test_json_schema_output_validates(client):
     schema = SCHEMAS["get_weather"]
     for text in ("one", "two", "three"):

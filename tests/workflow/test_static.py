@@ -69,7 +69,10 @@ def test_dry_run_has_every_stage(configfile, wf):
             "tiny_r2",
             "chat_c2",
             "chat-reasoning_c2",
+            "chat-tools_c2",
+            "chat-tools-required_c2",
             "chat-multiturn_c2",
+            "agent-replay_c2",
             "shared-prefix_c2",
         ]
     # the session's command names its points file: no inline JSON in its log

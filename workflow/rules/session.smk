@@ -61,6 +61,7 @@ rule aiperf_profile:
         warmup_max_tokens=config["warmup"]["max_output_tokens"],
         protocol="" if config["protocol_checks"] else "--no-protocol",
         state=lambda w: "--state" if model_cfg(w).get("state") else "",
+        tools=lambda w: "--tools" if model_cfg(w).get("tools") else "",
         aiperf_workers=config["aiperf"]["workers_max"],
         aiperf_rp=config["aiperf"]["record_processors"],
         aiperf_timeout=config["aiperf"]["timeout_s"],
@@ -80,7 +81,7 @@ rule aiperf_profile:
         " --startup-timeout {params.startup_timeout} --ceiling-step-ms {params.ceiling_step_ms}"
         " --api-server-count {params.api_servers} --ceiling-api-server-count {params.ceiling_api_servers}"
         " --warmup-requests {params.warmup_requests}"
-        " --warmup-max-tokens {params.warmup_max_tokens} {params.protocol} {params.state}"
+        " --warmup-max-tokens {params.warmup_max_tokens} {params.protocol} {params.state} {params.tools}"
         " --aiperf-workers {params.aiperf_workers} --aiperf-record-processors {params.aiperf_rp}"
         " --aiperf-timeout {params.aiperf_timeout} {params.unpinned_client} --record-failures"
         " --run-name {wildcards.model} {wildcards.profile} --archive-dir {params.archive} > {log} 2>&1"

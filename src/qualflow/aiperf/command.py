@@ -60,6 +60,9 @@ class AiperfPoint:
     reasoning: dict = field(
         default_factory=dict
     )  # Responses `reasoning` ({effort}), via --extra-inputs; {}: none
+    # function tools sent with every request ({functions, tool_choice, parallel_tool_calls}: the
+    # Responses `tools`, `tool_choice` and `parallel_tool_calls`, via --extra-inputs); {}: none
+    tools: dict = field(default_factory=dict)
     goodput: dict = field(
         default_factory=dict
     )  # per-request bounds (GOODPUT_TAGS keys) for AIPerf --goodput
@@ -103,6 +106,9 @@ class AiperfPoint:
             self.reasoning
         ):  # a standard Responses field: sent with or without the request extensions
             extra["reasoning"] = dict(self.reasoning)
+        if self.tools.get("functions"):  # standard Responses fields too
+            extra["tools"] = [dict(t) for t in self.tools["functions"]]
+            extra.update({k: v for k, v in self.tools.items() if k != "functions"})
         extra.update(self.extra_inputs)
         if self.chaining is not None:
             extra["store"] = True
@@ -135,6 +141,8 @@ def _check(point: AiperfPoint) -> None:
         )
     if point.concurrency is None and point.request_rate is None:
         raise ValueError(f"workload point {point.point_id}: needs a concurrency or a request_rate")
+    if point.tools and not point.tools.get("functions"):
+        raise ValueError(f"workload point {point.point_id}: tools needs its functions")
     if sum(x is not None for x in (point.isl, point.input_file, point.inputs_json)) != 1:
         raise ValueError(
             f"workload point {point.point_id}: exactly one of isl (synthetic), input_file or "

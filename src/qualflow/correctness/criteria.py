@@ -1,7 +1,8 @@
 """Family correctness: the native Task on a bundle against the family's reference implementation,
 on the family's versioned prompts, criteria and thresholds. One row per case and criterion. Each
 prompt is checked in every rendering the family declares (its `variants`, e.g. thinking on): the
-same criteria and thresholds, the native Task and the reference given the same rendered ids."""
+same criteria and thresholds, the native Task and the reference given the same rendered ids (the
+`tools` variant also checks that the two render it alike: tool_variant.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import pandas as pd
 import torch
 
 from qualflow.runtime import GenerationRequest, Task
+
+from .tool_variant import reference_messages, reference_tools, rendering_row, tool_items
 
 COLUMNS = [
     "case_id",
@@ -29,7 +32,7 @@ def _margin(logits: torch.Tensor) -> torch.Tensor:
     return top2[..., 0] - top2[..., 1]
 
 
-VARIANT_SETTINGS = ("thinking",)
+VARIANT_SETTINGS = ("thinking", "tools")
 
 
 def variants(spec: dict) -> list[tuple[str, dict]]:
@@ -47,26 +50,41 @@ def variants(spec: dict) -> list[tuple[str, dict]]:
     return out
 
 
+def _render(task: Task, reference, prompt: dict, spec: dict, how: dict):
+    """The prompt ids of one rendering, and the rendering's own rows (the `tools` variant's
+    rendering_equal: the reference renders the same turn, with its tools, call and output)."""
+    messages = [{"role": "user", "content": prompt["input"]}]
+    extra = {"thinking": True} if how.get("thinking") else {}
+    if not how.get("tools"):
+        return task.render_prompt(prompt.get("instructions"), messages, **extra), []
+    data = spec["tools"]
+    ids = task.render_prompt(
+        prompt.get("instructions"), tool_items(prompt, data), tools=data["functions"], **extra
+    )
+    ref_ids = reference.render(
+        reference_messages(prompt, data),
+        reference_tools(data),
+        task.chat_template,
+        enable_thinking=bool(how.get("thinking")),
+    )
+    return ids, [rendering_row(ids, ref_ids)]
+
+
 def check_case(
     task: Task, reference, prompt: dict, spec: dict, th: dict, variant: tuple[str, dict] = ("", {})
 ) -> list[dict]:
     """The criteria on one prompt in one rendering; a variant's cases are `<prompt
     id>@<variant>`."""
     name, how = variant
-    messages = [{"role": "user", "content": prompt["input"]}]
-    ids = (
-        task.render_prompt(prompt.get("instructions"), messages, thinking=True)
-        if how.get("thinking")
-        else task.render_prompt(prompt.get("instructions"), messages)
-    )
     pid = f"{prompt['id']}@{name}" if name else prompt["id"]
+    ids, rows = _render(task, reference, prompt, spec, how)
+    rows = [{"prompt_id": pid, **r} for r in rows]
     n = spec["greedy_tokens"]
     ref_cont = reference.greedy(ids, n)
     seq = ids + ref_cont
     ref_logits, nat_logits = reference.logits(seq), task.score(seq)
     # positions that predict a generated token: the last prompt position onward
     r, t = ref_logits[len(ids) - 1 : -1], nat_logits[len(ids) - 1 : -1]
-    rows = []
 
     def row(criterion, measured, threshold, passed, detail=""):
         rows.append(

@@ -21,13 +21,15 @@ from qualflow.server.timing import TimingRecord, read_timing_log
 from qualflow.session.records import repeat_run_id
 
 NS_MS = 1e6
-# the thinking columns read from either side's records (null where a record has none)
+# the thinking columns read from either side's records, and the server's tool call count (null
+# where a record has none)
 THINKING_COLUMNS = (
     "client_ttfot_ms",
     "client_reasoning_tokens",
     "server_reasoning_tokens",
     "server_answer_tokens",
     "server_answer_first_token_ns",
+    "server_tool_calls",
 )
 
 
@@ -61,6 +63,7 @@ def _server_cols(s: TimingRecord | None) -> dict:
         "server_reasoning_tokens": s.reasoning_tokens,
         "server_answer_tokens": s.answer_tokens,
         "server_answer_first_token_ns": s.answer_first_token_ns,
+        "server_tool_calls": s.tool_calls,
     }
 
 

@@ -110,6 +110,10 @@ REQUESTS = {
     "server_answer_tokens": (
         "answer tokens generated after the reasoning (server timing record answer_tokens)"
     ),
+    "server_tool_calls": (
+        "function calls in the response (server timing record tool_calls); null where the "
+        "request offered no tools or the record has none"
+    ),
     "server_answer_first_token_ns": (
         "server wall clock when the first answer token was produced, epoch ns"
     ),

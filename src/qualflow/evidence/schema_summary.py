@@ -111,5 +111,9 @@ SUMMARY = {
         "Responses reasoning.effort the point's requests sent (null: none, thinking off)"
     ),
     **_stat_columns(REASONING_METRICS),
+    "server_tool_calls": (
+        "function calls the point's profiling requests got (the sum of the requests' "
+        "server_tool_calls); null where none offered tools"
+    ),
     **CACHE_COLUMNS,
 }

@@ -72,6 +72,12 @@ def _aiperf_figures(point: AiperfPoint, summary_json: dict | None) -> dict:
     }
 
 
+def _total(samples: pd.DataFrame, col: str) -> int | None:
+    """The sum of a count column over the samples; None where no sample has one."""
+    vals = pd.to_numeric(samples[col], errors="coerce").dropna() if col in samples else None
+    return None if vals is None or vals.empty else int(vals.sum())
+
+
 def summarize_point(
     req: pd.DataFrame,
     point: AiperfPoint,
@@ -110,6 +116,7 @@ def summarize_point(
         **_aiperf_figures(point, summary_json),
         **cache_figures(samples, summary_json),
         "reasoning_effort": (point.reasoning or {}).get("effort"),
+        "server_tool_calls": _total(samples, "server_tool_calls"),
     }
     for m in SUMMARY_METRICS + REASONING_METRICS:
         vals = (

@@ -57,6 +57,7 @@ def status_table(ev: dict[str, pd.DataFrame]) -> pd.DataFrame:
                 "output_tps": s.get("output_token_throughput_tps"),
                 "ttft_p50_ms": s.get("client_ttft_ms_p50"),
                 "itl_p50_ms": s.get("client_itl_ms_p50"),
+                "tool_calls": s.get("server_tool_calls"),
                 "status_reasons": r["status_reasons"],
             }
         )

@@ -35,6 +35,7 @@ from .engine.interface import EngineClient
 from .engine.loader import load_engine, think_tokens
 from .engine.synthetic import SyntheticEngine
 from .frontend.delivery import Collector, Mailbox, TaskStream
+from .frontend.formats import thinking_mode, tool_format
 from .frontend.pieces import piece_encoder
 from .frontend.tokenizing import GilFreeEncoder
 from .frontend.tool_calls import ToolCallParser
@@ -129,48 +130,21 @@ class Task:
             logging.getLogger("qualflow.runtime").warning(capped)
         self.vocab_size = int(bundle.config["vocab_size"])
         self.stop_token_ids = self.family.stop_token_ids(bundle.generation_config)
-        self.reasoning, self.reasoning_unavailable = self._thinking_mode()
+        self.reasoning, self.reasoning_unavailable = thinking_mode(self.family, self.tokenizer)
         if self.reasoning is not None:
             self.capabilities = self.capabilities | {REASONING}
-        self.tool_calls, self.tools_unavailable = self._tool_format(cfg)
+        self.tool_calls, self.tools_unavailable = tool_format(
+            self.family, self.tokenizer, cfg.engine_kind == "synthetic"
+        )
         if cfg.engine_kind != "synthetic":  # the synthetic engine samples no logits
             self.capabilities = self.capabilities | {STRUCTURED_OUTPUT}
             if self.tool_calls is not None:
                 self.capabilities = self.capabilities | {TOOLS}
 
-    def _tool_format(self, cfg: EngineConfig):
-        """(the family's ToolCallSpec, None) when this Task can serve function tools; else (None,
-        why not)."""
-        spec = getattr(self.family, "tool_calls", None)
-        if spec is None:
-            return None, f"the {self.family.name} family declares no tool-call format"
-        if (why := spec.tokenizer_mismatch(self.tokenizer.id_to_token)) is not None:
-            return None, f"the bundle's {why}"
-        if cfg.engine_kind == "synthetic":
-            return None, "the synthetic engine cannot constrain or generate calls"
-        return spec, None
-
     def tool_parser(self) -> ToolCallParser:
         """A parser of one request's answer text into calls (capability `tools`)."""
         self.require(TOOLS)
         return ToolCallParser(self.tool_calls)
-
-    def _thinking_mode(self):
-        """(the family's ReasoningSpec, None) when the tokenizer has its delimiters where the
-        family says; else (None, why not)."""
-        spec = getattr(self.family, "reasoning", None)
-        if spec is None:
-            return None, f"the {self.family.name} family has no thinking mode"
-        found = (
-            self.tokenizer.id_to_token(spec.open_ids[0]),
-            self.tokenizer.id_to_token(spec.end_id),
-        )
-        if found != tuple(spec.delimiters):
-            return None, (
-                f"the bundle's tokenizer has {found} where the {self.family.name} family expects its "
-                f"think delimiters {tuple(spec.delimiters)}"
-            )
-        return spec, None
 
     # ---- capabilities and requests ------------------------------------------------------------
     def require(self, capability: str) -> None:

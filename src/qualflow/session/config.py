@@ -100,6 +100,11 @@ class SessionConfig:
         "--out) and two API keys made for the session; an endpoint is said to store. The state "
         "protocol checks run (session.state_checks)",
     )
+    tools: bool = setting(
+        False,
+        help="an endpoint serves function tools: the tool protocol checks run "
+        "(session.tool_checks; our server's /health says so itself)",
+    )
     engine: EngineConfig = EngineConfig()
 
     def __post_init__(self):

@@ -14,34 +14,10 @@ import openai
 from qualflow.phases import PHASE_HEADER, PROTOCOL
 
 from .outputs import write_protocol
+from .rejections import CAPABILITY_REJECTIONS, REJECTIONS
 
 PROMPT = "Protocol check: say hello."
 HELPER_MAX_TOKENS = 64  # the get_final_response() check: room for a natural stop
-
-# (name, request overrides, expected error param)
-REJECTIONS = (
-    ("reject_temperature_out_of_range", {"temperature": 5.0}, "temperature"),
-    ("reject_max_output_tokens_zero", {"max_output_tokens": 0}, "max_output_tokens"),
-    ("reject_unknown_parameter", {"extra_body": {"frobnicate": True}}, "frobnicate"),
-    (
-        "reject_previous_response_id",
-        {"previous_response_id": "resp_0123456789abcdef"},
-        "previous_response_id",
-    ),
-    (
-        "reject_function_tools",
-        {
-            "tools": [
-                {
-                    "type": "function",
-                    "name": "f",
-                    "parameters": {"type": "object", "properties": {}},
-                }
-            ]
-        },
-        "tools",
-    ),
-)
 
 
 class CheckFailed(AssertionError):
@@ -66,8 +42,10 @@ class Checker:
         max_output_tokens: int = 8,
         api_key: str | None = None,
         request_extensions: bool = True,
+        served: frozenset[str] = frozenset(),
     ):
         self.model = model
+        self.served = served  # the capabilities the stack serves: their rejections do not run
         # truncation checks send qualflow's ignore_eos only where the stack is told to take
         # extensions
         self.truncate_extra = {"extra_body": {"ignore_eos": True}} if request_extensions else {}
@@ -261,6 +239,9 @@ class Checker:
         ]
         for name, overrides, param in REJECTIONS:
             out.append((name, lambda rid, o=overrides, p=param: self.rejection(rid, o, p)))
+        for name, overrides, param, capability in CAPABILITY_REJECTIONS:
+            if capability not in self.served:
+                out.append((name, lambda rid, o=overrides, p=param: self.rejection(rid, o, p)))
         return out
 
 
@@ -271,10 +252,19 @@ def run_protocol_checks(
     api_key: str | None = None,
     request_extensions: bool = True,
     more: Callable[[Checker], list[tuple[str, Callable[[str], str]]]] | None = None,
+    served: frozenset[str] = frozenset(),
 ) -> list[dict]:
     """`more`: further checks on the same checker (session.reasoning_checks for a stack that
-    serves thinking)."""
-    checker = Checker(url, model, timeout_s, api_key=api_key, request_extensions=request_extensions)
+    serves thinking); `served`: the capabilities the stack serves (their rejections are left
+    out)."""
+    checker = Checker(
+        url,
+        model,
+        timeout_s,
+        api_key=api_key,
+        request_extensions=request_extensions,
+        served=served,
+    )
     rows = []
     for name, fn in checker.checks() + (more(checker) if more is not None else []):
         rid = _rid(name)

@@ -164,6 +164,7 @@ class Session:
         from .reasoning_checks import reasoning_checks, reasoning_support
         from .state import session_keys
         from .state_checks import state_checks, state_support
+        from .tool_checks import tool_checks, tool_support
 
         t0 = self._stage("protocol")
         rows = []
@@ -171,11 +172,14 @@ class Session:
             self.record.client_pin_reasons += check_openai(self.cfg.allow_unpinned_client)
             health, spec = getattr(self, "health", None) or {}, getattr(self.srv, "spec", None)
             keys = session_keys(getattr(self.srv, "env", {}))
+            tools = tool_support(health, spec, self.cfg.tools)
+            served = set(health.get("capabilities") or ()) | ({"tools"} if tools else set())
             more = [
                 m
                 for m in (
                     reasoning_checks(reasoning_support(health, spec)),
                     state_checks(state_support(health, spec, self.cfg.state, keys)),
+                    tool_checks(tools),
                 )
                 if m is not None
             ]
@@ -185,6 +189,7 @@ class Session:
                 api_key=self.client.api_key,
                 request_extensions=self.cfg.request_extensions,
                 more=lambda checker: [check for m in more for check in m(checker)],
+                served=frozenset(served),
             )
         self._done(t0)
         write_protocol(rows, str(self.out / "protocol.parquet"))

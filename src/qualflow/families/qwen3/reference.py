@@ -9,7 +9,26 @@ class Reference:
     def __init__(self, checkpoint_dir: str):
         from transformers import Qwen3ForCausalLM
 
+        self.checkpoint_dir = checkpoint_dir
         self.model = Qwen3ForCausalLM.from_pretrained(checkpoint_dir, dtype=torch.float32).eval()
+
+    def render(
+        self, messages: list[dict], tools: list[dict] | None, chat_template: str, **settings
+    ) -> list[int]:
+        """Prompt ids of chat `messages` (Hugging Face conventions) with `tools`, by transformers'
+        tokenizer and `apply_chat_template` with `chat_template` (the bundle's)."""
+        from transformers import AutoTokenizer
+
+        tok = AutoTokenizer.from_pretrained(self.checkpoint_dir)
+        text = tok.apply_chat_template(
+            messages,
+            tools=tools,
+            chat_template=chat_template,
+            tokenize=False,
+            add_generation_prompt=True,
+            **settings,
+        )
+        return tok(text, add_special_tokens=False).input_ids
 
     @torch.inference_mode()
     def logits(self, token_ids: list[int]) -> torch.Tensor:

@@ -2,7 +2,8 @@
 greedy decoding end with `<|im_end|>` a bounded number of tokens after the latest `<|im_start|>`
 (the assistant header), in any Qwen3 forward pass (ours, transformers').
 
-Four residual channels are reserved (the last four of `hidden_size`). No random weight reads or
+Six residual channels are reserved (the last six of `hidden_size`; two are the tool trigger's,
+tool_trigger.py). No random weight reads or
 writes them, so each keeps the value set here: ONE    1 in every embedding row (a constant) MARK   1
 in the rows of the turn markers `<|im_start|>` and `<|im_end|>`, else 0 STOP   STOP_IN in the row of
 `<|im_end|>`; the clock adds its reading BIAS   -1 in the rows of every special token and every
@@ -43,8 +44,9 @@ from __future__ import annotations
 
 import math
 
-RESERVED = 4
+RESERVED = 6
 ONE, MARK, STOP, BIAS = range(-4, 0)  # channel indices from the end of the hidden state
+TOOL, RESP = -6, -5  # the tool trigger's (tool_trigger.py)
 
 MARK_ID, STOP_ID = 151644, 151645  # <|im_start|>, <|im_end|>
 FIRST_SPECIAL = 151643  # special tokens, then unused rows, from here on
@@ -84,9 +86,10 @@ def _zero_reserved(sd: dict, cfg: dict) -> None:
             sd[p + n + ".weight"][-RESERVED:, :] = 0
 
 
-def shape_embedding(emb, std: float):
+def shape_embedding(emb, std: float, mark_rows=None):
     """Every row the same norm, sqrt(std^2 * random dims + 1): each row's random part is rescaled to
-    make up what its reserved channels leave."""
+    make up what its reserved channels leave. `mark_rows(rows)`: sets further reserved channels
+    (the tool trigger's) first."""
     import torch
 
     d = emb.shape[1]
@@ -98,6 +101,8 @@ def shape_embedding(emb, std: float):
     e[STOP_ID, STOP] = STOP_IN
     e[FIRST_SPECIAL:, BIAS] = -1.0
     e[STOP_ID, BIAS] = -STOP_OFFSET
+    if mark_rows is not None:
+        mark_rows(e)
     norm2 = std * std * r + 1.0
     e[:, :r] *= (norm2 - e[:, r:].pow(2).sum(1, keepdim=True)).sqrt() / e[:, :r].norm(
         dim=1, keepdim=True
@@ -161,15 +166,15 @@ def _clock_head(sd: dict, cfg: dict, rms: float) -> None:
     o[stop, gate * hd + 0] = -STOP_GAIN
 
 
-def install(sd: dict, cfg: dict, embed_std: float, read_scale: float = 1.0) -> dict:
+def install(sd: dict, cfg: dict, embed_std: float, read_scale: float = 1.0, mark_rows=None) -> dict:
     """Shape a random Qwen3 state dict (bf16) in place into the clocked one; returns it. The
     embedding is rescaled in float64; every other value is set (and rounded) in bfloat16 once.
     `read_scale`: the final-norm gains' multiplier, the last layer's residual RMS over the tiny
-    preset's."""
+    preset's. `mark_rows`: shape_embedding's."""
     import torch
 
     _zero_reserved(sd, cfg)
-    emb, rms = shape_embedding(sd["model.embed_tokens.weight"], embed_std)
+    emb, rms = shape_embedding(sd["model.embed_tokens.weight"], embed_std, mark_rows)
     sd["model.embed_tokens.weight"] = emb.to(torch.float32).to(torch.bfloat16).contiguous()
     _clock_head(sd, cfg, rms)
     norm = sd["model.norm.weight"]

