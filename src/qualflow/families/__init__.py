@@ -25,6 +25,7 @@ def family_of_config(config: dict) -> str:
     model_type = config.get("model_type")
     if model_type not in FAMILIES:
         raise UnknownFamily(
-            f"config.json model_type {model_type!r} is not a known family; known: {sorted(FAMILIES)}"
+            f"config.json model_type {model_type!r} is not a known family; "
+            f"known: {sorted(FAMILIES)}"
         )
     return model_type
