@@ -185,6 +185,7 @@ def test_the_embedded_default_expands_to_its_points():
         "chat_c2",
         "chat-reasoning_c2",
         "chat-multiturn_c2",
+        "chat-multiturn-chained_c2",
         "shared-prefix_c2",
     ]
     assert plan.points[1] == AiperfPoint(
@@ -223,6 +224,15 @@ def test_the_embedded_default_expands_to_its_points():
         sampling={"temperature": 0.6, "top_p": 0.95},
     )
     assert plan.points[3].extra_inputs_payload()["reasoning"] == {"effort": "medium"}
+    multiturn, chained = plan.points[4:6]
+    assert multiturn.cache_off_rerun and not chained.cache_off_rerun
+    assert chained == replace(
+        multiturn,
+        point_id="chat-multiturn-chained_c2",
+        workload="chat-multiturn-chained",
+        chaining="previous_response_id",
+        cache_off_rerun=False,
+    )
     assert plan.slos["tiny_r2"] == config["workloads"]["tiny"]["slo"]
     assert (
         replace(plan.points[0], point_id="tiny_r2", concurrency=None, request_rate=2)

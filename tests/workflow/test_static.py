@@ -70,6 +70,7 @@ def test_dry_run_has_every_stage(configfile, wf):
             "chat_c2",
             "chat-reasoning_c2",
             "chat-multiturn_c2",
+            "chat-multiturn-chained_c2",
             "shared-prefix_c2",
         ]
     # the session's command names its points file: no inline JSON in its log
