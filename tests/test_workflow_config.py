@@ -86,6 +86,30 @@ def test_an_endpoint_has_no_harness_ceiling():
     assert "models.m is an endpoint, and workloads ['tiny'] have harness_ceiling" in refused(cfg)
 
 
+def test_an_endpoint_has_no_cache_off_rerun():
+    cfg = config(endpoint=ENDPOINT)
+    cfg["workloads"]["tiny"]["cache_off_rerun"] = True
+    assert "workloads ['tiny'] have cache_off_rerun: the rerun is our server" in refused(cfg)
+
+
+def test_chaining_needs_every_model_running_it_to_serve_with_state():
+    cfg = config(checkpoint="embedded")
+    cfg["workloads"]["tiny"].update(conversation_num=2, chaining="previous_response_id")
+    assert "config: models.m.state: workloads ['tiny'] chain their turns" in refused(cfg)
+    cfg["models"]["m"]["state"] = True
+    check_config(cfg, SCHEMA)
+    cfg["models"]["n"] = {**cfg["models"]["m"], "state": False}
+    assert "config: models.n.state" in refused(cfg)
+
+
+def test_chaining_with_a_harness_ceiling_is_a_config_error():
+    cfg = config(checkpoint="embedded", state=True)
+    cfg["workloads"]["tiny"].update(
+        conversation_num=2, chaining="previous_response_id", harness_ceiling=True
+    )
+    assert "config: workloads.tiny.harness_ceiling: the ceiling's server" in refused(cfg)
+
+
 def test_a_missing_local_checkpoint_is_named():
     msg = refused(config(checkpoint="/nonexistent/ckpt-dir"))
     assert "models.m.checkpoint: no such directory '/nonexistent/ckpt-dir'" in msg

@@ -187,6 +187,7 @@ def test_the_embedded_default_expands_to_its_points():
         "chat-tools_c2",
         "chat-tools-required_c2",
         "chat-multiturn_c2",
+        "chat-multiturn-chained_c2",
         "agent-replay_c2",
         "shared-prefix_c2",
     ]
@@ -226,6 +227,15 @@ def test_the_embedded_default_expands_to_its_points():
         sampling={"temperature": 0.6, "top_p": 0.95},
     )
     assert plan.points[3].extra_inputs_payload()["reasoning"] == {"effort": "medium"}
+    multiturn, chained = plan.points[4:6]
+    assert multiturn.cache_off_rerun and not chained.cache_off_rerun
+    assert chained == replace(
+        multiturn,
+        point_id="chat-multiturn-chained_c2",
+        workload="chat-multiturn-chained",
+        chaining="previous_response_id",
+        cache_off_rerun=False,
+    )
     assert plan.slos["tiny_r2"] == config["workloads"]["tiny"]["slo"]
     assert (
         replace(plan.points[0], point_id="tiny_r2", concurrency=None, request_rate=2)

@@ -75,6 +75,13 @@ def _check_model(config: dict, m: str, mc: dict) -> None:
                 f"config: models.{m}.workloads names {w!r}, which is not under 'workloads' "
                 f"(known: {sorted(config['workloads'])})"
             )
+    chained = [w for w in mc["workloads"] if config["workloads"][w].get("chaining") is not None]
+    if chained and not mc.get("state"):
+        raise ValueError(
+            f"config: models.{m}.state: workloads {chained} chain their turns with "
+            "previous_response_id (workloads.<w>.chaining), which needs the model served with "
+            f"stored state; set models.{m}.state: true or leave them out of its workloads"
+        )
     if "endpoint" in mc:
         _check_endpoint_model(config, m, mc)
     ck = mc.get("checkpoint")
@@ -100,12 +107,16 @@ def _check_endpoint_model(config: dict, m: str, mc: dict) -> None:
             f"(its evidence is filed under profile {ENDPOINT_PROFILE!r})"
         )
     mc["profiles"] = [ENDPOINT_PROFILE]
-    ceiling = [w for w in mc["workloads"] if config["workloads"][w].get("harness_ceiling")]
-    if ceiling:
-        raise ValueError(
-            f"config: models.{m} is an endpoint, and workloads {ceiling} have harness_ceiling: the "
-            "ceiling is our server on the synthetic engine, which needs our bundle"
-        )
+    for key, why in (
+        ("harness_ceiling", "the ceiling is our server on the synthetic engine"),
+        ("cache_off_rerun", "the rerun is our server with --no-prefix-caching"),
+    ):
+        asked = [w for w in mc["workloads"] if config["workloads"][w].get(key)]
+        if asked:
+            raise ValueError(
+                f"config: models.{m} is an endpoint, and workloads {asked} have {key}: {why}, "
+                "which needs our bundle"
+            )
 
 
 def compare_needs_current(compare: dict) -> bool:

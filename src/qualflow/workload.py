@@ -89,7 +89,7 @@ def check_workload(name: str, workload: dict) -> None:
         raise ValueError(
             f"workloads.{name}: concurrency or request_rate must list at least one load"
         )
-    _check_not_yet(name, workload)
+    _check_chaining(name, workload)
     labels = {load_label(k, v) for k, v in loads(workload)}
     for lab in workload.get("slo_by_load") or {}:
         if lab not in labels:
@@ -99,19 +99,14 @@ def check_workload(name: str, workload: dict) -> None:
             )
 
 
-def _check_not_yet(name: str, workload: dict) -> None:
-    """Session settings that need server features this tree does not have yet: a clear error rather
-    than a run that would measure something else."""
-    if workload.get("chaining") is not None:
+def _check_chaining(name: str, workload: dict) -> None:
+    """A chained workload's turns live in the server's response store: the harness ceiling's server
+    has none (whether the model serves with one is the config's check, `models.<m>.state`)."""
+    if workload.get("chaining") is not None and workload.get("harness_ceiling"):
         raise ValueError(
-            f"workloads.{name}.chaining: previous_response_id chaining needs a model whose server "
-            "has a response store, and no model config names one yet; use the history mode (no "
-            "chaining: each turn re-sends the session's history)"
-        )
-    if workload.get("cache_off_rerun"):
-        raise ValueError(
-            f"workloads.{name}.cache_off_rerun: the rerun needs the server's --no-prefix-caching "
-            "(the engine's prefix cache), which this server does not have yet"
+            f"workloads.{name}.harness_ceiling: the ceiling's server (the synthetic engine) has no "
+            f"response store, so it cannot serve the chained turns of chaining: "
+            f"{workload['chaining']}; set one of the two on another workload"
         )
 
 

@@ -63,12 +63,32 @@ def test_render_sets_model_stream_and_limits_on_every_payload(tmp_path):
         assert payload["store"] is False and payload["ignore_eos"] is True
 
 
-def test_chaining_and_cache_off_rerun_are_refused_until_the_server_has_them():
+def test_chaining_with_a_harness_ceiling_is_refused_naming_the_key():
+    """The ceiling's server has no response store; chaining and the cache-off rerun are
+    otherwise points like any other."""
     wl = {"concurrency": [1], "isl": 8, "osl": 8, "conversation_num": 2}
-    with pytest.raises(ValueError, match=r"workloads\.w\.chaining: .*response store"):
-        workload_points("w", {**wl, "chaining": "previous_response_id"})
-    with pytest.raises(ValueError, match=r"workloads\.w\.cache_off_rerun: .*no-prefix-caching"):
-        workload_points("w", {**wl, "cache_off_rerun": True})
+    chained = {**wl, "chaining": "previous_response_id"}
+    with pytest.raises(ValueError, match=r"workloads\.w\.harness_ceiling: .*no response store"):
+        workload_points("w", {**chained, "harness_ceiling": True})
+    (p,) = workload_points("w", {**chained, "cache_off_rerun": True})
+    assert p.chaining == "previous_response_id" and p.cache_off_rerun
+    assert workload_points("w", {**wl, "harness_ceiling": True})[0].harness_ceiling
+
+
+def test_a_chained_point_sends_the_session_api_key():
+    p = AiperfPoint(
+        point_id="p",
+        concurrency=2,
+        isl=16,
+        osl=8,
+        conversation_num=2,
+        conversation_turn_mean=3,
+        chaining="previous_response_id",
+    )
+    client = ClientOptions(model_name="m", tokenizer="/tok", url="http://h:1", api_key="qf-k")
+    argv = build_command(p, client, artifact_dir="/a")
+    assert _after(argv, "--api-key") == "qf-k" and "--use-server-token-count" in argv
+    assert json.loads(_after(argv, "--extra-inputs"))["store"] is True
 
 
 def test_the_committed_agent_file_holds_tool_sessions():

@@ -47,3 +47,13 @@ def test_the_table_puts_the_hit_rate_beside_its_maximum():
     assert "turn 2" in page and "<td>60</td>" in page
     assert "<td>0.5</td>" in page and "<td>0.625</td>" in page
     assert turns_html({"requests": pd.DataFrame(), "summary": summary}) == ""
+
+
+def test_the_table_shows_ttft_with_the_cache_on_beside_off():
+    row = {"model": "m", "profile": "fp16", "point_id": "chat-multiturn_c2"}
+    summary = pd.DataFrame(
+        [{**row, "client_ttft_ms_p50": 21.5, "cache_off_client_ttft_ms_p50": 64.5}]
+    )
+    page = turns_html({"requests": _requests(), "summary": summary})
+    on, off = page.index("TTFT p50 cache on ms"), page.index("TTFT p50 cache off ms")
+    assert on < off and page.index("<td>21.5</td>") < page.index("<td>64.5</td>")

@@ -72,6 +72,7 @@ def test_dry_run_has_every_stage(configfile, wf):
             "chat-tools_c2",
             "chat-tools-required_c2",
             "chat-multiturn_c2",
+            "chat-multiturn-chained_c2",
             "agent-replay_c2",
             "shared-prefix_c2",
         ]

@@ -17,10 +17,10 @@ from qualflow.aiperf import exports
 from qualflow.aiperf.command import AiperfPoint
 from qualflow.configs import from_args
 from qualflow.evidence import slo as slo_mod
-from qualflow.evidence.ceiling import Ceiling, ceiling_columns, ceiling_failure, read_ceilings
 from qualflow.evidence.freshness import Measured
 from qualflow.evidence.inputs import EvidenceInputs, Sources
 from qualflow.evidence.requests import request_table
+from qualflow.evidence.reruns import Reruns
 from qualflow.evidence.samples import is_server_metric
 from qualflow.evidence.schema import SCHEMA_VERSION, SERVER_METRICS, conform
 from qualflow.evidence.session_columns import session_columns
@@ -29,7 +29,7 @@ from qualflow.evidence.summary import summarize_point
 from qualflow.evidence.writing import JoinedTables, write_evidence
 from qualflow.phases import point_key
 from qualflow.session.points import read_points
-from qualflow.session.records import PointRun, reached, repeat_run_id, run_id_of
+from qualflow.session.records import PointRun, repeat_run_id, run_id_of
 
 SERVER_TIMING_UNAVAILABLE = (
     "server timing not available (external endpoint): accounted on the client side only "
@@ -56,7 +56,7 @@ class Joined:
     protocol: pd.DataFrame
     implemented: tuple[bool, list[str]]
     slos: Mapping[str, dict]
-    ceilings: Mapping[str, Ceiling]  # point id -> its harness-ceiling run (evidence.ceiling)
+    reruns: Reruns  # the harness ceiling's and cache-off runs (evidence.reruns)
 
 
 @dataclass(frozen=True, eq=False)
@@ -126,7 +126,7 @@ def _prepare(
         protocol=_keyed(proto, key, "protocol"),
         implemented=_implemented(inputs, src),
         slos=slos or {},
-        ceilings=read_ceilings(session_dir, reached(src.session.ceiling)),
+        reruns=Reruns.read(session_dir, src.session),
     )
 
 
@@ -145,14 +145,8 @@ def _repeat(j: Joined, p: AiperfPoint, k: int) -> Repeat:
     )
     srow.update(repeat=k, repeats=p.repeats)
     session = j.src.session
-    if p.harness_ceiling:  # beside the stack's figures, never part of its status
-        srow.update(
-            ceiling_columns(
-                j.ceilings.get(p.point_id),
-                srow.get("output_token_throughput_tps"),
-                ceiling_failure(reached(session.ceiling)),
-            )
-        )
+    # the reruns' figures beside the stack's, never part of its status
+    srow.update(j.reruns.columns(p, srow.get("output_token_throughput_tps")))
     acc_ok, acc_reasons = accounting_ok(srow, server_timing=not session.endpoint)
     status = StatusInputs(
         implemented=j.implemented[0],
@@ -202,23 +196,10 @@ def _slo_rung(
 
 
 def _commands(j: Joined, p: AiperfPoint, run: PointRun | None) -> str:
-    """`runs.commands`, with the harness ceiling's server and AIPerf commands where the point had
-    one."""
-    commands, ceiling = (
-        j.src.commands(run),
-        j.ceilings.get(p.point_id) if p.harness_ceiling else None,
-    )
-    if ceiling is None:
-        return commands
-    record = reached(j.src.session.ceiling)
-    return json.dumps(
-        {
-            **json.loads(commands),
-            "ceiling_server": record.server_command if record else None,
-            "ceiling_aiperf": ceiling.command,
-        },
-        default=str,
-    )
+    """`runs.commands`, with the servers' and AIPerf's commands of the point's reruns (the harness
+    ceiling, the cache-off rerun) where it had them."""
+    commands, more = j.src.commands(run), j.reruns.commands(p)
+    return json.dumps({**json.loads(commands), **more}, default=str) if more else commands
 
 
 def _judge_point(

@@ -33,8 +33,9 @@ CACHE_COLUMNS = {
         "tokens (server_input_tokens, else client_isl)"
     ),
     "cache_off_client_ttft_ms_p50": (
-        "client_ttft_ms p50 of the point's cache-off rerun (workload cache_off_rerun: the same "
-        "requests against the server with --no-prefix-caching; null without one)"
+        "AIPerf time_to_first_token p50 (client_ttft_ms) of the point's cache-off rerun (workload "
+        "cache_off_rerun: the same requests, once, against the server with --no-prefix-caching; "
+        "null without one, or when that run is not valid)"
     ),
     "cache_off_reasons": "why the point has no cache-off figure although its workload asked one",
 }

@@ -1,7 +1,7 @@
 """The first screen's table for session points (requests with a turn index above 0: multi-turn
 chat, replayed agent traces): TTFT p50 by turn index, and the prefix cache's hit rate beside the
-trace's own maximum (what a perfect prefix cache could have held), with TTFT p50 with the cache off
-where the point was rerun without it."""
+trace's own maximum (what a perfect prefix cache could have held), and the point's TTFT p50 beside
+its TTFT p50 with the cache off where the point was rerun without it."""
 
 from __future__ import annotations
 
@@ -14,12 +14,15 @@ NOTE = (
     "TTFT p50 (AIPerf time_to_first_token, ms) over the point's profiling requests of each turn "
     "index, turn 0 first. Hit rate: prompt tokens served from the server's prefix cache over all "
     "prompt tokens (ours from the timing records, AIPerf's from usage); maximum: the share of each "
-    "prompt that an earlier request had already sent, from the exact payloads."
+    "prompt that an earlier request had already sent, from the exact payloads. TTFT p50 cache "
+    "on/off: the point's own, and the same requests run again in the same session against the "
+    "server with --no-prefix-caching (workload cache_off_rerun; empty without one)."
 )
 CACHE = (
     ("cache_hit_rate", "hit rate"),
     ("aiperf_cache_hit_rate", "hit rate (AIPerf)"),
     ("max_cache_hit_rate", "trace maximum"),
+    ("client_ttft_ms_p50", "TTFT p50 cache on ms"),
     ("cache_off_client_ttft_ms_p50", "TTFT p50 cache off ms"),
 )
 

@@ -14,19 +14,16 @@ interrupt (SessionInterrupted) still stops the ceiling's server and ends the ses
 from __future__ import annotations
 
 import dataclasses
-import sys
-import time
 from pathlib import Path
 
 from qualflow.aiperf.command import AiperfPoint
-from qualflow.aiperf.options import AiperfOptions
-from qualflow.phases import aiperf_tag
 from qualflow.runtime.config import EngineConfig
 from qualflow.server.config import ServerConfig
 
-from .records import CeilingRecord, PointOutcome, SessionError, StageTime
+from .records import CeilingRecord
+from .reruns import Rerun, run_rerun
 from .server_process import ServerProcess, free_port
-from .stages import Session, TagCounter, engine_watch
+from .stages import Session
 
 CEILING_DIR = "ceiling"
 
@@ -80,74 +77,21 @@ def _server(session: Session, out: Path) -> ServerProcess:
     return srv
 
 
-def _run_points(session: Session, srv: ServerProcess, rec: CeilingRecord, out: Path) -> None:
-    from qualflow.aiperf.runner import run_point
-
-    runner = session.point_runner or run_point
-    client = dataclasses.replace(session.client, url=srv.url)
-    cfg = session.cfg
-    options = AiperfOptions(
-        workers_max=cfg.aiperf_workers,
-        record_processors=cfg.aiperf_record_processors,
-        timeout_s=cfg.aiperf_timeout,
-    )
-    watch = engine_watch(srv)
-    for p in ceiling_points(session.points):
-        tag, label = aiperf_tag(p.point_id), f"{p.point_id} (harness ceiling)"
-        t0 = time.time_ns()
-        session.stage_name = f"ceiling:{p.point_id}"
-        print(f"session: AIPerf run, harness ceiling: point {p.point_id}", flush=True)
-        run = runner(
-            p,
-            client,
-            point_dir=out / "points" / p.point_id,
-            phase_header=tag,
-            options=options,
-            alive_check=watch,
-            progress=TagCounter(out / "server_timing.jsonl", tag),
-            label=label,
-        )
-        session.record.stages[session.stage_name] = StageTime.between(t0, time.time_ns())
-        rec.points[p.point_id] = outcome = PointOutcome.of(run)
-        print(f"session: ceiling point {p.point_id} ok={outcome.ok} {outcome.reasons}", flush=True)
+def _settings(srv: ServerProcess) -> dict:
+    return {
+        "engine": "synthetic",
+        "step_ms": srv.engine.step_ms,
+        "max_batch": srv.engine.max_batch,
+        "api_server_count": srv.server.api_server_count,
+    }
 
 
 def run_ceiling(session: Session) -> None:
     """The ceiling stage (nothing when no point asks for it): stop the stack's server, start the
     synthetic one, run the points, stop it; its record goes into `session.record.ceiling`."""
-    if not ceiling_points(session.points):
+    points = ceiling_points(session.points)
+    if not points:
         return
-    out = session.out / CEILING_DIR
-    out.mkdir(parents=True, exist_ok=True)
     rec = session.record.ceiling = CeilingRecord(step_ms=session.cfg.ceiling_step_ms)
-    session.record.server_exit_code = (
-        session.srv.stop()
-    )  # the stack is done: the ceiling runs alone
-    srv, session.stage_name, t0 = None, "ceiling-startup", time.time_ns()
-    try:
-        srv = _server(session, out)
-        rec.server_command, rec.settings = (
-            srv.argv,
-            {
-                "engine": "synthetic",
-                "step_ms": rec.step_ms,
-                "max_batch": srv.engine.max_batch,
-                "api_server_count": srv.server.api_server_count,
-            },
-        )
-        srv.start()
-        srv.wait_healthy(session.cfg.startup_timeout)
-        session.record.stages[session.stage_name] = StageTime.between(t0, time.time_ns())
-        _run_points(session, srv, rec, out)
-    except Exception as e:  # noqa: BLE001 - the ceiling's failure is its own, never the stack's
-        rec.error = SessionError(
-            session.stage_name, type(e).__name__, " ".join(str(e).split())[:2000]
-        )
-        print(
-            f"session: harness ceiling failed in {session.stage_name}: {type(e).__name__}: {e}",
-            file=sys.stderr,
-            flush=True,
-        )
-    finally:
-        if srv is not None:
-            rec.server_exit_code = srv.stop()
+    rerun = Rerun("ceiling", "harness ceiling", points, _server, _settings)
+    run_rerun(session, rerun, rec, session.out / CEILING_DIR)

@@ -8,6 +8,7 @@ import shutil
 import sys
 from pathlib import Path
 
+from .cache_off import CACHE_OFF_DIR
 from .ceiling import CEILING_DIR
 from .records import NOT_REACHED, SessionRecord, StartupRecord
 
@@ -72,7 +73,6 @@ def fresh_out(out: Path) -> Path:
         "server_timing.jsonl",
     ):
         (out / stale).unlink(missing_ok=True)
-    shutil.rmtree(
-        out / CEILING_DIR, ignore_errors=True
-    )  # an earlier session's ceiling is not this one's
+    for rerun in (CEILING_DIR, CACHE_OFF_DIR):  # an earlier session's reruns are not this one's
+        shutil.rmtree(out / rerun, ignore_errors=True)
     return out

@@ -23,6 +23,7 @@ from .not_reached import NOT_REACHED, NotReached, json_kwargs, json_of, reached
 
 __all__ = [
     "NOT_REACHED",
+    "CacheOffRecord",
     "CeilingRecord",
     "NotReached",
     "PointOutcome",
@@ -131,17 +132,43 @@ class CeilingRecord:
         )
 
 
+@dataclass
+class CacheOffRecord:
+    """session.json's `cache_off`: the points marked `cache_off_rerun` run again after the stack's
+    against our server with the same settings but its prefix cache off (session.cache_off), for the
+    cache's effect. Like the ceiling's, its runs are never the stack's. `points`: each run's
+    outcome by point id (its run.json under cache_off/points/<point id>/)."""
+
+    server_command: list[str] | None = None
+    settings: dict[str, Any] = field(default_factory=dict)
+    points: dict[str, PointOutcome] = field(default_factory=dict)
+    error: SessionError | None = None
+    server_exit_code: int | None = None
+
+    to_json = CeilingRecord.to_json
+
+    @classmethod
+    def from_json(cls, d: dict) -> CacheOffRecord:
+        return cls(
+            **json_kwargs(
+                cls, d, {"points": _SESSION_FROM["points"], "error": SessionError.from_json}
+            )
+        )
+
+
 _SESSION_FROM = {
     "stages": lambda d: {k: StageTime.from_json(v) for k, v in d.items()},
     "points": lambda d: {k: PointOutcome.from_json(v) for k, v in d.items()},
     "error": SessionError.from_json,
     "ceiling": lambda d: CeilingRecord.from_json(d),
+    "cache_off": lambda d: CacheOffRecord.from_json(d),
 }
 _SESSION_TO = {
     "stages": lambda d: {k: dataclasses.asdict(v) for k, v in d.items()},
     "points": lambda d: {k: dataclasses.asdict(v) for k, v in d.items()},
     "error": dataclasses.asdict,
     "ceiling": lambda c: c.to_json(),
+    "cache_off": lambda c: c.to_json(),
 }
 
 
@@ -179,6 +206,7 @@ class SessionRecord:
     ceiling: CeilingRecord | NotReached = (
         NOT_REACHED  # the harness ceiling, where points asked for it
     )
+    cache_off: CacheOffRecord | NotReached = NOT_REACHED  # the cache-off rerun, where asked for
 
     @property
     def endpoint(self) -> bool:

@@ -41,6 +41,7 @@ from qualflow.invocation import current_command
 from qualflow.server.config import ServerConfig
 from qualflow.server.timing import read_timing_log
 
+from .cache_off import cache_off_points, run_cache_off
 from .ceiling import ceiling_points, run_ceiling
 from .config import SessionConfig
 from .out_dir import finish_outputs, fresh_out
@@ -144,6 +145,7 @@ def _measure(session: Session) -> None:
         else None
     )
     session.note_other_gpu_jobs()
+    run_cache_off(session)
     run_ceiling(session)
 
 
@@ -180,6 +182,28 @@ def _one_line(e: BaseException, record: SessionRecord) -> str:
     return " ".join(message.split())
 
 
+def _refuse(cfg: SessionConfig, points) -> None:
+    """Points the session cannot run as they read, refused before anything is written: the
+    reruns need our server; a chained point needs the session's store and no ceiling (whose server
+    has none)."""
+    if cfg.endpoint is not None and ceiling_points(points):
+        raise ValueError(
+            "session: harness_ceiling needs our server's bundle (the synthetic engine serves "
+            "its tokenizer); an endpoint's points cannot have one"
+        )
+    if cfg.endpoint is not None and cache_off_points(points):
+        raise ValueError(
+            "session: cache_off_rerun restarts our server with --no-prefix-caching; an "
+            "endpoint's points cannot have one"
+        )
+    for p in points:
+        if p.chaining is not None and (not cfg.state or p.harness_ceiling):
+            raise ValueError(
+                f"session: point {p.point_id} chains with {p.chaining}, which needs --state (a "
+                "response store) and no harness_ceiling (the ceiling's server has no store)"
+            )
+
+
 def run_session(
     cfg: SessionConfig,
     *,
@@ -206,11 +230,7 @@ def run_session(
             EndpointSpec.from_json(cfg.endpoint),
             pinned_checkpoint(cfg.pin, cfg.checkpoint),
         )
-        if ceiling_points(plan.points):
-            raise ValueError(
-                "session: harness_ceiling needs our server's bundle (the synthetic engine serves "
-                "its tokenizer); an endpoint's points cannot have one"
-            )
+    _refuse(cfg, plan.points)
     remove_stale_tmpdirs()  # a session killed with -9 left its private AIPerf TMPDIR behind
     out = fresh_out(Path(cfg.out))
     (out / "provenance.json").write_text(
