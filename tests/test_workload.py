@@ -227,7 +227,7 @@ def test_the_embedded_default_expands_to_its_points():
         sampling={"temperature": 0.6, "top_p": 0.95},
     )
     assert plan.points[3].extra_inputs_payload()["reasoning"] == {"effort": "medium"}
-    multiturn, chained = plan.points[4:6]
+    multiturn, chained = plan.points[6:8]
     assert multiturn.cache_off_rerun and not chained.cache_off_rerun
     assert chained == replace(
         multiturn,
