@@ -444,7 +444,7 @@ REJECT = [  # (body changes, code, param); None deletes the key
     ({"input": 5}, "invalid_type", "input"),
     ({"text": {"format": {"type": "text"}, "colour": 1}}, "unknown_parameter", "text.colour"),
     ({"max_output_tokens": 100_000}, "context_length_exceeded", "input"),
-    ({"input": "word " * 3000, "max_output_tokens": None}, "context_length_exceeded", "input"),
+    ({"input": "word " * 4000, "max_output_tokens": None}, "context_length_exceeded", "input"),
 ]
 
 

@@ -111,7 +111,8 @@ def _items(inp: list) -> list[dict]:
     messages, calls = [], set()
     for i, item in enumerate(inp):
         at = f"input[{i}]"
-        if isinstance(item, dict) and item.get("type") in _CALL_KEYS:
+        kind = item.get("type") if isinstance(item, dict) else None
+        if isinstance(kind, str) and kind in _CALL_KEYS:  # a list there is unhashable
             messages.append(_call_item(item, at, calls))
             continue
         role, content = _check_item(item, at)
