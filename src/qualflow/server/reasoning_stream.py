@@ -24,7 +24,16 @@ from .protocol.responses import OutputMessage, OutputText, Response
 MESSAGE_INDEX = 1  # the message's output_index: after the reasoning item
 
 
-def _reasoning_done(item_id: str, text: str, status: str) -> list[Event]:
+def reasoning_added(item_id: str) -> list[Event]:
+    """The reasoning item's opening events (its item, its reasoning_text part)."""
+    return [
+        OutputItemEvent(type="response.output_item.added", item=ReasoningItem.of(item_id, None)),
+        ContentPartEvent(type="response.content_part.added", part=ReasoningText(), item_id=item_id),
+    ]
+
+
+def reasoning_done(item_id: str, text: str, status: str) -> list[Event]:
+    """The reasoning item's closing events (text done, part done, item done)."""
     return [
         ReasoningTextDone(item_id=item_id, text=text),
         ContentPartEvent(
@@ -79,8 +88,7 @@ async def reasoning_stream(
     yield [
         ResponseEvent(type="response.created", response=snapshot),
         ResponseEvent(type="response.in_progress", response=snapshot),
-        OutputItemEvent(type="response.output_item.added", item=ReasoningItem.of(rid, None)),
-        ContentPartEvent(type="response.content_part.added", part=ReasoningText(), item_id=rid),
+        *reasoning_added(rid),
     ]
     reasoning, parts, thinking, final, batch = [], [], True, None, []
     try:
@@ -93,7 +101,7 @@ async def reasoning_stream(
                 batch.append(ReasoningDelta(0, rid, e.reasoning_text))
             if thinking and not e.reasoning:  # the think block closed in these tokens
                 thinking = False
-                batch += _reasoning_done(rid, "".join(reasoning), "completed") + _message_added(mid)
+                batch += reasoning_done(rid, "".join(reasoning), "completed") + _message_added(mid)
             if e.text:
                 parts.append(e.text)
                 batch.append(TextDelta(0, mid, e.text, MESSAGE_INDEX))
@@ -119,7 +127,7 @@ async def reasoning_stream(
     resp = snapshot.finished(final, mid, text, rid, thought, closed=not thinking)
     status = resp.output[0].status
     tail += (
-        _reasoning_done(rid, thought, status)
+        reasoning_done(rid, thought, status)
         if thinking
         else _message_done(mid, text, resp.output[-1].status)
     )

@@ -10,27 +10,11 @@ from collections.abc import AsyncIterator, Callable
 
 from qualflow.runtime import FinalEvent
 
-from .protocol.events import ContentPartEvent, Event, OutputItemEvent, ResponseEvent
-from .protocol.reasoning import ReasoningDelta, ReasoningItem, ReasoningText, ReasoningTextDone
+from .protocol.events import Event, ResponseEvent
+from .protocol.reasoning import ReasoningDelta
 from .protocol.responses import Response
+from .reasoning_stream import reasoning_added, reasoning_done
 from .tool_output import ToolOutput
-
-
-def _reasoning_added(rid: str) -> list[Event]:
-    return [
-        OutputItemEvent(type="response.output_item.added", item=ReasoningItem.of(rid, None)),
-        ContentPartEvent(type="response.content_part.added", part=ReasoningText(), item_id=rid),
-    ]
-
-
-def _reasoning_done(rid: str, text: str, status: str) -> list[Event]:
-    return [
-        ReasoningTextDone(item_id=rid, text=text),
-        ContentPartEvent(
-            type="response.content_part.done", part=ReasoningText(text=text), item_id=rid
-        ),
-        OutputItemEvent(type="response.output_item.done", item=ReasoningItem.of(rid, text, status)),
-    ]
 
 
 async def tool_stream(
@@ -43,7 +27,7 @@ async def tool_stream(
         ResponseEvent(type="response.created", response=snapshot),
         ResponseEvent(type="response.in_progress", response=snapshot),
     ]
-    yield head + (_reasoning_added(rid) if rid is not None else [])
+    yield head + (reasoning_added(rid) if rid is not None else [])
     out = ToolOutput(parser, 0 if rid is None else 1, p.message_id)
     reasoning, thinking, final, batch = [], rid is not None, None, []
     async for e in events:
@@ -55,7 +39,7 @@ async def tool_stream(
             batch.append(ReasoningDelta(0, rid, e.reasoning_text))
         if thinking and not e.reasoning:
             thinking = False
-            batch += _reasoning_done(rid, "".join(reasoning), "completed")
+            batch += reasoning_done(rid, "".join(reasoning), "completed")
         batch += out.push(e.text)
         if batch and not events.pending():
             yield batch
@@ -67,7 +51,7 @@ async def tool_stream(
     resp = snapshot.finished(final, p.message_id, "", rid, "".join(reasoning), closed=not thinking)
     status = "completed" if resp.status == "completed" else "incomplete"
     if thinking:  # cut inside the think block: no answer
-        tail += _reasoning_done(rid, "".join(reasoning), status)
+        tail += reasoning_done(rid, "".join(reasoning), status)
     else:
         tail += out.push(final.tail_text or "") + out.finish(status)
         resp.output = [i for i in resp.output if i.type == "reasoning"] + out.items
