@@ -30,6 +30,7 @@ FLOORS = {
     "gpus": 0,
     "configs": 0,
     "invocation": 0,
+    "roofline": 0,
     "families": 1,
     "artifacts": 2,
     "runtime": 3,

@@ -37,7 +37,10 @@ for name, v in res.items():
               f"TTFT p50 {row['client_ttft_ms_p50'] or 0:.1f} ms  ITL p50 {row['client_itl_ms_p50'] or 0:.2f} ms  "
               f"queue p50 {row['server_queue_wait_ms_p50'] or 0:.1f} ms  gap p50 {row['client_minus_task_wall_ms_p50'] or 0:.1f} ms"
               + (f"  harness ceiling {row['ceiling_output_token_throughput_tps']:.0f} tok/s, share {row['share_of_ceiling']:.0%}"
-                 if row.get("share_of_ceiling") is not None and row["share_of_ceiling"] == row["share_of_ceiling"] else ""))
+                 if row.get("share_of_ceiling") is not None and row["share_of_ceiling"] == row["share_of_ceiling"] else "")
+              + (f"  roofline {row['roofline_output_token_throughput_tps']:.0f} tok/s ({row.get('roofline_gpu')}), "
+                 f"share {row['share_of_roofline']:.1%}" if (row.get("share_of_roofline") or 0) > 0
+                 else f"  no roofline: {row.get('roofline_reasons')}"))
         if row.get("reasoning_effort"):
             print(f"  reasoning {row['reasoning_effort']}: first answer token p50 {row.get('client_ttfot_ms_p50') or 0:.1f} ms "
                   f"(server {row.get('server_ttfat_ms_p50') or 0:.1f} ms), reasoning tokens mean "

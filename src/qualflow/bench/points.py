@@ -10,10 +10,10 @@ import random
 import statistics
 import time
 
+from qualflow.roofline import point_roofline, workload_roofline
 from qualflow.runtime import GenerationRequest
 
 from .point import run_point
-from .roofline import point_roofline, workload_roofline
 
 POINTS = [  # (name, concurrency, ISL, OSL, target)
     ("c1_isl128_osl256", 1, 128, 256, {"output_tok_per_s": 1000, "itl_ms_p50": 1.0}),

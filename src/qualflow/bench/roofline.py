@@ -1,67 +1,12 @@
-"""The physical limit of a benchmark point, from the model shape and the measured device figures.
-
-A point is `concurrency` requests in flight, each a prompt of `isl` tokens and `osl` output tokens.
-  - decode: every step reads all the weights once plus the K/V of every running sequence at its
-    context, so step j (context isl + j for each of the c sequences) takes at least
-    (weight bytes + c * (isl + j) * KV bytes per token) / copy bandwidth;
-  - prefill: 2 * params FLOPs per prompt token at the measured matmul peak.
-The limit is c * osl output tokens over the sum of both. `copy_bandwidth` counts bytes read plus
-bytes written, the same count a step's reads are compared with.
-
-The offline workload (requests of different lengths, all submitted at once) is bounded the same
-way (`workload_roofline`): at least as many decode steps as its longest output, each reading all the
-weights, every output token reading its sequence's K/V at its context, and the prefill FLOPs."""
+"""The engine benchmark's roofline inputs: the loaded model's shape (`model_shape`) and the
+device's measured copy bandwidth (bytes read plus bytes written, the same count a step's reads are
+compared with) and matmul peak. The roofline itself is qualflow.roofline's."""
 
 from __future__ import annotations
 
 import time
 
 import torch
-
-
-def decode_seconds(
-    weight_bytes: float,
-    kv_bytes_per_token: float,
-    concurrency: int,
-    isl: int,
-    osl: int,
-    bandwidth_bytes_s: float,
-) -> float:
-    """The least time of the osl decode steps of `concurrency` sequences decoded together."""
-    ctx_sum = osl * isl + osl * (osl + 1) / 2  # sum of (isl + j), j = 1..osl
-    return (osl * weight_bytes + concurrency * ctx_sum * kv_bytes_per_token) / bandwidth_bytes_s
-
-
-def point_roofline(shape: dict, concurrency: int, isl: int, osl: int, device: dict) -> dict:
-    """`shape`: params, weight_bytes, kv_bytes_per_token; `device`: copy_bandwidth_tb_s,
-    matmul_tflops. Output tok/s limits (decode alone, and with the prefill FLOPs)."""
-    bw = device["copy_bandwidth_tb_s"] * 1e12
-    dec = decode_seconds(
-        shape["weight_bytes"], shape["kv_bytes_per_token"], concurrency, isl, osl, bw
-    )
-    pre = concurrency * isl * 2 * shape["params"] / (device["matmul_tflops"] * 1e12)
-    tokens = concurrency * osl
-    return {
-        "decode_limit_tok_per_s": tokens / dec,
-        "limit_tok_per_s": tokens / (dec + pre),
-        "decode_s_min": dec,
-        "prefill_s_min": pre,
-    }
-
-
-def workload_roofline(shape: dict, isls: list[int], osls: list[int], device: dict) -> dict:
-    """Requests of prompts `isls` and outputs `osls` (in pairs): their output tok/s limit."""
-    bw = device["copy_bandwidth_tb_s"] * 1e12
-    ctx_sum = sum(o * i + o * (o + 1) / 2 for i, o in zip(isls, osls, strict=True))
-    dec = (max(osls) * shape["weight_bytes"] + ctx_sum * shape["kv_bytes_per_token"]) / bw
-    pre = sum(isls) * 2 * shape["params"] / (device["matmul_tflops"] * 1e12)
-    tokens = sum(osls)
-    return {
-        "decode_limit_tok_per_s": tokens / dec,
-        "limit_tok_per_s": tokens / (dec + pre),
-        "decode_s_min": dec,
-        "prefill_s_min": pre,
-    }
 
 
 def model_shape(task) -> dict:

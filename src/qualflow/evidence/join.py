@@ -21,6 +21,7 @@ from qualflow.evidence.freshness import Measured
 from qualflow.evidence.inputs import EvidenceInputs, Sources
 from qualflow.evidence.requests import request_table
 from qualflow.evidence.reruns import Reruns
+from qualflow.evidence.roofline import Roofline
 from qualflow.evidence.samples import is_server_metric
 from qualflow.evidence.schema import SCHEMA_VERSION, SERVER_METRICS, conform
 from qualflow.evidence.session_columns import session_columns
@@ -57,6 +58,7 @@ class Joined:
     implemented: tuple[bool, list[str]]
     slos: Mapping[str, dict]
     reruns: Reruns  # the harness ceiling's and cache-off runs (evidence.reruns)
+    roofline: Roofline  # what the points' rooflines rest on (evidence.roofline)
 
 
 @dataclass(frozen=True, eq=False)
@@ -127,6 +129,13 @@ def _prepare(
         implemented=_implemented(inputs, src),
         slos=slos or {},
         reruns=Reruns.read(session_dir, src.session),
+        roofline=Roofline.read(
+            inputs.bundle,
+            src.manifest,
+            src.session.device,
+            src.session.gpu,
+            src.provenance.get("hardware") or {},
+        ),
     )
 
 
@@ -134,8 +143,9 @@ def _repeat(j: Joined, p: AiperfPoint, k: int) -> Repeat:
     rid = repeat_run_id(j.run_id, k)
     pdir = Path(j.inputs.session) / "points" / point_key(p.point_id, k)
     run = PointRun.read(pdir / "run.json")
+    requests = j.requests[j.requests["run_id"] == rid]
     srow = summarize_point(
-        j.requests[j.requests["run_id"] == rid],
+        requests,
         p,
         run,
         exports.read_summary(pdir / "aiperf"),
@@ -147,6 +157,7 @@ def _repeat(j: Joined, p: AiperfPoint, k: int) -> Repeat:
     session = j.src.session
     # the reruns' figures beside the stack's, never part of its status
     srow.update(j.reruns.columns(p, srow.get("output_token_throughput_tps")))
+    srow.update(j.roofline.point_columns(p, requests, srow.get("output_token_throughput_tps")))
     acc_ok, acc_reasons = accounting_ok(srow, server_timing=not session.endpoint)
     status = StatusInputs(
         implemented=j.implemented[0],

@@ -40,7 +40,7 @@ TABLE_NAMES = tuple(TABLES)  # the one list of evidence table names (one parquet
 
 # Text columns that may be null on every row of a run: stored as strings all the same, so that a
 # table's arrow types do not depend on whether a run had, say, any AIPerf warning.
-TEXT_COLUMNS = {"summary": ("aiperf_warnings", "cache_off_reasons")}
+TEXT_COLUMNS = {"summary": ("aiperf_warnings", "cache_off_reasons", "roofline_reasons")}
 
 
 def conform(df, table: str):

@@ -96,6 +96,13 @@ SUMMARY = {
         "path or AIPerf is the limit; well below, the stack's engine is"
     ),
     "ceiling_reasons": "why the point has no ceiling figures although its workload asked for them",
+    "roofline_gpu": "the GPU whose datasheet peaks the point's roofline used (qualflow.roofline)",
+    "roofline_output_token_throughput_tps": (
+        "output tok/s limit of the point (evidence.roofline: the bundle's weight and K/V reads at "
+        "the GPU's peak bandwidth, its prefill FLOPs at the peak FP16 FLOP/s), null without one"
+    ),
+    "share_of_roofline": "output_token_throughput_tps / roofline_output_token_throughput_tps",
+    "roofline_reasons": "why the point has no roofline (a CPU session, an unknown GPU, ...)",
     **_stat_columns(SUMMARY_METRICS),
     "aiperf_ok": "AIPerf run judged successful from its exports",
     "aiperf_reasons": "why not, if not",

@@ -19,6 +19,7 @@ from qualflow.report import (
     identity,
     protocol_matrix,
     reasoning_table,
+    rooflines,
     run_tables,
     turns,
 )
@@ -73,6 +74,7 @@ def _first_screen(ev: dict, evidence_dirs: list, figs: list, out: Path) -> list[
         "<h2>Verdicts</h2>",
         first_screen.verdicts_html(ev),
         first_screen.max_load_html(ev),
+        rooflines.rooflines_html(ev),
         reasoning_table.reasoning_html(ev),
         turns.turns_html(ev),
         "<h2>Protocol checks by stack</h2>",
