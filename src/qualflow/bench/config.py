@@ -10,7 +10,7 @@ from typing import Literal
 
 from qualflow.configs import setting
 
-PLANS = Literal["async", "v3", "wait", "skinny", "pdl", "budget", "rows", "prefix"]
+PLANS = Literal["async", "v3", "wait", "skinny", "pdl", "budget", "rows", "prefix", "hopper"]
 
 
 @dataclass(frozen=True)

@@ -148,9 +148,9 @@ def print_variants(result: dict) -> None:
     if not result.get("variants"):
         return
     print(
-        "\n| variant | fused kernels | prefill graphs | load + capture s | b1 replay ms | b64 "
-        "replay ms | b1 kernels/step (replay, uncaptured) | b1 kernel us/step | equality with the "
-        "baseline |"
+        "\n| variant | fused kernels; varlen attention | prefill graphs | load + capture s | "
+        "b1 replay ms | b64 replay ms | b1 kernels/step (replay, uncaptured) | b1 kernel us/step | "
+        "equality with the baseline |"
     )
     print("|---|---|---|---|---|---|---|---|---|")
     for tag, v in result["variants"].items():
@@ -175,7 +175,8 @@ def print_variants(result: dict) -> None:
         pg = info.get("prefill_graphs")
         pdl = " + programmatic launch" if info.get("programmatic_launch") == "on" else ""
         print(
-            f"| {tag} | {info.get('fused_kernels')}{pdl} | {len(pg) if pg else 0} buckets | "
+            f"| {tag} | {info.get('fused_kernels')}{pdl}; {info.get('varlen_attention')} | "
+            f"{len(pg) if pg else 0} buckets | "
             f"{v.get('load_s', NAN):.1f} + {v.get('graph_capture_s', NAN):.1f} | "
             f"{rep.get('b1_ctx256', NAN):.3f} | {rep.get('b64_ctx256', NAN):.3f} | "
             f"{kr.get('kernels_per_step', NAN):.0f}, {ku.get('kernels_per_step', NAN):.0f} | "

@@ -29,7 +29,11 @@ checked against (equality.py).
     each.
   --plan prefix (issue 48): overlapped; the prefix cache on ("_pc", the default) against off
     ("_nopc") on single-turn points with no shared prefix (a cache that finds nothing must cost
-    nothing); the offline workload on both. The multi-turn point measures what it finds."""
+    nothing); the offline workload on both. The multi-turn point measures what it finds.
+  --plan hopper (issue 49): overlapped; prefill attention through flash attention's varlen kernel
+    ("_flash", the default) against cuDNN's SDPA with ragged offsets ("_cudnn", checked at load;
+    its task_info's varlen_attention names the steps it took) on the prefill points: c1 ISL 1024
+    TTFT and the pilot shape (c64, ISL 1024 / OSL 256)."""
 
 from __future__ import annotations
 
@@ -227,6 +231,25 @@ PREFIX = (
 PREFIX_PAIRS = (("_nopc", "_pc", "prefix cache on against off (nothing shared)"),)
 
 
+HOPPER_POINTS = ("c1_isl1024_ttft", "c64_isl1024_osl256")
+HOPPER = (
+    Variant(
+        "_flash",
+        dict(async_scheduling="on", varlen_attention="flash"),
+        HOPPER_POINTS,
+        main=True,
+        label="flash attention's varlen kernel for prefill (the default)",
+    ),
+    Variant(
+        "_cudnn",
+        dict(async_scheduling="on", varlen_attention="cudnn"),
+        HOPPER_POINTS,
+        label="cuDNN's varlen SDPA for prefill where it agrees with the reference",
+    ),
+)
+HOPPER_PAIRS = (("_flash", "_cudnn", "cuDNN prefill attention against flash"),)
+
+
 def plan(
     name: str, async_scheduling: str
 ) -> tuple[tuple[Variant, ...], tuple[tuple[str, str, str], ...]]:
@@ -243,6 +266,8 @@ def plan(
         return ROWS, ROWS_PAIRS
     if name == "prefix":
         return PREFIX, PREFIX_PAIRS
+    if name == "hopper":
+        return HOPPER, HOPPER_PAIRS
     if name == "wait":
         return WAIT, (("_w0", "_w1", "prefill wait factor 1 against 0"),)
     off = Variant("", dict(async_scheduling="off"), main=True, label="one step at a time")

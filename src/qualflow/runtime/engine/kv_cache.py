@@ -8,7 +8,8 @@ from dataclasses import dataclass
 import torch
 
 from ..config import EngineConfig
-from ..kernels.attention import PagedAttention, choose_flash
+from ..kernels.attention import PagedAttention
+from ..kernels.varlen_choice import choose_varlen
 from .block_manager import RESERVED_BLOCKS, BlockManager
 
 
@@ -17,7 +18,7 @@ class KvCache:
     attention: PagedAttention
     blocks: BlockManager
     max_blocks: int  # blocks of one full-context sequence
-    varlen: str  # the varlen attention variant in use (choose_flash)
+    varlen: str  # the varlen attention kernels in use (kernels.varlen_choice)
 
 
 def free_device_memory(device: torch.device) -> int:
@@ -58,6 +59,6 @@ def allocate_kv_cache(
         layers, 2, num_blocks, block_size, kv_heads, head_dim, dtype=dtype, device=device
     )
     attention = PagedAttention(pool, block_size, use_flash=False)
-    varlen = choose_flash(attention, heads, device, dtype)
+    varlen = choose_varlen(attention, heads, device, dtype, cfg.varlen_attention)
     blocks = BlockManager(num_blocks, block_size, caching=cfg.prefix_caching)
     return KvCache(attention, blocks, per_seq, varlen)

@@ -219,8 +219,8 @@ def prefill_graphs(
     (the engine then prefills eagerly, as without them)."""
     if not cfg.pads_prefill(device.type):
         return None, "off"
-    if device.type == "cuda" and not kv.attention.use_flash:
-        return None, f"off: varlen attention is {kv.varlen}, not flash"
+    if device.type == "cuda" and not (kv.attention.use_flash or kv.attention.cudnn_fresh):
+        return None, f"off: varlen attention is {kv.varlen}, not flash or cuDNN"
     try:
         return PrefillGraphs(
             model,

@@ -5,8 +5,10 @@ a sequence lives at slot block_table[p // block_size] * block_size + p % block_s
 stores the step's new K/V at their slots, then attends according to the step's metadata:
   - varlen: packed queries of several sequences (prefill chunks, or decode tokens outside a graph).
     A fresh step (every sequence starts at position 0) attends over the new K/V directly; otherwise
-    each sequence's whole context is gathered from the pool. On CUDA one flash-attention varlen call
-    covers the batch; elsewhere (CPU) one SDPA call per sequence.
+    each sequence's whole context is gathered from the pool. On CUDA one varlen call covers the
+    batch: flash attention's, or cuDNN's SDPA with ragged offsets where it was chosen and checked
+    at load (varlen_choice.py: fresh steps, or every varlen step); elsewhere (CPU) one SDPA call
+    per sequence.
   - paged: one query per sequence, read straight from the block table by a Triton kernel (the decode
     step captured as a CUDA graph).
 """
@@ -50,6 +52,9 @@ class PagedAttention:
         self.v_flat = [t.view(nb * bs, kv, d) for t in self.v]
         self.meta: StepMeta | None = None
         self.gqa_native = True  # flash varlen reads grouped K/V without repeating them
+        # cuDNN's varlen SDPA (varlen_choice.py): for fresh steps, for steps over the pool's
+        # context, and whether it needs grouped K/V repeated to every query head
+        self.cudnn_fresh = self.cudnn_chunked = self.cudnn_repeat_kv = False
         self.pdl = False  # the paged kernel launches with programmatic dependent launch
         from .paged_decode import runs_on
 
@@ -93,9 +98,12 @@ class PagedAttention:
                 pdl=self.pdl,
             ).view(N, H * D)
         if m.ctx_slots is None:
-            K, V = k, v
+            K, V, cudnn = k, v, self.cudnn_fresh
         else:
             K, V = self.k_flat[layer][m.ctx_slots], self.v_flat[layer][m.ctx_slots]
+            cudnn = self.cudnn_chunked
+        if cudnn:
+            return self._cudnn(q, K, V, m).reshape(N, H * D)
         if self.use_flash:
             return self._flash(q, K, V, m).reshape(N, H * D)
         return varlen_sdpa(q, K, V, m.q_lens, m.k_lens).reshape(N, H * D)
@@ -106,6 +114,26 @@ class PagedAttention:
             V = V.repeat_interleave(q.shape[1] // V.shape[1], dim=1)
         return torch.ops.aten._flash_attention_forward(
             q, K, V, m.cu_q, m.cu_k, max(m.q_lens), max(m.k_lens), 0.0, True, False
+        )[0]
+
+    def _cudnn(self, q, K, V, m: StepMeta) -> torch.Tensor:
+        """cuDNN's SDPA over the packed batch (ragged offsets cu_q / cu_k), causal."""
+        if self.cudnn_repeat_kv and K.shape[1] != q.shape[1]:
+            K = K.repeat_interleave(q.shape[1] // K.shape[1], dim=1)
+            V = V.repeat_interleave(q.shape[1] // V.shape[1], dim=1)
+        return torch.ops.aten._cudnn_attention_forward(
+            q.contiguous(),
+            K.contiguous(),
+            V.contiguous(),
+            None,
+            m.cu_q,
+            m.cu_k,
+            max(m.q_lens),
+            max(m.k_lens),
+            True,
+            0.0,
+            True,
+            False,
         )[0]
 
 
@@ -134,37 +162,3 @@ def varlen_sdpa(
         out[q0 : q0 + lq] = o.transpose(0, 1)
         q0, k0 = q0 + lq, k0 + lk
     return out
-
-
-def choose_flash(attn: PagedAttention, heads: int, device: torch.device, dtype: torch.dtype) -> str:
-    """On CUDA, check the flash varlen path against the reference on a chunked (q shorter than k)
-    and a fresh case, with grouped K/V as they are and repeated; keep the first variant that
-    agrees."""
-    if device.type != "cuda" or dtype not in (torch.float16, torch.bfloat16):
-        attn.use_flash = False
-        return "sdpa-loop"
-    kv, d = attn.k[0].shape[2], attn.k[0].shape[3]
-    g = torch.Generator(device=device).manual_seed(0)
-    q_lens, k_lens = [5, 1, 37], [9, 20, 37]
-    q = torch.randn(sum(q_lens), heads, d, device=device, dtype=dtype, generator=g)
-    K = torch.randn(sum(k_lens), kv, d, device=device, dtype=dtype, generator=g)
-    V = torch.randn(sum(k_lens), kv, d, device=device, dtype=dtype, generator=g)
-
-    def cu(ls):
-        return torch.tensor(
-            [0] + list(torch.tensor(ls).cumsum(0)), dtype=torch.int32, device=device
-        )
-
-    m = StepMeta("varlen", None, cu(q_lens), cu(k_lens), q_lens, k_lens)
-    ref = varlen_sdpa(q.float(), K.float(), V.float(), q_lens, k_lens)
-    for native in (True, False):
-        attn.gqa_native = native
-        try:
-            out = attn._flash(q, K, V, m).float()
-        except Exception:  # noqa: BLE001 - this build's kernel refuses the variant
-            continue
-        if torch.isfinite(out).all() and (out - ref).norm() / ref.norm() < 1e-2:
-            attn.use_flash = True
-            return "flash-varlen" + ("" if native else "-repeat-kv")
-    attn.use_flash = False
-    return "sdpa-loop"

@@ -1,0 +1,43 @@
+"""qualflow.bench.variants: every plan is a well-formed table: distinct tags, one variant of record,
+engine overrides that are EngineConfig settings with values it accepts, known points, and A/B
+pairs between its own variants; plan hopper sets flash against cuDNN on the prefill points."""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+
+import pytest
+
+from qualflow.bench.config import PLANS
+from qualflow.bench.points import POINTS
+from qualflow.bench.variants import plan
+from qualflow.runtime import EngineConfig
+
+FIELDS = {f.name: f for f in dataclasses.fields(EngineConfig)}
+HINTS = typing.get_type_hints(EngineConfig)
+
+
+@pytest.mark.parametrize("name", typing.get_args(PLANS))
+@pytest.mark.parametrize("async_scheduling", ["off", "on", "ab"])
+def test_every_plan_is_a_well_formed_table(name, async_scheduling):
+    variants, pairs = plan(name, async_scheduling)
+    tags = [v.tag for v in variants]
+    assert len(set(tags)) == len(tags)
+    assert sum(v.main for v in variants) == 1
+    known = {p[0] for p in POINTS}
+    for v in variants:
+        assert set(v.points) <= known, v
+        for key, value in v.engine.items():
+            assert key in FIELDS, (v.tag, key)
+            allowed = typing.get_args(HINTS[key])
+            assert value in allowed if allowed else isinstance(value, HINTS[key]), (v.tag, key)
+    for a, b, label in pairs:
+        assert a in tags and b in tags and label
+
+
+def test_plan_hopper_sets_flash_against_cudnn_on_the_prefill_points():
+    variants, pairs = plan("hopper", "on")
+    assert [v.engine["varlen_attention"] for v in variants] == ["flash", "cudnn"]
+    assert all(v.points == ("c1_isl1024_ttft", "c64_isl1024_osl256") for v in variants)
+    assert pairs == (("_flash", "_cudnn", "cuDNN prefill attention against flash"),)
