@@ -104,3 +104,19 @@ def test_an_engine_in_its_own_process_is_matched_to_a_previous_one_in_its_own_pr
         prev, "c256_isl128_osl128_async", "_async", run_report._engine(head, "_async")
     )
     assert key == "c256_isl128_osl128_thread"
+
+
+def test_the_b1_decode_step_is_printed_beside_its_weight_read_floor(capsys):
+    result = {
+        "weight_read_floor_ms": 0.28,
+        "variants": {
+            "_flash": {
+                "task_info": {**ENGINE, "programmatic_launch": "on"},
+                "graph_replay_ms": {"b1_ctx256": 0.56, "b64_ctx256": 2.0},
+                "decode_kernels": {"b1_ctx256": {"replay": {"kernels_per_step": 228}}},
+            }
+        },
+    }
+    run_report.print_variants(result)
+    row = capsys.readouterr().out.splitlines()[-1]
+    assert "| 0.560 (2.00x) |" in row and "; flash-varlen |" in row
