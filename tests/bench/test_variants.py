@@ -11,6 +11,7 @@ import pytest
 
 from qualflow.bench.config import PLANS
 from qualflow.bench.points import POINTS
+from qualflow.bench.variant_load import problems
 from qualflow.bench.variants import plan
 from qualflow.runtime import EngineConfig
 
@@ -41,3 +42,20 @@ def test_plan_hopper_sets_flash_against_cudnn_on_the_prefill_points():
     assert [v.engine["varlen_attention"] for v in variants] == ["flash", "cudnn"]
     assert all(v.points == ("c1_isl1024_ttft", "c64_isl1024_osl256") for v in variants)
     assert pairs == (("_flash", "_cudnn", "cuDNN prefill attention against flash"),)
+
+
+def test_a_cuda_run_that_asked_for_cudnn_and_did_not_get_it_fails_loudly():
+    variants, _ = plan("hopper", "on")
+    info = {"fused_kernels": "triton", "programmatic_launch": "on"}
+    result = {
+        "points": {},
+        "variants": {
+            "_flash": {"task_info": {**info, "varlen_attention": "flash-varlen"}},
+            "_cudnn": {"task_info": {**info, "varlen_attention": "flash-varlen"}},
+        },
+    }
+    assert problems(result, variants, cuda=True) == [
+        "_cudnn: cuDNN attention asked for, got 'flash-varlen'"
+    ]
+    result["variants"]["_cudnn"]["task_info"]["varlen_attention"] = "cudnn-fresh+flash-varlen"
+    assert problems(result, variants, cuda=True) == []

@@ -69,8 +69,8 @@ def load_figures(task, variant, cfg, base_probe: dict | None) -> tuple[dict, dic
 
 def problems(result: dict, variants, cuda: bool) -> list[str]:
     """What makes the run fail loudly: a variant that did not load or measure, output that differs
-    from the baseline beyond a near-tie, fused kernels, prefill graphs or programmatic launch asked
-    for and not got (cuda)."""
+    from the baseline beyond a near-tie, fused kernels, prefill graphs, programmatic launch or
+    cuDNN attention asked for and not got (cuda)."""
     out = []
     for variant in variants:
         v = result["variants"].get(variant.tag, {})
@@ -94,6 +94,12 @@ def _not_got(variant, info: dict) -> list[str]:
         out.append(f"{variant.tag}: fused kernels asked for, got {info.get('fused_kernels')!r}")
     if asked.get("prefill_graphs") == "auto" and not info.get("prefill_graphs"):
         out.append(f"{variant.tag}: prefill graphs asked for, none captured")
+    if asked.get("varlen_attention") == "cudnn" and not str(
+        info.get("varlen_attention")
+    ).startswith("cudnn"):
+        out.append(
+            f"{variant.tag}: cuDNN attention asked for, got {info.get('varlen_attention')!r}"
+        )
     if asked.get("programmatic_launch") and info.get("programmatic_launch") != "on":
         out.append(
             f"{variant.tag}: programmatic launch asked for, got {info.get('programmatic_launch')!r}"
