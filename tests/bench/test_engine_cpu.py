@@ -58,7 +58,7 @@ def test_a_tiny_engine_run_writes_a_schema_result_with_the_roofline_share(tmp_pa
     assert all(x["steps"][0]["tokens"] == 224 - 192 for x in mt["on"]["last_turn"])
     # the agent-replay point: recorded prompts, so the cache holds most of what the trace allows
     ag = json.loads(path.read_text())["detail"]["agent_replay"]
-    assert ag["on"]["requests"] == ag["off"]["requests"] == 5 + 3 + 4  # its first 3 sessions
-    assert ag["off"]["cached_tokens"] == 0 and ag["on"]["prompt_tokens"] > 3000
+    assert ag["on"]["requests"] == ag["off"]["requests"] == 5 + 3  # its first 2 sessions
+    assert ag["off"]["cached_tokens"] == 0 and ag["on"]["prompt_tokens"] > 2000
     assert 0.9 < ag["on"]["hit_share_of_max"] <= 1 and ag["on"]["max_hit_rate"] > 0.5
     assert ag["on"]["prefill_paths"].get("extend-graph", 0) > 0

@@ -23,7 +23,7 @@ from qualflow.runtime import GenerationRequest, SamplingParams
 
 from .step_log import StepLog
 
-TINY_SESSIONS = 3
+TINY_SESSIONS = 2
 
 
 def load_sessions(path: Path) -> list[list[dict]]:
@@ -98,7 +98,7 @@ def measure_agent_replay(run) -> dict:
     cfg = run.cfg
     sessions = load_sessions(Path(cfg.agent_trace))
     sessions = sessions[:TINY_SESSIONS] if cfg.tiny else sessions
-    out = 8 if cfg.tiny else 64
+    out = 4 if cfg.tiny else 64
     rec: dict = {"trace": cfg.agent_trace, "sessions": len(sessions), "output_tokens": out}
     rec["concurrency"] = cfg.agent_concurrency
     for side, on in (("on", True), ("off", False)):
@@ -111,8 +111,9 @@ def measure_agent_replay(run) -> dict:
                 ]
                 for s in sessions
             ]
-            # warm: the same shapes, one token ahead of each prompt so nothing of it is cached
-            replay(task, [[[1] + t for t in s] for s in prompts[:2]], cfg.agent_concurrency, 2, "w")
+            if not cfg.tiny:  # warm: one token ahead of each prompt, so that none of it is cached
+                warm = [[[1] + t for t in s] for s in prompts[:2]]
+                replay(task, warm, cfg.agent_concurrency, 2, "w")
             log = StepLog(task, watch_all=True)
             res = replay(task, prompts, cfg.agent_concurrency, out, "a")
         finally:
