@@ -1,5 +1,6 @@
 """`qualflow bench engine` runs end to end on cpu on one tiny point: the result it writes is in the
-results schema and carries the point's roofline share, and the multi-turn point's two sides."""
+results schema and carries the point's roofline share, the multi-turn point's three sides (the
+cached turn's prefill padded, eager, and the cache off) and the agent-replay point's two."""
 
 from __future__ import annotations
 
@@ -49,3 +50,15 @@ def test_a_tiny_engine_run_writes_a_schema_result_with_the_roofline_share(tmp_pa
     # on: everything of the history but its last output token, in full blocks of 16
     assert all(x["cached_tokens"] == 192 for x in mt["on"]["last_turn"])
     assert mt["ttft_ratio_on_off"] == mt["on"]["ttft_ms_p50"] / mt["off"]["ttft_ms_p50"]
+    assert all(x["cached_tokens"] == 192 for x in mt["on_eager"]["last_turn"])
+    # the last turn's prefill: past its cached prefix, a padded step on, an eager one on_eager
+    assert mt["on"]["last_prefill"]["paths"] == ["extend-graph"]
+    assert mt["on_eager"]["last_prefill"]["paths"] == ["eager"]
+    assert mt["off"]["last_prefill"]["paths"] == ["prefill-graph"]  # fresh, 224 tokens
+    assert all(x["steps"][0]["tokens"] == 224 - 192 for x in mt["on"]["last_turn"])
+    # the agent-replay point: recorded prompts, so the cache holds most of what the trace allows
+    ag = json.loads(path.read_text())["detail"]["agent_replay"]
+    assert ag["on"]["requests"] == ag["off"]["requests"] == 5 + 3  # its first 2 sessions
+    assert ag["off"]["cached_tokens"] == 0 and ag["on"]["prompt_tokens"] > 2000
+    assert 0.9 < ag["on"]["hit_share_of_max"] <= 1 and ag["on"]["max_hit_rate"] > 0.5
+    assert ag["on"]["prefill_paths"].get("extend-graph", 0) > 0

@@ -41,6 +41,16 @@ class EngineBenchConfig:
         help="no multi-turn point (sessions re-sending their history; the last turn's TTFT with "
         "the prefix cache on and off)",
     )
+    skip_agent_replay: bool = setting(
+        False,
+        help="no agent-replay point (the recorded agent sessions of --agent-trace, the prefix cache"
+        " on and off: throughput, TTFT, hit rate beside the trace's maximum)",
+    )
+    agent_trace: str = setting(
+        "workloads/agent/agent-v1.json",
+        help="the agent-replay point's sessions (AIPerf inputs_json), from the working directory",
+    )
+    agent_concurrency: int = setting(16, help="sessions the agent-replay point runs at once")
     kv_cache_gb: float = setting(0.0, help="KV pool size (0: half the free memory)")
     max_num_batched_tokens: int = setting(0, help="prefill token budget (0: the engine's)")
     async_scheduling: Literal["off", "on", "ab"] = setting(

@@ -9,7 +9,8 @@ greedy output against the plan's first variant (equality.py), then measures its 
 spread, its roofline (roofline.py) and its share of it). The variant of record also runs family
 correctness and the offline workload; then (--engine-process on) its points again with the engine
 in its own process, mixed steps (plan async), the multi-turn point (multiturn.py: the last turn's
-TTFT with the prefix cache on and off) and HF `generate` for two points. The run prints every
+TTFT with the prefix cache on and off), the agent-replay point (agent_replay.py: recorded agent
+sessions, the prefix cache on and off) and HF `generate` for two points. The run prints every
 point against its roofline and the previous committed run, the A/B pairs and the variants
 (report.py), writes <out>/<GPU model>/<date>-engine-<plan><suffix>.json in the results schema
 (results.py), and exits 1 when a variant failed to load, differs from the baseline beyond a
@@ -35,6 +36,7 @@ from qualflow.configs import from_args
 from qualflow.runtime import EngineConfig, load_task
 
 from . import report, results
+from .agent_replay import measure_agent_replay
 from .config import EngineBenchConfig
 from .machine import correctness, device_figures, hf_points, machine, prepare_bundle
 from .multiturn import measure_multiturn
@@ -207,6 +209,8 @@ def run_engine(cfg: EngineBenchConfig) -> int:
         measure_mixed(run)
     if not cfg.skip_multiturn and not run.late():
         measure_multiturn(run)
+    if not cfg.skip_agent_replay and not run.late():
+        measure_agent_replay(run)
     if not cfg.skip_hf and not run.late():
         hf_points(run.ckpt, result, POINTS, run.save)
     result["summary"] = report.summary(result)

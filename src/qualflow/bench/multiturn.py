@@ -1,9 +1,12 @@
 """The multi-turn point of `qualflow bench engine`: sessions whose every turn re-sends the whole
 history (the previous prompt, its greedy output, a new user part of seeded random tokens), run one
-turn after the other, with the engine's prefix cache on and then off on the same bundle. It records
-the last turn's TTFT (submission to first token, on the Task) per session and the median of each
-side, the tokens the cache served, and prints the ratio on / off. On --tiny the sessions are small
-and the figure means nothing; on a GPU they reach past 4k tokens."""
+turn after the other, on three loads of the same bundle: the prefix cache on (the cached turn's
+prefill step replays a graph padded to its token and context buckets), on with those steps eager
+(--prefill-graph-context 0, the path before), and off. It records the last turn's TTFT (submission
+to first token, on the Task) per session and the median of each side, the tokens the cache served,
+the path and time of the last turn's prefill step (step_log.py), and prints the ratios to off. On
+--tiny the sessions are small and the figures mean nothing (the padded steps run eagerly); on a GPU
+they reach past 4k tokens."""
 
 from __future__ import annotations
 
@@ -13,8 +16,16 @@ import torch
 
 from qualflow.runtime import GenerationRequest, SamplingParams
 
+from .step_log import StepLog, step_summary
+
 TURNS = 6
 SESSIONS = 3
+# each side's engine overrides; prefill graphs "on" (auto on cuda) so that cpu pads the steps too
+SIDES = (
+    ("on", dict(prefix_caching=True, prefill_graphs="on")),
+    ("on_eager", dict(prefix_caching=True, prefill_graphs="on", prefill_graph_context=0)),
+    ("off", dict(prefix_caching=False, prefill_graphs="on")),
+)
 
 
 def sizes(tiny: bool) -> tuple[int, int, int]:
@@ -22,8 +33,9 @@ def sizes(tiny: bool) -> tuple[int, int, int]:
     return (64, 24, 8) if tiny else (1536, 512, 64)
 
 
-def session(task, seed: int, tiny: bool) -> dict:
-    """One session, turn after turn: its last turn's prompt length, TTFT (ms) and cached tokens."""
+def session(task, seed: int, tiny: bool, log: StepLog | None = None) -> dict:
+    """One session, turn after turn: its last turn's prompt length, TTFT (ms), cached tokens and
+    prefill steps (`log`)."""
     first, per_turn, out = sizes(tiny)
     gen = torch.Generator().manual_seed(seed)
     new = lambda n: torch.randint(1000, 30000, (n,), generator=gen).tolist()  # noqa: E731
@@ -32,7 +44,10 @@ def session(task, seed: int, tiny: bool) -> dict:
     for turn in range(TURNS):
         if turn:
             prompt = prompt + final.token_ids + new(per_turn)
-        final = task.generate_sync(GenerationRequest(f"mt{seed}-{turn}", prompt, params))
+        rid = f"mt{seed}-{turn}"
+        if log is not None and turn == TURNS - 1:
+            log.watch.add(rid)
+        final = task.generate_sync(GenerationRequest(rid, prompt, params))
         if final.finish_reason != "length":
             raise RuntimeError(f"turn {turn}: {final.finish_reason} {final.error}")
     t = final.timing
@@ -40,35 +55,52 @@ def session(task, seed: int, tiny: bool) -> dict:
         "prompt_tokens": len(prompt),
         "ttft_ms": (t.first_token_ns - t.submitted_ns) / 1e6,
         "cached_tokens": t.cached_tokens,
+        "steps": [] if log is None else log.of(final.request_id),
     }
 
 
 def measure_multiturn(run) -> dict:
-    """Both sides on `run` (engine.Run), each on its own load; the record is also in
+    """Every side on `run` (engine.Run), each on its own load; the record is also in
     run.result["multiturn"]."""
     first, per_turn, out = sizes(run.cfg.tiny)
     context = first + (TURNS - 1) * (per_turn + out) + out
     rec: dict = {"turns": TURNS, "sessions": SESSIONS}
-    for on in (True, False):
-        task = run.load(prefix_caching=on, max_context=context)
+    for side, overrides in SIDES:
+        task = run.load(**overrides, max_context=context)
         try:
             session(task, 10_000, run.cfg.tiny)  # warm: shapes compiled, not measured
-            last = [session(task, s, run.cfg.tiny) for s in range(SESSIONS)]
+            log = StepLog(task)
+            last = [session(task, s, run.cfg.tiny, log) for s in range(SESSIONS)]
         finally:
             run.release(task)
-        rec["on" if on else "off"] = {
+        rec[side] = {
+            "engine": overrides,
             "last_turn": last,
             "ttft_ms_p50": statistics.median(x["ttft_ms"] for x in last),
+            "last_prefill": step_summary([st for x in last for st in x["steps"]]),
         }
     rec["prompt_tokens"] = rec["on"]["last_turn"][0]["prompt_tokens"]
     rec["ttft_ratio_on_off"] = rec["on"]["ttft_ms_p50"] / rec["off"]["ttft_ms_p50"]
+    rec["ttft_ratio_on_eager_off"] = rec["on_eager"]["ttft_ms_p50"] / rec["off"]["ttft_ms_p50"]
     run.result["multiturn"] = rec
     run.save()
     print(
         f"multi-turn: {TURNS} turns, last turn {rec['prompt_tokens']} prompt tokens "
         f"({rec['on']['last_turn'][0]['cached_tokens']} cached): TTFT p50 prefix cache on "
-        f"{rec['on']['ttft_ms_p50']:.1f} ms, off {rec['off']['ttft_ms_p50']:.1f} ms, "
-        f"on/off {rec['ttft_ratio_on_off']:.2f}",
+        f"{rec['on']['ttft_ms_p50']:.1f} ms, on with eager cached steps "
+        f"{rec['on_eager']['ttft_ms_p50']:.1f} ms, off {rec['off']['ttft_ms_p50']:.1f} ms; "
+        f"on/off {rec['ttft_ratio_on_off']:.2f}, eager on/off {rec['ttft_ratio_on_eager_off']:.2f}",
         flush=True,
     )
+    for side, _ in SIDES:
+        st = rec[side]["last_prefill"]
+        print(
+            f"  last turn's prefill, {side}: {'+'.join(st['paths'])}, host p50 "
+            f"{_ms(st['host_ms_p50'])}, device p50 {_ms(st['device_ms_p50'])}",
+            flush=True,
+        )
     return rec
+
+
+def _ms(v: float | None) -> str:
+    return "n/a" if v is None else f"{v:.2f} ms"

@@ -112,6 +112,13 @@ class EngineConfig:
     prefill_graph_seqs: int = setting(
         16, help="most sequences in one captured prefill step (--prefill-graphs)"
     )
+    prefill_graph_context: int = setting(
+        8192,
+        help="prefill steps past position 0 (a prompt after its cached prefix, a later chunk) "
+        "padded to a token bucket and a context bucket (512 doubling, up to this many context "
+        "rows or the context limit plus the largest token bucket, whichever is less) and captured"
+        " with the fresh ones (--prefill-graphs); 0: those steps run eagerly (A/B)",
+    )
     prefix_caching: bool = setting(
         True,
         help="keep the K/V of full blocks (prompt and output) in the KV pool after their request, "

@@ -1,8 +1,8 @@
 """Builds the engine of one process from a bundle, in order: weights on the device (the fused
 kernels after their self-check, or compiled ops, on CUDA), the KV block pool, the decode CUDA
-graphs, the prefill graphs, then a warm-up that compiles the prefill variants before any user's
-request does. `load_engine` returns the engine with what the Task reports of it
-(`info`, `load_timing`)."""
+graphs, the prefill graphs (fresh, and past position 0), then a warm-up that compiles the prefill
+variants before any user's request does. `load_engine` returns the engine with what the Task
+reports of it (`info`, `load_timing`)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from ..config import EngineConfig
 from ..kernels import fused, paged_decode, pdl, skinny_gemm
 from .cuda_graphs import DecodeGraphs
 from .engine import Engine
+from .extend_graphs import ExtendGraphs, context_buckets
 from .grammar_steps import GrammarSteps, grammar_setup
 from .kv_cache import KvCache, allocate_kv_cache
 from .model_runner import ModelRunner
@@ -78,7 +79,8 @@ def load_engine(
     if fast and paged_decode.available():
         graphs, launch = decode_graphs(model, kv, ops, cfg, device, launch)
     prefill, prefill_note = prefill_graphs(model, kv, cfg, device)
-    runner = ModelRunner(spec, model, kv.attention, graphs, prefill)
+    extend, extend_note = extend_graphs(model, kv, cfg, device, prefill, context_limit)
+    runner = ModelRunner(spec, model, kv.attention, graphs, prefill, extend)
     engine = Engine(spec, runner, Scheduler(cfg, kv.blocks))
     engine.grammar = GrammarSteps(grammar_setup(bundle, family))  # compiler built meanwhile
     if fast:
@@ -105,6 +107,8 @@ def load_engine(
         "programmatic_launch": launch,
         "prefill_graphs": None if prefill is None else prefill.sizes,
         "prefill_graphs_note": prefill_note,
+        "extend_graphs": None if extend is None else [extend.tokens, extend.contexts],
+        "extend_graphs_note": extend_note,
         "engine_pid": None,
     }
     timing = {
@@ -232,6 +236,31 @@ def prefill_graphs(
         ), "captured" if device.type == "cuda" else "eager"
     except Exception as e:  # noqa: BLE001 - serve without them, and say why
         log.exception("prefill graph capture failed")
+        return None, f"off: capture failed: {type(e).__name__}: {e}"
+
+
+def extend_graphs(
+    model, kv: KvCache, cfg: EngineConfig, device: torch.device, prefill, context_limit: int
+) -> tuple[ExtendGraphs | None, str]:
+    """The padded prefill steps past position 0, on the fresh ones' token buckets (captured on CUDA
+    into their memory pool), and a note on why there are none: the fresh ones are off, or
+    --prefill-graph-context 0, or capture failed (those steps then run eagerly)."""
+    if prefill is None or cfg.prefill_graph_context <= 0:
+        return None, "off" if prefill is None else "off: --prefill-graph-context 0"
+    limit = min(cfg.prefill_graph_context, context_limit + prefill.max_tokens)
+    try:
+        return ExtendGraphs(
+            model,
+            kv.attention,
+            prefill.sizes,
+            context_buckets(limit),
+            prefill.max_seqs,
+            device,
+            capture=prefill.capture,
+            pool=prefill.pool,
+        ), "captured" if prefill.capture else "eager"
+    except Exception as e:  # noqa: BLE001 - serve without them, and say why
+        log.exception("extend graph capture failed")
         return None, f"off: capture failed: {type(e).__name__}: {e}"
 
 

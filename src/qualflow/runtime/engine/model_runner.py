@@ -1,7 +1,9 @@
 """Turns a scheduled batch into the model's packed inputs and attention metadata, runs one forward
 and returns the logits of the sequences that sample this step. Decode-only steps replay a captured
 CUDA graph when there is one for the batch size, fresh prefill steps one for their token bucket
-(prefill_graphs.py); every other step runs eagerly.
+(prefill_graphs.py), prefill steps past position 0 (a cached prefix, a later chunk) one for their
+token and context buckets (extend_graphs.py); every other step runs eagerly. `path` names what the
+last step ran (a benchmark reads it).
 
 A token still on the device (Sequence.pending: sampled by the step in flight, not read back) is
 taken from that step's tokens (`prev`) by a device-side copy, so building a step never waits for
@@ -33,12 +35,20 @@ def pending_fills(batch: Batch) -> tuple[list[int], list[int]]:
 
 class ModelRunner:
     def __init__(
-        self, spec: EngineSpec, model, attention: PagedAttention, graphs=None, prefill=None
+        self,
+        spec: EngineSpec,
+        model,
+        attention: PagedAttention,
+        graphs=None,
+        prefill=None,
+        extend=None,
     ):
-        """`graphs`: DecodeGraphs, or None."""
+        """`graphs`: DecodeGraphs, `prefill`: PrefillGraphs, `extend`: ExtendGraphs, each or
+        None."""
         self.model, self.attn, self.device, self.graphs = model, attention, spec.device, graphs
-        self.prefill = prefill  # PrefillGraphs, or None
+        self.prefill, self.extend = prefill, extend
         self.block_size = attention.block_size
+        self.path = ""  # "decode-graph", "prefill-graph", "extend-graph" or "eager"
 
     def run(self, batch: Batch, prev: torch.Tensor | None = None) -> torch.Tensor:
         """Logits [number of sampling sequences, V] in batch order. `prev`: the tokens sampled by
@@ -47,9 +57,15 @@ class ModelRunner:
         if at and prev is None:
             raise RuntimeError("a pending input token without the step that samples it")
         if self.graphs is not None and batch.is_decode and len(batch.seqs) <= self.graphs.max_batch:
+            self.path = "decode-graph"
             return self.graphs.decode(batch, (at, rows), prev)
         if self.prefill is not None and self.prefill.fits(batch):
+            self.path = "prefill-graph"
             return self.prefill.prefill(batch, (at, rows), prev)
+        if self.extend is not None and self.extend.pick(batch) is not None:
+            self.path = "extend-graph"
+            return self.extend.extend(batch, (at, rows), prev)
+        self.path = "eager"
         ids, pos, slots, cu_q, cu_k, ctx = [], [], [], [0], [0], []
         fresh = all(s == 0 for s in batch.starts)
         for seq, start, n in zip(batch.seqs, batch.starts, batch.counts):
