@@ -29,7 +29,11 @@ checked against (equality.py).
     each.
   --plan prefix (issue 48): overlapped; the prefix cache on ("_pc", the default) against off
     ("_nopc") on single-turn points with no shared prefix (a cache that finds nothing must cost
-    nothing); the offline workload on both. The multi-turn point measures what it finds."""
+    nothing); the offline workload on both. The multi-turn point measures what it finds.
+  --plan tools (issue 46): overlapped, the default engine ("_tools"): the pilot point, then the
+    constrained-decoding figures on the same load (constrained.py): required calls against no
+    tools, a shared batch against one without constrained rows, a new and a cached schema's
+    added TTFT."""
 
 from __future__ import annotations
 
@@ -53,6 +57,7 @@ class Variant:
         False  # the variant of record: family correctness and the offline workload run on it
     )
     offline: bool = False  # the offline workload runs on this variant too
+    constrained: bool = False  # the constrained-decoding figures run on this variant (--plan tools)
     label: str = ""
 
 
@@ -227,24 +232,36 @@ PREFIX = (
 PREFIX_PAIRS = (("_nopc", "_pc", "prefix cache on against off (nothing shared)"),)
 
 
+TOOLS = (
+    Variant(
+        "_tools",
+        dict(async_scheduling="on"),
+        ("c64_isl1024_osl256",),
+        main=True,
+        constrained=True,
+        label="the default engine; constrained decoding beside its pilot point",
+    ),
+)
+
+
+PLANS = {
+    "v3": (V3, V3_PAIRS),
+    "skinny": (SKINNY, SKINNY_PAIRS),
+    "pdl": (PDL, PDL_PAIRS),
+    "budget": (BUDGET, BUDGET_PAIRS),
+    "rows": (ROWS, ROWS_PAIRS),
+    "prefix": (PREFIX, PREFIX_PAIRS),
+    "wait": (WAIT, (("_w0", "_w1", "prefill wait factor 1 against 0"),)),
+    "tools": (TOOLS, ()),
+}
+
+
 def plan(
     name: str, async_scheduling: str
 ) -> tuple[tuple[Variant, ...], tuple[tuple[str, str, str], ...]]:
     """The variants and A/B pairs of a run."""
-    if name == "v3":
-        return V3, V3_PAIRS
-    if name == "skinny":
-        return SKINNY, SKINNY_PAIRS
-    if name == "pdl":
-        return PDL, PDL_PAIRS
-    if name == "budget":
-        return BUDGET, BUDGET_PAIRS
-    if name == "rows":
-        return ROWS, ROWS_PAIRS
-    if name == "prefix":
-        return PREFIX, PREFIX_PAIRS
-    if name == "wait":
-        return WAIT, (("_w0", "_w1", "prefill wait factor 1 against 0"),)
+    if name in PLANS:
+        return PLANS[name]
     off = Variant("", dict(async_scheduling="off"), main=True, label="one step at a time")
     on = Variant(
         "_async", dict(async_scheduling="on"), main=async_scheduling == "on", label="overlapped"
