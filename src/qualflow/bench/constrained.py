@@ -59,6 +59,8 @@ def tools_vs_none(task, cfg) -> dict:
     calib = _groups_round(task, [Group("calib", c, c)], isl, osl, 0)["calib"]["wall_s"]
     waves, rounds = rounds_for(calib, cfg.min_seconds, cfg.min_repeats)
     sides = {"none": None, "required": required(), "free": free_call()}
+    warm = [Group(f"warm-{k}", 1, 1, g) for k, g in sides.items() if g is not None]
+    _groups_round(task, warm, isl, osl, 0)  # the compiler built, both grammars compiled
     tps: dict[str, list[float]] = {k: [] for k in sides}
     with GrammarBreaks() as breaks:
         for n in range(rounds):
