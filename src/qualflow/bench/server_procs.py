@@ -109,9 +109,11 @@ def aiperf_point(
     n: int,
     procs: tuple[int, int],
     store: bool = False,
+    server_counts: bool = False,
 ) -> float:
     """One AIPerf run into <folder>/aiperf_c<C> (`procs`: workers_max, record_processors; `store`:
-    the requests ask the server to store their responses); its output tok/s."""
+    the requests ask the server to store their responses; `server_counts`: token counts from the
+    server's usage, which AIPerf requires with `store: true`); its output tok/s."""
     folder.mkdir(parents=True, exist_ok=True)
     cmd = [
         "aiperf",
@@ -161,6 +163,7 @@ def aiperf_point(
         "records",
         "--artifact-dir",
         str(folder / f"aiperf_c{c}"),
+        *(["--use-server-token-count"] if server_counts else []),
     ]
     env = {k: v for k, v in os.environ.items() if k != "HF_HUB_OFFLINE"}
     log = folder / f"aiperf_c{c}.log"

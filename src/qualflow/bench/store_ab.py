@@ -90,7 +90,8 @@ def store_ab(cfg: ServerBenchConfig, bundle: Path, points: list[int], sets: dict
                     folder = work / f"{side}-{n}"
                     side_cfg = dataclasses.replace(cfg, port=ports[side])
                     procs = (cfg.workers, cfg.record_processors)
-                    aiperf_point(side_cfg, bundle, folder, c, n_req(c), procs, side == "on")
+                    on = side == "on"  # both sides count tokens the same way: the server's
+                    aiperf_point(side_cfg, bundle, folder, c, n_req(c), procs, on, True)
                     row[side] = _figures(folder, c)
                 rounds.append(row)
     finally:
