@@ -10,7 +10,9 @@ from typing import Literal
 
 from qualflow.configs import setting
 
-PLANS = Literal["async", "v3", "wait", "skinny", "pdl", "budget", "rows", "prefix", "hopper"]
+PLANS = Literal[
+    "async", "v3", "wait", "skinny", "pdl", "budget", "rows", "prefix", "hopper", "tools"
+]
 
 
 @dataclass(frozen=True)
@@ -117,11 +119,12 @@ class ServerBenchConfig:
         help="the result's file name (default <date>-server.json; "
         "--mode scaling: <date>-<GPU model>-ceiling-scaling.json)",
     )
-    mode: Literal["speed", "scaling", "http"] = setting(
+    mode: Literal["speed", "scaling", "http", "store"] = setting(
         "speed",
         help="scaling: only the ceiling, at each AIPerf workers:record_processors pair of "
         "--grid and each point; http: the HTTP part of a c1 request under each of "
-        "--http-servers (synthetic engine, no AIPerf), alternated",
+        "--http-servers (synthetic engine, no AIPerf), alternated; store: each point with the "
+        "response store off and on (SQLite), alternated over --store-rounds",
     )
     device: Literal["auto", "cuda", "cpu"] = setting(
         "auto", help="auto: cuda where nvidia-smi sees a GPU"
@@ -131,7 +134,8 @@ class ServerBenchConfig:
         help="embedded checkpoint (default qwen3-0.6b on cuda, tiny on cpu and in --mode scaling)",
     )
     points: str = setting(
-        "", help="concurrencies, space-separated (default '1 64 256'; scaling: '64 256')"
+        "",
+        help="concurrencies, space-separated (default '1 64 256'; scaling: '64 256'; store: '64')",
     )
     isl: int = setting(128, help="prompt tokens per request")
     osl: int = setting(128, help="output tokens per request (ignore_eos)")
@@ -170,3 +174,6 @@ class ServerBenchConfig:
     )
     http_requests: int = setting(200, help="--mode http: measured c1 requests per server a round")
     http_rounds: int = setting(4, help="--mode http: rounds, each server once a round")
+    store_rounds: int = setting(
+        2, help="--mode store: rounds, each side once a round (off, on; then on, off)"
+    )

@@ -38,6 +38,7 @@ from qualflow.runtime import EngineConfig, load_task
 from . import report, results
 from .agent_replay import measure_agent_replay
 from .config import EngineBenchConfig
+from .constrained import measure_constrained, print_constrained
 from .machine import correctness, device_figures, hf_points, machine, prepare_bundle
 from .multiturn import measure_multiturn
 from .points import POINTS, measure
@@ -139,6 +140,8 @@ def run_variants(run: Run) -> list:
                 cfg,
                 offline=variant.main or variant.offline,
             )
+            if variant.constrained:
+                measure_constrained(task, result, cfg, run.save)
         except Exception as e:  # noqa: BLE001
             result["variants"].setdefault(variant.tag, {})["error"] = f"failed: {e!r}"
             print(f"[{variant.tag}] failed: {e!r}", flush=True)
@@ -219,6 +222,7 @@ def run_engine(cfg: EngineBenchConfig) -> int:
     report.print_pairs(result, plan(cfg.plan, cfg.async_scheduling)[1])
     report.print_variants(result)
     report.print_device(result, prev)
+    print_constrained(result, prev)
     run.save()
     print(f"wrote {run.path}")
     if result["problems"]:

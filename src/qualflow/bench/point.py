@@ -13,7 +13,7 @@ import numpy as np
 from qualflow.runtime import FinalEvent, GenerationRequest, Task
 
 
-async def _one(task: Task, req: GenerationRequest) -> dict:
+async def one_request(task: Task, req: GenerationRequest) -> dict:
     t0 = time.perf_counter_ns()
     stamps = []
     async for ev in task.generate(req):
@@ -40,7 +40,7 @@ async def run_point(
         ids = [rng.randrange(1000, 100_000) for _ in range(input_len)]
         params = task.default_params(max_new_tokens=output_len, temperature=0.0, ignore_eos=True)
         async with sem:
-            return await _one(task, GenerationRequest(f"bench-{i}", ids, params))
+            return await one_request(task, GenerationRequest(f"bench-{i}", ids, params))
 
     t0 = time.perf_counter()
     res = await asyncio.gather(*[limited(i) for i in range(requests)])

@@ -2,7 +2,7 @@
 (benchmarks/results/<GPU model>/<date>-<kind>.json).
 
     {"schema": "qualflow-bench/1",
-     "kind": "engine" | "server" | "kernel" | "pilot" | "http",
+     "kind": "engine" | "server" | "kernel" | "pilot" | "http" | "store",
      "name": what ran (engine: the plan; kernel: the tuner; server, pilot: the preset or config),
      "gpu": the device name as CUDA reports it ("NVIDIA H200"), "date": ISO 8601 UTC,
      "software": {"git_sha", "torch", "cuda", "driver"} (null where the run did not record it),
@@ -24,7 +24,7 @@ import subprocess
 from pathlib import Path
 
 SCHEMA = "qualflow-bench/1"
-KINDS = ("engine", "server", "kernel", "pilot", "http")
+KINDS = ("engine", "server", "kernel", "pilot", "http", "store")
 # what a result recorded before a setting existed ran with: request_sampling came in after runs
 # whose requests carried no sampling fields (the server's default, temperature 1); api_servers after
 # runs of one API process
@@ -98,7 +98,22 @@ def engine_points(raw: dict) -> list[dict]:
                 tps / limit if limit else None,
             )
         )
-    return out
+    return out + constrained_points(raw.get("constrained", {}))
+
+
+def constrained_points(raw: dict) -> list[dict]:
+    """`--plan tools`'s figures (bench/constrained.py), one point each: required calls and free
+    strings against no tools (output tok/s ratio), the shared batch (ITL p50, % slower), a new and
+    a cached schema (added TTFT p50)."""
+    t, m, s = (raw.get(k, {}) for k in ("tools_vs_none", "mixed_batch", "schema_latency"))
+    figs = {
+        "constrained_required_vs_none": {"ratio": t.get("required", {}).get("ratio")},
+        "constrained_free_vs_none": {"ratio": t.get("free", {}).get("ratio")},
+        "constrained_shared_batch": {"itl_slower_pct": m.get("slower_pct")},
+        "constrained_new_schema": {"added_ttft_ms_p50": s.get("new", {}).get("added_ms_p50")},
+        "constrained_cached_schema": {"added_ttft_ms_p50": s.get("cached", {}).get("added_ms_p50")},
+    }
+    return [point(n, f) for n, f in figs.items() if next(iter(f.values())) is not None]
 
 
 def server_points(raw: dict) -> list[dict]:
@@ -125,6 +140,17 @@ def http_points(raw: dict) -> list[dict]:
         point(f"c1_{name}", {k: figs.get(k) for k in keys})
         for name, figs in raw.get("servers", {}).items()
     ]
+
+
+def store_points(raw: dict) -> list[dict]:
+    """The store A/B's points: each side's output tok/s, ITL and TTFT p50, and the on / off
+    ratio of output tok/s (the median of the rounds')."""
+    out = []
+    for name, p in raw.get("points", {}).items():
+        for side in ("off", "on"):
+            out.append(point(f"{name}_store_{side}", dict(p[side])))
+        out.append(point(f"{name}_store_on_off", {"ratio": p["ratio"]["ratio"]}))
+    return out
 
 
 def kernel_points(raw: dict) -> list[dict]:
@@ -179,6 +205,7 @@ POINTS = {
     "kernel": kernel_points,
     "pilot": pilot_points,
     "http": http_points,
+    "store": store_points,
 }
 
 

@@ -13,7 +13,8 @@ this run against the newest committed result of the same device and settings in 
 --baseline), and writes <out>/<date>-server.json in the results schema. --mode scaling measures only
 the ceiling at each AIPerf workers:record_processors pair of --grid (the figures to set the pilot's
 `aiperf:` section from). --mode http measures the HTTP part of a c1 request under each ASGI server
-of --http-servers, alternated (http_path).
+of --http-servers, alternated (http_path). --mode store runs the points with the response store off
+and on (SQLite), alternated (store_ab).
 
     qualflow bench server --work /tmp/speed --out $OUT"""
 
@@ -60,13 +61,13 @@ def resolved(cfg: ServerBenchConfig) -> ServerBenchConfig:
         )
         device = "cuda" if gpu else "cpu"
     cuda = device == "cuda"
-    preset = cfg.preset or ("qwen3-0.6b" if cuda and cfg.mode == "speed" else "tiny")
+    preset = cfg.preset or ("qwen3-0.6b" if cuda and cfg.mode in ("speed", "store") else "tiny")
     return dataclasses.replace(
         cfg,
         device=device,
         preset=preset,
         out=cfg.out or str(Path(cfg.work) / "out"),
-        points=cfg.points or ("64 256" if cfg.mode == "scaling" else "1 64 256"),
+        points=cfg.points or {"scaling": "64 256", "store": "64"}.get(cfg.mode, "1 64 256"),
         max_batch=cfg.max_batch or (64 if cuda else 8),
         workers=cfg.workers or (8 if cuda else 1),
         record_processors=cfg.record_processors or (4 if cuda else 1),
@@ -218,6 +219,16 @@ def scaling(cfg: ServerBenchConfig, bundle: Path, points: list[int], sets: dict)
     server_report.scaling(cfg.work, cfg.out, name, grid, points, sets)
 
 
+def store_mode(cfg: ServerBenchConfig, bundle: Path, points: list[int], sets: dict) -> int:
+    """--mode store: the points with the response store off and on, alternated (store_ab)."""
+    from . import store_ab
+
+    res = store_ab.store_ab(cfg, bundle, points, sets, lambda c: requests(cfg, c))
+    store_ab.print_store(res, store_ab.previous(Path(cfg.results), res))
+    store_ab.write(res, cfg.out, cfg.name)
+    return 0
+
+
 def run_server_bench(cfg: ServerBenchConfig) -> int:
     cfg = resolved(cfg)
     points = [int(c) for c in cfg.points.split()]
@@ -232,6 +243,8 @@ def run_server_bench(cfg: ServerBenchConfig) -> int:
 
         http_path.write(http_path.http_path(cfg, bundle, sets["device_name"]), cfg.out, cfg.name)
         return 0
+    if cfg.mode == "store":
+        return store_mode(cfg, bundle, points, sets)
     (scaling if cfg.mode == "scaling" else speed)(cfg, bundle, points, sets)
     return 0
 

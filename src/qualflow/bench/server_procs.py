@@ -34,7 +34,10 @@ class Server:
         max_batch: int,
         api: int,
         flags: list[str],
+        port: int | None = None,
     ):
+        """`port`: where it listens (default the bench's --port)."""
+        port = port or cfg.port
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "timing.jsonl").unlink(missing_ok=True)
         self.api, self.log = api, folder / "server.log"
@@ -44,7 +47,7 @@ class Server:
             "--bundle",
             str(bundle),
             "--port",
-            str(cfg.port),
+            str(port),
             "--model-name",
             "speed",
             "--max-batch",
@@ -61,7 +64,7 @@ class Server:
         ]
         with open(self.log, "w") as log:
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
-        self._wait_healthy(cfg.port)
+        self._wait_healthy(port)
 
     def _wait_healthy(self, port: int) -> None:
         while True:
@@ -84,14 +87,14 @@ class Server:
                 print(line)
 
 
-def extra_inputs(cfg: ServerBenchConfig) -> str:
-    """What every AIPerf request carries beside the prompt: ignore_eos, min_tokens and the sampling
-    fields of --request-sampling."""
+def extra_inputs(cfg: ServerBenchConfig, store: bool = False) -> str:
+    """What every AIPerf request carries beside the prompt: ignore_eos, min_tokens, `store` (true:
+    the server stores each response) and the sampling fields of --request-sampling."""
     return json.dumps(
         {
             "ignore_eos": True,
             "min_tokens": cfg.osl,
-            "store": False,
+            "store": store,
             **json.loads(cfg.request_sampling),
         },
         separators=(",", ":"),
@@ -99,10 +102,18 @@ def extra_inputs(cfg: ServerBenchConfig) -> str:
 
 
 def aiperf_point(
-    cfg: ServerBenchConfig, bundle: Path, folder: Path, c: int, n: int, procs: tuple[int, int]
+    cfg: ServerBenchConfig,
+    bundle: Path,
+    folder: Path,
+    c: int,
+    n: int,
+    procs: tuple[int, int],
+    store: bool = False,
+    server_counts: bool = False,
 ) -> float:
-    """One AIPerf run into <folder>/aiperf_c<C> (`procs`: workers_max, record_processors); its
-    output tok/s."""
+    """One AIPerf run into <folder>/aiperf_c<C> (`procs`: workers_max, record_processors; `store`:
+    the requests ask the server to store their responses; `server_counts`: token counts from the
+    server's usage, which AIPerf requires with `store: true`); its output tok/s."""
     folder.mkdir(parents=True, exist_ok=True)
     cmd = [
         "aiperf",
@@ -125,7 +136,7 @@ def aiperf_point(
         "--output-tokens-stddev",
         "0",
         "--extra-inputs",
-        extra_inputs(cfg),
+        extra_inputs(cfg, store),
         "--random-seed",
         "42",
         "--num-dataset-entries",
@@ -152,6 +163,7 @@ def aiperf_point(
         "records",
         "--artifact-dir",
         str(folder / f"aiperf_c{c}"),
+        *(["--use-server-token-count"] if server_counts else []),
     ]
     env = {k: v for k, v in os.environ.items() if k != "HF_HUB_OFFLINE"}
     log = folder / f"aiperf_c{c}.log"

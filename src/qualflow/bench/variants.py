@@ -33,7 +33,12 @@ checked against (equality.py).
   --plan hopper (issue 49): overlapped; prefill attention through flash attention's varlen kernel
     ("_flash", the default) against cuDNN's SDPA with ragged offsets ("_cudnn", checked at load;
     its task_info's varlen_attention names the steps it took; family correctness runs on it) on
-    the prefill points: c1 ISL 1024 TTFT and the pilot shape (c64, ISL 1024 / OSL 256)."""
+    the prefill points: c1 ISL 1024 TTFT and the pilot shape (c64, ISL 1024 / OSL 256).
+
+  --plan tools (issue 46): overlapped, the default engine ("_tools"): the pilot point, then the
+    constrained-decoding figures on the same load (constrained.py): required calls against no
+    tools, a shared batch against one without constrained rows, a new and a cached schema's
+    added TTFT."""
 
 from __future__ import annotations
 
@@ -57,6 +62,7 @@ class Variant:
         False  # the variant of record: family correctness and the offline workload run on it
     )
     offline: bool = False  # the offline workload runs on this variant too
+    constrained: bool = False  # the constrained-decoding figures run on this variant (--plan tools)
     label: str = ""
 
 
@@ -250,26 +256,37 @@ HOPPER = (
 HOPPER_PAIRS = (("_flash", "_cudnn", "cuDNN prefill attention against flash"),)
 
 
+TOOLS = (
+    Variant(
+        "_tools",
+        dict(async_scheduling="on"),
+        ("c64_isl1024_osl256",),
+        main=True,
+        constrained=True,
+        label="the default engine; constrained decoding beside its pilot point",
+    ),
+)
+
+
+PLANS = {
+    "v3": (V3, V3_PAIRS),
+    "skinny": (SKINNY, SKINNY_PAIRS),
+    "pdl": (PDL, PDL_PAIRS),
+    "budget": (BUDGET, BUDGET_PAIRS),
+    "rows": (ROWS, ROWS_PAIRS),
+    "prefix": (PREFIX, PREFIX_PAIRS),
+    "wait": (WAIT, (("_w0", "_w1", "prefill wait factor 1 against 0"),)),
+    "hopper": (HOPPER, HOPPER_PAIRS),
+    "tools": (TOOLS, ()),
+}
+
+
 def plan(
     name: str, async_scheduling: str
 ) -> tuple[tuple[Variant, ...], tuple[tuple[str, str, str], ...]]:
     """The variants and A/B pairs of a run."""
-    if name == "v3":
-        return V3, V3_PAIRS
-    if name == "skinny":
-        return SKINNY, SKINNY_PAIRS
-    if name == "pdl":
-        return PDL, PDL_PAIRS
-    if name == "budget":
-        return BUDGET, BUDGET_PAIRS
-    if name == "rows":
-        return ROWS, ROWS_PAIRS
-    if name == "prefix":
-        return PREFIX, PREFIX_PAIRS
-    if name == "hopper":
-        return HOPPER, HOPPER_PAIRS
-    if name == "wait":
-        return WAIT, (("_w0", "_w1", "prefill wait factor 1 against 0"),)
+    if name in PLANS:
+        return PLANS[name]
     off = Variant("", dict(async_scheduling="off"), main=True, label="one step at a time")
     on = Variant(
         "_async", dict(async_scheduling="on"), main=async_scheduling == "on", label="overlapped"
