@@ -87,14 +87,16 @@ class Server:
                 print(line)
 
 
-def extra_inputs(cfg: ServerBenchConfig, store: bool = False) -> str:
-    """What every AIPerf request carries beside the prompt: ignore_eos, min_tokens, `store` (true:
-    the server stores each response) and the sampling fields of --request-sampling."""
+def extra_inputs(cfg: ServerBenchConfig) -> str:
+    """What every AIPerf request carries beside the prompt: ignore_eos, min_tokens and the sampling
+    fields of --request-sampling. No `store`: a server with a store keeps every response by default
+    (as OpenAI's), one without stores nothing, and AIPerf counts the tokens itself (`store: true`
+    would make it take them from the usage of `response.completed`, which an `ignore_eos` turn
+    ended by max_output_tokens does not send: it ends `response.incomplete`)."""
     return json.dumps(
         {
             "ignore_eos": True,
             "min_tokens": cfg.osl,
-            "store": store,
             **json.loads(cfg.request_sampling),
         },
         separators=(",", ":"),
@@ -108,12 +110,9 @@ def aiperf_point(
     c: int,
     n: int,
     procs: tuple[int, int],
-    store: bool = False,
-    server_counts: bool = False,
 ) -> float:
-    """One AIPerf run into <folder>/aiperf_c<C> (`procs`: workers_max, record_processors; `store`:
-    the requests ask the server to store their responses; `server_counts`: token counts from the
-    server's usage, which AIPerf requires with `store: true`); its output tok/s."""
+    """One AIPerf run into <folder>/aiperf_c<C> (`procs`: workers_max, record_processors); its
+    output tok/s."""
     folder.mkdir(parents=True, exist_ok=True)
     cmd = [
         "aiperf",
@@ -136,7 +135,7 @@ def aiperf_point(
         "--output-tokens-stddev",
         "0",
         "--extra-inputs",
-        extra_inputs(cfg, store),
+        extra_inputs(cfg),
         "--random-seed",
         "42",
         "--num-dataset-entries",
@@ -163,7 +162,6 @@ def aiperf_point(
         "records",
         "--artifact-dir",
         str(folder / f"aiperf_c{c}"),
-        *(["--use-server-token-count"] if server_counts else []),
     ]
     env = {k: v for k, v in os.environ.items() if k != "HF_HUB_OFFLINE"}
     log = folder / f"aiperf_c{c}.log"

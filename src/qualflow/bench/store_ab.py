@@ -3,12 +3,12 @@ off and on (SQLite), alternated in one call.
 
 Two `qualflow serve` run side by side on the same bundle: without a store on --port, and with
 `--store sqlite:///<work>/store/responses.db` on --port + 1 (idle while the other is measured).
-Each round runs every point on both (off, on; the next round on, off), the store side's requests
-carrying `store: true` (each response written before its terminal event) and the other's `store:
-false`. Prints per point the median output tok/s of each side, the median of the rounds' ratios
-on / off (target >= 0.95) with its spread, and ITL / TTFT p50, beside the newest committed store
-run of the same device in --results; writes <out>/<date>-store.json (kind store) and the count of
-responses the database holds."""
+Each round runs every point on both (off, on; the next round on, off), the same requests on both
+(no `store` field: the store side keeps every response by default, written before its terminal
+event, and the other stores nothing). Prints per point the median output tok/s of each side, the
+median of the rounds' ratios on / off (target >= 0.95) with its spread, and ITL / TTFT p50,
+beside the newest committed store run of the same device in --results; writes
+<out>/<date>-store.json (kind store) and the count of responses the database holds."""
 
 from __future__ import annotations
 
@@ -90,8 +90,7 @@ def store_ab(cfg: ServerBenchConfig, bundle: Path, points: list[int], sets: dict
                     folder = work / f"{side}-{n}"
                     side_cfg = dataclasses.replace(cfg, port=ports[side])
                     procs = (cfg.workers, cfg.record_processors)
-                    on = side == "on"  # both sides count tokens the same way: the server's
-                    aiperf_point(side_cfg, bundle, folder, c, n_req(c), procs, on, True)
+                    aiperf_point(side_cfg, bundle, folder, c, n_req(c), procs)
                     row[side] = _figures(folder, c)
                 rounds.append(row)
     finally:
