@@ -1,10 +1,9 @@
 """No acknowledged stored response lost to `kill -9` (issue 47's durability target), on SQLite and
 PostgreSQL: per round, `qualflow serve --store URL` on the embedded default (CPU) takes CONCURRENCY
 clients at once, each sending `store: true` requests one after another (streamed or not, some
-chained with previous_response_id to its own last one or, on its first
-turn, to any acknowledged one); every response whose completion the client
-received (a non-stream 200 body; a stream's response.completed / response.incomplete event) is
-acknowledged. Once a seeded random number of them is acknowledged, the server's process group gets
+chained with previous_response_id to its own last one or, on its first turn, to any acknowledged
+one); every response whose completion the client received (a non-stream 200 body; a stream's
+response.completed / response.incomplete event) is acknowledged. Once a seeded random number of them is acknowledged, the server's process group gets
 SIGKILL with the rest in flight; a new server on the same store then answers GET for every
 acknowledged id (compared whole with what the client got) and its input_items, and continues a
 few of them.
