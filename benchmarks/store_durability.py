@@ -3,10 +3,10 @@ PostgreSQL: per round, `qualflow serve --store URL` on the embedded default (CPU
 clients at once, each sending `store: true` requests one after another (streamed or not, some
 chained with previous_response_id to its own last one or, on its first turn, to any acknowledged
 one); every response whose completion the client received (a non-stream 200 body; a stream's
-response.completed / response.incomplete event) is acknowledged. Once a seeded random number of them is acknowledged, the server's process group gets
-SIGKILL with the rest in flight; a new server on the same store then answers GET for every
-acknowledged id (compared whole with what the client got) and its input_items, and continues a
-few of them.
+response.completed / response.incomplete event) is acknowledged. Once a seeded random number of
+them is acknowledged, the server's process group gets SIGKILL with the rest in flight; a new server
+on the same store then answers GET for every acknowledged id (compared whole with what the client
+got) and its input_items, and continues a few of them.
 
 lost        acknowledged, and GET gives 404 after the restart
 mismatched  found, but the stored response, its input items or its previous_response_id differ
@@ -248,11 +248,13 @@ def one_round(a, bundle: Path, backend: str, store: str, rnd: int, work: Path) -
     }
 
 
-def postgres(url: str, work: Path):
-    """(URL, stop) of the PostgreSQL to use: `auto` starts a throwaway cluster."""
+def postgres(url: str):
+    """(URL, stop) of the PostgreSQL to use: `auto` starts a throwaway cluster (in a folder of its
+    own under /tmp: as root, the script hands it to the postgres user)."""
     if url != "auto":
         return url, lambda: None
-    env = {**os.environ, "QUALFLOW_PG_DIR": str(work / "pg"), "QUALFLOW_PG_PORT": str(free_port())}
+    folder = tempfile.mkdtemp(prefix="qualflow-pg-")
+    env = {**os.environ, "QUALFLOW_PG_DIR": folder, "QUALFLOW_PG_PORT": str(free_port())}
     script = [str(REPO / "tests" / "store" / "postgres.sh")]
     r = subprocess.run(["bash", *script, "start"], capture_output=True, text=True, env=env)
     if r.returncode != 0:
@@ -288,7 +290,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="store-durability-") as tmp:
         work = Path(tmp)
         bundle = a.bundle or embedded_bundle(work)
-        pg_url, pg_stop = postgres(a.pg_url, work) if "postgresql" in backends else (None, None)
+        pg_url, pg_stop = postgres(a.pg_url) if "postgresql" in backends else (None, None)
         try:
             for backend in backends:
                 store = pg_url if backend == "postgresql" else str(work / "store.db")
