@@ -1,12 +1,13 @@
 """No acknowledged stored response lost to `kill -9` (issue 47's durability target), on SQLite and
 PostgreSQL: per round, `qualflow serve --store URL` on the embedded default (CPU) takes CONCURRENCY
-clients at once, each sending `store: true` requests one after another (streamed or not, some
-chained with previous_response_id to its own last one or, on its first turn, to any acknowledged
-one); every response whose completion the client received (a non-stream 200 body; a stream's
-response.completed / response.incomplete event) is acknowledged. Once a seeded random number of
-them is acknowledged, the server's process group gets SIGKILL with the rest in flight; a new server
-on the same store then answers GET for every acknowledged id (compared whole with what the client
-got) and its input_items, and continues a few of them.
+clients at once, each sending `store: true` requests one after another (streamed or not; half of
+its later turns chained with previous_response_id to its own last one); every response whose
+completion the client received (a non-stream 200 body; a stream's response.completed /
+response.incomplete event) is acknowledged. Once a seeded random number of them is acknowledged
+(CONCURRENCY/2 to 2 x CONCURRENCY: chained turns among them), the server's process group gets
+SIGKILL with the rest in flight; a new server on the same store then answers GET for every
+acknowledged id (compared whole with what the client got) and its input_items, and continues the
+last three.
 
 lost        acknowledged, and GET gives 404 after the restart
 mismatched  found, but the stored response, its input items or its previous_response_id differ
@@ -150,8 +151,6 @@ async def client_loop(client: httpx.AsyncClient, load: Load, w: int) -> None:
     previous, n = None, 0
     while load.in_flight_at_kill is None:
         text = f"client {w} turn {n}: tell me something {rng.randint(0, 10**6)}"
-        if previous is None and load.acks:  # a first turn may continue another client's
-            previous = rng.choice(load.acks).response["id"]
         chained = previous is not None and rng.random() < 0.5
         body = {"model": load.model, "input": text, "store": True, "stream": rng.random() < 0.5}
         body.update(max_output_tokens=load.tokens)
@@ -206,7 +205,7 @@ async def verify(url: str, model: str, acks: list[Ack], tokens: int) -> dict:
     async with httpx.AsyncClient(timeout=120) as client:
         await asyncio.gather(*(check(client, a) for a in acks))
         continued = 0
-        for a in [a for a in acks if a.previous][-3:]:
+        for a in acks[-3:]:
             body = {"model": model, "input": "and then?", "max_output_tokens": tokens}
             body["previous_response_id"] = a.response["id"]
             r = await client.post(f"{url}/v1/responses", json=body)
@@ -216,7 +215,7 @@ async def verify(url: str, model: str, acks: list[Ack], tokens: int) -> dict:
 
 def one_round(a, bundle: Path, backend: str, store: str, rnd: int, work: Path) -> dict:
     seed = f"{a.seed}-{backend}-{rnd}"
-    kill_at = random.Random(seed).randint(a.concurrency // 10, a.concurrency)
+    kill_at = random.Random(seed).randint(a.concurrency // 2, 2 * a.concurrency)
     log = work / f"{backend}-{rnd}.log"
     server = Server(bundle, store, a.max_batch, log)
     try:
