@@ -9,6 +9,7 @@ from sqlalchemy.engine import Engine
 
 from . import conversations_sql, responses_sql, retention
 from .engine import open_engine
+from .group_commit import GroupCommit
 from .interface import DEFAULT_LIMIT
 from .migrations import migrate
 from .records import JSON, Chain, Conversation, ConversationItem, Order, Page, StoredResponse
@@ -20,11 +21,12 @@ class SqlStore:
 
     def __init__(self, engine: Engine):
         self.engine = engine
+        self._writes = GroupCommit(engine)
 
     def put(
         self, response: StoredResponse, inputs: Sequence[JSON], outputs: Sequence[JSON]
     ) -> None:
-        responses_sql.put(self.engine, response, inputs, outputs)
+        self._writes.put(response, inputs, outputs)
 
     def get(self, owner: str, response_id: str) -> StoredResponse:
         return responses_sql.get(self.engine, owner, response_id)
