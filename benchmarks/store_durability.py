@@ -4,7 +4,7 @@ clients at once, each sending `store: true` requests one after another (streamed
 its later turns chained with previous_response_id to its own last one); every response whose
 completion the client received (a non-stream 200 body; a stream's response.completed /
 response.incomplete event) is acknowledged. Once a seeded random number of them is acknowledged
-(CONCURRENCY/2 to 2 x CONCURRENCY: chained turns among them), the server's process group gets
+(1.25 to 2 x CONCURRENCY: second turns, chained ones among them), the server's process group gets
 SIGKILL with the rest in flight; a new server on the same store then answers GET for every
 acknowledged id (compared whole with what the client got) and its input_items, and continues the
 last three.
@@ -215,7 +215,7 @@ async def verify(url: str, model: str, acks: list[Ack], tokens: int) -> dict:
 
 def one_round(a, bundle: Path, backend: str, store: str, rnd: int, work: Path) -> dict:
     seed = f"{a.seed}-{backend}-{rnd}"
-    kill_at = random.Random(seed).randint(a.concurrency // 2, 2 * a.concurrency)
+    kill_at = random.Random(seed).randint(a.concurrency * 5 // 4, 2 * a.concurrency)
     log = work / f"{backend}-{rnd}.log"
     server = Server(bundle, store, a.max_batch, log)
     try:
