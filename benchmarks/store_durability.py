@@ -285,6 +285,7 @@ def main() -> None:
     a = ap.parse_args()
     backends = (a.backends or "sqlite" + (",postgresql" if a.pg_url else "")).split(",")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # the servers and cluster stopped
     rows = []
     with tempfile.TemporaryDirectory(prefix="store-durability-") as tmp:
         work = Path(tmp)
