@@ -4,12 +4,12 @@ PostgreSQL: one WAL flush), instead of one commit each, one after another.
 
 A put waits until the transaction holding it has committed, so a response is on disk before its
 put returns (and before the server tells the client it completed), as with a commit of its own.
-The first waiting thread leads: it takes every put queued so far, writes each in a savepoint (one
-that fails, say a taken id, is rolled back and raises in its own thread only) and commits; puts that
-arrive meanwhile go to the next leader. Between this process's writers there is no lock contention
-(SQLite's busy-wait backs off by up to 100 ms). A put appending to a conversation commits alone:
-it locks the conversation's row, and several such locks in one transaction could deadlock with
-another server's."""
+The first waiting thread leads: it takes every put queued so far, writes them and commits; puts
+that arrive meanwhile go to the next leader. A group that fails (say, a taken id) is rolled back and
+each of its puts is tried again alone, so that only the failing one raises, in its own thread.
+Between this process's writers there is no lock contention (SQLite's busy-wait backs off by up to
+100 ms). A put appending to a conversation commits alone: it locks the conversation's row, and
+several such locks in one transaction could deadlock with another server's."""
 
 from __future__ import annotations
 
@@ -53,23 +53,25 @@ class GroupCommit:
         done.result()
 
     def _commit(self, group: list[tuple[Put, Future]]) -> None:
-        errors: dict[int, BaseException] = {}
         try:
             with write_tx(self.engine) as conn:
-                for i, (put, _) in enumerate(group):
-                    try:
-                        with conn.begin_nested():
-                            responses_sql.insert(conn, *put)
-                    except Exception as e:
-                        errors[i] = e
-        except BaseException as e:  # the commit failed: every put of the group fails with it
+                for put, _ in group:
+                    responses_sql.insert(conn, *put)
+        except Exception as e:
+            if len(group) == 1:
+                group[0][1].set_exception(e)
+                return
+            for k, one in enumerate(group):  # rolled back: each again alone (only one fails)
+                try:
+                    self._commit([one])
+                except BaseException as stop:  # interrupted: the rest are not retried
+                    for _, done in group[k + 1 :]:
+                        done.set_exception(stop)
+                    raise
+            return
+        except BaseException as e:
             for _, done in group:
                 done.set_exception(e)
-            if not isinstance(e, Exception):
-                raise
-            return
-        for i, (_, done) in enumerate(group):
-            if i in errors:
-                done.set_exception(errors[i])
-            else:
-                done.set_result(None)
+            raise
+        for _, done in group:
+            done.set_result(None)
