@@ -1,5 +1,6 @@
-"""Group commit on both backends: puts waiting together are committed by one transaction, and one
-that fails (a taken id) fails alone, the rest of its group stored."""
+"""Group commit (the SQLite store's puts; it works on both backends): puts waiting together are
+committed by one transaction, and one that fails (a taken id) fails alone, the rest of its group
+stored."""
 
 from __future__ import annotations
 
@@ -10,21 +11,22 @@ import sqlalchemy as sa
 
 from fixtures.store import ALICE, item, response
 from qualflow.server.store import DuplicateId
+from qualflow.server.store.group_commit import GroupCommit
 
 
 def put_together(store, ids: list[str]) -> dict[str, BaseException | None]:
     """Put a response per id from a thread each, all queued while a write is under way; the
     outcome of each (None: stored)."""
     outcome: dict[str, BaseException | None] = {}
+    writes = GroupCommit(store.engine)
 
     def put(rid: str) -> None:
         try:
-            store.put(response(rid), [item(f"in_{rid}")], [item(f"out_{rid}")])
+            writes.put(response(rid), [item(f"in_{rid}")], [item(f"out_{rid}")])
             outcome[rid] = None
         except Exception as e:
             outcome[rid] = e
 
-    writes = store._writes
     with writes._leading:  # a group being written: the puts queue behind it
         threads = [threading.Thread(target=put, args=(rid,)) for rid in ids]
         for t in threads:
@@ -56,3 +58,14 @@ def test_a_put_that_fails_fails_alone(store):
     assert outcome == {"resp_a": None, "resp_b": None}
     assert [i["id"] for i in store.input_items(ALICE, "resp_taken").data] == ["first"]
     assert {store.get(ALICE, r).id for r in ("resp_a", "resp_b")} == {"resp_a", "resp_b"}
+
+
+def test_the_sqlite_store_groups_its_commits(store_url):
+    from qualflow.server.store import open_store
+
+    store = open_store(store_url)
+    try:
+        grouped = store._group is not None
+    finally:
+        store.close()
+    assert grouped == store_url.startswith("sqlite")

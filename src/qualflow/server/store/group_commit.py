@@ -1,6 +1,8 @@
 """Group commit: the puts of concurrent threads (the server's worker threads, one per request
-being stored) written in one transaction and made durable by one commit (SQLite: one WAL fsync;
-PostgreSQL: one WAL flush), instead of one commit each, one after another.
+being stored) written in one transaction and made durable by one commit (SQLite: one WAL fsync),
+instead of one commit each, one after another. SqlStore uses it on SQLite, whose writers take turns
+anyway; PostgreSQL runs concurrent transactions in parallel and groups their WAL flushes itself
+(serializing them here was slower there).
 
 A put waits until the transaction holding it has committed, so a response is on disk before its
 put returns (and before the server tells the client it completed), as with a commit of its own.
