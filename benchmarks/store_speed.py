@@ -2,13 +2,15 @@
 
 write p50/p99   one put: a response (its JSON ~1 KB) with one input message and two output items
                 (reasoning, message), committed (SQLite: WAL, synchronous=FULL);
+write, N writers  the same puts from N threads at once (the server's concurrent requests), with
+                the puts per second;
 chain p50/p99   loading the context of a 10-turn previous_response_id chain (every item, in order);
 size            the database's size on disk (main file + WAL) after N stored responses, retention
                 keeping at most BOUND (a prune every PRUNE_EVERY puts, as the background task
                 would).
 
   python benchmarks/store_speed.py [--responses 100000] [--bound 1000] [--samples 500]
-                                   [--prune-every 100] [--url URL]
+                                   [--prune-every 100] [--writers 8] [--url URL]
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import argparse
 import os
 import statistics
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -82,6 +85,34 @@ def disk_size(url: str) -> str:
     )
 
 
+def concurrent_writes(store, n: int, writers: int, samples: int) -> int:
+    """`samples` puts from `writers` threads at once (as the server's worker threads put the
+    responses of concurrent requests); prints each put's time and the puts per second. The next
+    free response number."""
+    barrier, times = threading.Barrier(writers), [[] for _ in range(writers)]
+
+    def writer(w: int) -> None:
+        barrier.wait()
+        for k in range(w, samples, writers):
+            r = turn(n + k, None)
+            t0 = time.perf_counter()
+            store.put(*r)
+            times[w].append(time.perf_counter() - t0)
+
+    threads = [threading.Thread(target=writer, args=(w,)) for w in range(writers)]
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - t0
+    print(
+        f"write, {writers} writers ({samples} puts): {percentiles(sum(times, []))}  "
+        f"{samples / wall:.0f} puts/s"
+    )
+    return n + samples
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument(
@@ -90,6 +121,12 @@ def main() -> None:
     ap.add_argument("--bound", type=int, default=1000, help="retention bound of the size run")
     ap.add_argument("--prune-every", type=int, default=100, help="puts between two prunes")
     ap.add_argument("--samples", type=int, default=500, help="timed puts and chain loads")
+    ap.add_argument(
+        "--writers",
+        type=int,
+        default=8,
+        help="threads putting at once (1: the sequential run only)",
+    )
     ap.add_argument(
         "--url", default=None, help="store URL (default: a SQLite file in a temp folder)"
     )
@@ -104,6 +141,8 @@ def main() -> None:
         writes.append(time.perf_counter() - t0)
         n += 1
     print(f"write ({args.samples} puts): {percentiles(writes)}")
+    if args.writers > 1:
+        n = concurrent_writes(store, n, args.writers, args.samples)
 
     previous = None
     for _ in range(10):

@@ -7,7 +7,7 @@ import json
 from collections.abc import Sequence
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
 from . import conversations_sql
@@ -38,6 +38,14 @@ def _record(row: sa.Row) -> StoredResponse:
 def put(
     engine: Engine, response: StoredResponse, inputs: Sequence[JSON], outputs: Sequence[JSON]
 ) -> None:
+    with write_tx(engine) as conn:
+        insert(conn, response, inputs, outputs)
+
+
+def insert(
+    conn: Connection, response: StoredResponse, inputs: Sequence[JSON], outputs: Sequence[JSON]
+) -> None:
+    """put's statements, inside the caller's write transaction."""
     if response.previous_response_id == response.id:
         raise ValueError(f"response '{response.id}' cannot follow itself")
     rows = encode([*inputs, *outputs], "items")
@@ -52,26 +60,25 @@ def put(
         }
         for i, (item_id, kind, text) in enumerate(rows)
     ]
-    with write_tx(engine) as conn:
-        if response.conversation_id is not None:
-            conversations_sql.append(conn, response.owner, response.conversation_id, rows)
-        try:
-            conn.execute(
-                rs.insert().values(
-                    id=response.id,
-                    owner=response.owner,
-                    created_at=response.created_at,
-                    model=response.model,
-                    status=response.status,
-                    response=dumps(response.response),
-                    previous_response_id=response.previous_response_id,
-                    conversation_id=response.conversation_id,
-                )
+    if response.conversation_id is not None:
+        conversations_sql.append(conn, response.owner, response.conversation_id, rows)
+    try:
+        conn.execute(
+            rs.insert().values(
+                id=response.id,
+                owner=response.owner,
+                created_at=response.created_at,
+                model=response.model,
+                status=response.status,
+                response=dumps(response.response),
+                previous_response_id=response.previous_response_id,
+                conversation_id=response.conversation_id,
             )
-        except IntegrityError:
-            raise DuplicateId("Response", response.id) from None
-        if values:
-            conn.execute(ri.insert(), values)
+        )
+    except IntegrityError:
+        raise DuplicateId("Response", response.id) from None
+    if values:
+        conn.execute(ri.insert(), values)
 
 
 def get(engine: Engine, owner: str, response_id: str) -> StoredResponse:

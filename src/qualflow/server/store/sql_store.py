@@ -9,6 +9,7 @@ from sqlalchemy.engine import Engine
 
 from . import conversations_sql, responses_sql, retention
 from .engine import open_engine
+from .group_commit import GroupCommit
 from .interface import DEFAULT_LIMIT
 from .migrations import migrate
 from .records import JSON, Chain, Conversation, ConversationItem, Order, Page, StoredResponse
@@ -20,11 +21,17 @@ class SqlStore:
 
     def __init__(self, engine: Engine):
         self.engine = engine
+        # SQLite: one writer at a time anyway, so concurrent puts share commits (group_commit.py);
+        # PostgreSQL writes them in parallel and groups their WAL flushes itself
+        self._group = GroupCommit(engine) if engine.dialect.name == "sqlite" else None
 
     def put(
         self, response: StoredResponse, inputs: Sequence[JSON], outputs: Sequence[JSON]
     ) -> None:
-        responses_sql.put(self.engine, response, inputs, outputs)
+        if self._group is not None:
+            self._group.put(response, inputs, outputs)
+        else:
+            responses_sql.put(self.engine, response, inputs, outputs)
 
     def get(self, owner: str, response_id: str) -> StoredResponse:
         return responses_sql.get(self.engine, owner, response_id)
