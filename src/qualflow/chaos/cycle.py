@@ -32,8 +32,17 @@ class Workflow:
     status: Path
 
     def qualify(self, cores: int, *extra: str) -> list[str]:
-        return [sys.executable, "-m", "snakemake", "--cores", str(cores), "qualify",
-                "--configfile", self.configfile, *extra]  # fmt: skip
+        return [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "--cores",
+            str(cores),
+            "qualify",
+            "--configfile",
+            self.configfile,
+            *extra,
+        ]
 
 
 @dataclass
@@ -55,8 +64,9 @@ def _env(folder: Path) -> dict[str, str]:
     return env
 
 
-def run_snakemake(wfl: Workflow, cmd: list[str], folder: Path, name: str, timeout_s: float,
-                  on_start=None) -> Phase:  # fmt: skip
+def run_snakemake(
+    wfl: Workflow, cmd: list[str], folder: Path, name: str, timeout_s: float, on_start=None
+) -> Phase:
     """Run `cmd` in the workflow copy, its output to <folder>/<name>.log, watching its tree;
     `on_start(watcher, t0)` starts the faults. After it ends, its processes get GRACE_S to end;
     those still alive are recorded and killed (they are ours: the watcher saw them in the tree)."""
@@ -64,8 +74,14 @@ def run_snakemake(wfl: Workflow, cmd: list[str], folder: Path, name: str, timeou
     ph = Phase()
     t0 = time.monotonic()
     with open(folder / f"{name}.log", "w") as log:
-        p = subprocess.Popen(cmd, cwd=wfl.wf, env=_env(folder), stdout=log,
-                             stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+        p = subprocess.Popen(
+            cmd,
+            cwd=wfl.wf,
+            env=_env(folder),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     ph.watcher = TreeWatcher(p.pid).start()
     if on_start is not None:
         on_start(ph.watcher, t0)
@@ -100,15 +116,19 @@ def _after(
         out.append(checks.status_truthful(wfl.wf / wfl.status, wfl.wf / ev, failed_run=failed))
         out.append(checks.accounted(wfl.wf / wfl.status, wfl.wf / ev))
     for s in wfl.sessions:
-        out.append(checks.acknowledged_stored(
-            wfl.wf / s / "server_timing.jsonl", wfl.wf / s / faults.STORE_FILE))  # fmt: skip
+        out.append(
+            checks.acknowledged_stored(
+                wfl.wf / s / "server_timing.jsonl", wfl.wf / s / faults.STORE_FILE
+            )
+        )
     out.append(checks.no_locks(wfl.wf, (folder / "gpu-locks",), excused=excuse))
     out.append(checks.no_leftovers(ph.left, ph.ports, folder / "tmp"))
     return out
 
 
-def run_cycle(wfl: Workflow, plan: CyclePlan, folder: Path, cores: int, timeout_s: float,
-              tmpfs_size: str) -> dict:  # fmt: skip
+def run_cycle(
+    wfl: Workflow, plan: CyclePlan, folder: Path, cores: int, timeout_s: float, tmpfs_size: str
+) -> dict:
     """The cycle: the faulted run, its checks, the plain rerun, its checks. A dict of the record's
     fields (run.CycleRecord)."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -147,8 +167,14 @@ def run_cycle(wfl: Workflow, plan: CyclePlan, folder: Path, cores: int, timeout_
         run_snakemake(wfl, wfl.qualify(cores, "--unlock"), folder, "unlock", timeout_s)
     rerun = run_snakemake(wfl, wfl.qualify(cores), folder, "rerun", timeout_s)
     second = _after(wfl, folder, rerun, False, "")
-    second.insert(0, checks.Verdict("plain rerun completes", rerun.returncode == 0,
-                                    f"exit {rerun.returncode}" * (rerun.returncode != 0)))  # fmt: skip
+    second.insert(
+        0,
+        checks.Verdict(
+            "plain rerun completes",
+            rerun.returncode == 0,
+            f"exit {rerun.returncode}" * (rerun.returncode != 0),
+        ),
+    )
     return {
         "faults": [i.outcome for i in injections],
         "notes": notes,

@@ -1,5 +1,5 @@
-"""`qualflow chaos`: the schedule printed, the workflow copy prepared (one plain qualify: the bundle,
-correctness, a first verdict), then each cycle (cycle.run_cycle) with its row of the table; the
+"""`qualflow chaos`: the schedule printed, the workflow copy prepared (one plain qualify: the
+bundle, correctness, a first verdict), then each cycle (cycle.run_cycle) with its row of the table; the
 table also as JSON (<work>/chaos.json, a CycleRecord per cycle). Exit status 1 if any check
 failed."""
 
@@ -108,16 +108,23 @@ def main_chaos(a) -> int:
         return 0
     wfl = workflow_copy(cfg, Path.cwd())
     work = Path(cfg.work)
-    prep = run_snakemake(wfl, wfl.qualify(cfg.cores), work / "prepare", "qualify",
-                         cfg.cycle_timeout_s)  # fmt: skip
+    prep = run_snakemake(
+        wfl, wfl.qualify(cfg.cores), work / "prepare", "qualify", cfg.cycle_timeout_s
+    )
     if prep.returncode != 0:
         print(f"chaos: the plain qualify before the cycles failed: {work}/prepare/qualify.log")
         return 1
     print(f"{'seed':>6} {'cycle':>5}  {'faults (planned)':<48} {'rc':>4}  verdicts")
     records = []
     for plan in plans:
-        got = run_cycle(wfl, plan, work / "cycles" / f"{plan.cycle:03d}", cfg.cores,
-                        cfg.cycle_timeout_s, cfg.tmpfs_size)  # fmt: skip
+        got = run_cycle(
+            wfl,
+            plan,
+            work / "cycles" / f"{plan.cycle:03d}",
+            cfg.cores,
+            cfg.cycle_timeout_s,
+            cfg.tmpfs_size,
+        )
         records.append(record_of(cfg, plan, got))
         print(row(records[-1]), flush=True)
         _write(work, cfg, plans, same, records)
