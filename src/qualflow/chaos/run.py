@@ -1,7 +1,7 @@
 """`qualflow chaos`: the schedule printed, the workflow copy prepared (one plain qualify: the
-bundle, correctness, a first verdict), then each cycle (cycle.run_cycle) with its row of the table; the
-table also as JSON (<work>/chaos.json, a CycleRecord per cycle). Exit status 1 if any check
-failed."""
+bundle, correctness, a first verdict), then each cycle (cycle.run_cycle) with its row of the
+table; the table also as JSON (<work>/chaos.json, a CycleRecord per cycle). Exit status 1 if any
+check failed."""
 
 from __future__ import annotations
 
