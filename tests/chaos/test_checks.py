@@ -1,0 +1,170 @@
+"""Each check of a chaos cycle passes on a good case and fails on a crafted bad one: a rung claimed
+without its evidence, a request missing on one side, an acknowledged stored response gone, a lock
+or a process or a temporary file left."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import pytest
+
+from qualflow.chaos import checks
+from qualflow.chaos.procs import TreeWatcher, live, role, table, tree
+
+RUN, POINT = "run-1", "tiny_c1"
+
+
+def evidence(tmp_path, n_server=4, corr_passed=True):
+    ev = tmp_path / "evidence"
+    ev.mkdir()
+    pd.DataFrame({"run_id": [RUN], "point_id": [POINT]}).to_parquet(ev / "runs.parquet")
+    pd.DataFrame({"run_id": [RUN], "passed": [corr_passed]}).to_parquet(ev / "correctness.parquet")
+    pd.DataFrame({"run_id": [RUN], "passed": [True]}).to_parquet(ev / "protocol.parquet")
+    summary = dict(run_id=[RUN], point_id=[POINT], request_count=[4], n_client=[4])
+    summary.update(n_server=[n_server], n_matched=[min(4, n_server)], n_errors=[0])
+    pd.DataFrame(summary).to_parquet(ev / "summary.parquet")
+    return ev
+
+
+def status(tmp_path, rung, reasons="", run=RUN):
+    path = tmp_path / "status.tsv"
+    row = {"run_id": run, "point_id": POINT, "status": rung, "status_reasons": reasons}
+    pd.DataFrame([row]).to_csv(path, sep="\t", index=False)
+    return path
+
+
+def test_a_truthful_status_passes(tmp_path):
+    ev = evidence(tmp_path)
+    assert checks.status_truthful(status(tmp_path, "aiperf-qualified"), ev).ok
+
+
+@pytest.mark.parametrize(
+    ("rung", "kw", "said"),
+    [
+        ("aiperf-qualified", {"n_server": 3}, "expected 4"),
+        ("family-validated", {"corr_passed": False}, "without passed correctness"),
+    ],
+)
+def test_a_rung_its_evidence_does_not_show_fails(tmp_path, rung, kw, said):
+    v = checks.status_truthful(status(tmp_path, rung), evidence(tmp_path, **kw))
+    assert not v.ok and said in v.detail
+
+
+def test_a_status_of_a_run_without_evidence_fails_unless_superseded(tmp_path):
+    st = status(tmp_path, "implemented", run="run-gone")
+    ev = evidence(tmp_path)  # written after the table: the table is older
+    v = checks.status_truthful(st, ev)
+    assert not v.ok and "no evidence" in v.detail
+    assert checks.status_truthful(st, ev, failed_run=True).ok  # a failed run's stale table
+    os.utime(st, (time.time() + 60, time.time() + 60))  # a table newer than the evidence
+    assert not checks.status_truthful(st, ev, failed_run=True).ok
+
+
+def test_a_missing_request_must_be_explained_by_the_status(tmp_path):
+    ev = evidence(tmp_path, n_server=3)
+    v = checks.accounted(status(tmp_path, "aiperf-qualified"), ev)
+    assert not v.ok and "does not say why" in v.detail
+    said = status(tmp_path, "protocol-conformant", reasons="accounting: server records 3")
+    assert checks.accounted(said, ev).ok
+    whole = tmp_path / "whole"
+    whole.mkdir()
+    assert checks.accounted(status(whole, "aiperf-qualified"), evidence(whole)).ok
+
+
+def store_with(tmp_path, ids):
+    db = tmp_path / "store.db"
+    conn = sqlite3.connect(db)
+    conn.execute("CREATE TABLE responses (id TEXT PRIMARY KEY)")
+    conn.executemany("INSERT INTO responses VALUES (?)", [(i,) for i in ids])
+    conn.commit()
+    conn.close()
+    return db
+
+
+def timing_of(tmp_path, *records):
+    path = tmp_path / "server_timing.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records) + '{"torn": ')
+    return path
+
+
+def test_an_acknowledged_stored_response_must_be_in_the_store(tmp_path):
+    stored = {"status": "completed", "store_write_ns": 5}
+    timing = timing_of(
+        tmp_path,
+        {"response_id": "resp_a", **stored},
+        {"response_id": "resp_b", **stored},
+        {"response_id": "resp_c", "status": "completed", "store_write_ns": None},  # store: false
+        {"response_id": "resp_d", "status": "failed", "store_write_ns": None},
+    )
+    assert checks.acknowledged_stored(timing, store_with(tmp_path, ["resp_a", "resp_b"])).ok
+    (tmp_path / "store.db").unlink()
+    v = checks.acknowledged_stored(timing, store_with(tmp_path, ["resp_a"]))
+    assert not v.ok and "resp_b" in v.detail
+
+
+def test_a_leftover_lock_fails_unless_excused(tmp_path):
+    assert checks.no_locks(tmp_path).ok
+    locks = tmp_path / ".snakemake" / "locks"
+    locks.mkdir(parents=True)
+    (locks / "0.input.lock").write_text("x")
+    assert not checks.no_locks(tmp_path).ok
+    assert checks.no_locks(tmp_path, excused="Snakemake was SIGKILLed").ok
+    (locks / "0.input.lock").unlink()
+    gpu = tmp_path / "gpu-locks"
+    gpu.mkdir()
+    (gpu / "gpu0.lock").write_text("{}")
+    v = checks.no_locks(tmp_path, (gpu,), excused="x")
+    assert not v.ok and "gpu0.lock" in v.detail
+
+
+def test_a_leftover_process_port_or_temporary_file_fails(tmp_path):
+    assert checks.no_leftovers([], [], tmp_path).ok
+    assert not checks.no_leftovers(["123 qualflow serve"], [], tmp_path).ok
+    assert not checks.no_leftovers([], [8000], tmp_path).ok
+    (tmp_path / "pymp-x").mkdir()
+    v = checks.no_leftovers([], [], tmp_path)
+    assert not v.ok and "pymp-x" in v.detail
+
+
+def test_the_watcher_finds_a_process_by_its_place_in_the_tree_and_what_is_left(tmp_path):
+    """A child `qualflow serve` (by its command line) of the watched root is a server, and a
+    child of it an engine; once the root ends, the grandchild left alive is reported."""
+    script = (
+        "import subprocess, sys, time\n"
+        "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+        "time.sleep(60)\n"
+    )
+    fake = tmp_path / "qualflow"
+    fake.write_text(f"#!{sys.executable}\n{script}")
+    fake.chmod(0o755)
+    runner = f"import subprocess; subprocess.run({[str(fake), 'serve']!r})"
+    root = subprocess.Popen([sys.executable, "-c", runner])
+    w = TreeWatcher(root.pid, period_s=0.05).start()
+    try:
+        deadline = time.monotonic() + 60
+        while not w.find("engine") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        server, engine = w.find("server"), w.find("engine")
+        assert len(server) == 1 and len(engine) == 1
+        procs = table()
+        assert role(procs[root.pid], procs, root.pid) == "snakemake"
+        assert {p.pid for p in tree(root.pid, procs)} >= {server[0].pid, engine[0].pid}
+        root.kill()
+        root.wait()
+        os.kill(server[0].pid, 9)
+        w.poll()
+    finally:
+        w.stop()
+    left = w.left()
+    assert [p.pid for p in left] == [engine[0].pid]  # reparented, still found by the record
+    os.kill(engine[0].pid, 9)
+    deadline = time.monotonic() + 10
+    while live(engine[0]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not w.left()
