@@ -7,15 +7,12 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-import subprocess
-import sys
 import time
 
 import pandas as pd
 import pytest
 
 from qualflow.chaos import checks
-from qualflow.chaos.procs import TreeWatcher, live, role, table, tree
 
 RUN, POINT = "run-1", "tiny_c1"
 
@@ -130,41 +127,3 @@ def test_a_leftover_process_port_or_temporary_file_fails(tmp_path):
     (tmp_path / "pymp-x").mkdir()
     v = checks.no_leftovers([], [], tmp_path)
     assert not v.ok and "pymp-x" in v.detail
-
-
-def test_the_watcher_finds_a_process_by_its_place_in_the_tree_and_what_is_left(tmp_path):
-    """A child `qualflow serve` (by its command line) of the watched root is a server, and a
-    child of it an engine; once the root ends, the grandchild left alive is reported."""
-    script = (
-        "import subprocess, sys, time\n"
-        "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
-        "time.sleep(60)\n"
-    )
-    fake = tmp_path / "qualflow"
-    fake.write_text(f"#!{sys.executable}\n{script}")
-    fake.chmod(0o755)
-    runner = f"import subprocess; subprocess.run({[str(fake), 'serve']!r})"
-    root = subprocess.Popen([sys.executable, "-c", runner])
-    w = TreeWatcher(root.pid, period_s=0.05).start()
-    try:
-        deadline = time.monotonic() + 60
-        while not w.find("engine") and time.monotonic() < deadline:
-            time.sleep(0.05)
-        server, engine = w.find("server"), w.find("engine")
-        assert len(server) == 1 and len(engine) == 1
-        procs = table()
-        assert role(procs[root.pid], procs, root.pid) == "snakemake"
-        assert {p.pid for p in tree(root.pid, procs)} >= {server[0].pid, engine[0].pid}
-        root.kill()
-        root.wait()
-        os.kill(server[0].pid, 9)
-        w.poll()
-    finally:
-        w.stop()
-    left = w.left()
-    assert [p.pid for p in left] == [engine[0].pid]  # reparented, still found by the record
-    os.kill(engine[0].pid, 9)
-    deadline = time.monotonic() + 10
-    while live(engine[0]) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not w.left()

@@ -55,9 +55,10 @@ def tree(root: int, procs: dict[int, Proc] | None = None) -> list[Proc]:
 
 
 def _qualflow_stage(argv: tuple[str, ...]) -> str | None:
-    """The stage of a `qualflow STAGE ...` (or `python -m qualflow STAGE`) command line."""
-    for i, a in enumerate(argv):
-        if a.endswith("/qualflow") or a == "qualflow":
+    """The stage of a `qualflow STAGE ...` (or `python -m qualflow[.cli] STAGE`) command line."""
+    for i, a in enumerate(argv[:4]):
+        module = i > 0 and argv[i - 1] == "-m" and a in ("qualflow", "qualflow.cli")
+        if a.endswith("/qualflow") or a == "qualflow" or module:
             return argv[i + 1] if i + 1 < len(argv) else None
     return None
 
