@@ -18,7 +18,16 @@ from qualflow.chaos.procs import Proc, TreeWatcher, live, role, table, tree
     [
         (("/v/bin/python", "-m", "qualflow.cli", "serve", "--port", "0"), (), "server"),
         (("/v/bin/python", "/v/bin/qualflow", "session", "--out", "s"), (), "session"),
-        (("/v/bin/python", "-c", "from multiprocessing import x"), ("qualflow", "serve"), "engine"),
+        (
+            ("/v/bin/python", "-c", "from multiprocessing.spawn import spawn_main"),
+            ("qualflow", "serve"),
+            "engine",
+        ),
+        (
+            ("/v/bin/python", "-c", "from multiprocessing.resource_tracker import main"),
+            ("qualflow", "serve"),
+            None,
+        ),
         (
             ("/v/bin/python", "-c", "spawn"),
             ("/v/bin/python", "/v/bin/aiperf", "profile"),
@@ -38,7 +47,7 @@ def test_the_watcher_finds_a_process_by_its_place_in_the_tree_and_what_is_left(t
     child of it an engine; once the root ends, the grandchild left alive is reported."""
     script = (
         "import subprocess, sys, time\n"
-        "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+        "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)  # spawn_main'])\n"
         "time.sleep(60)\n"
     )
     fake = tmp_path / "qualflow"

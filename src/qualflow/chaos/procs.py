@@ -63,9 +63,15 @@ def _qualflow_stage(argv: tuple[str, ...]) -> str | None:
     return None
 
 
+def _spawned(p: Proc) -> bool:
+    """A multiprocessing child (spawn), not its resource tracker."""
+    return any("spawn_main" in a for a in p.argv)
+
+
 def role(p: Proc, procs: dict[int, Proc], root: int) -> str | None:
     """What a fault calls this process of the tree under `root`: snakemake (the root), session,
-    server, engine (a child process of a server), aiperf-worker (a process below AIPerf's own),
+    server, engine (a server's first spawned child: its engine process, started before its API
+    processes), api (its other spawned children), aiperf-worker (a process below AIPerf's own),
     or None."""
     if p.pid == root:
         return "snakemake"
@@ -73,8 +79,10 @@ def role(p: Proc, procs: dict[int, Proc], root: int) -> str | None:
     if stage in ("session", "serve"):
         return "session" if stage == "session" else "server"
     parent = procs.get(p.ppid)
-    if parent is not None and _qualflow_stage(parent.argv) == "serve":
-        return "engine"
+    if parent is not None and _qualflow_stage(parent.argv) == "serve" and _spawned(p):
+        first = min((q for q in procs.values() if q.ppid == p.ppid and _spawned(q)),
+                    key=lambda q: (q.start, q.pid))  # fmt: skip
+        return "engine" if first.pid == p.pid else "api"
     if parent is not None and any("aiperf" in a for a in parent.argv[:3]):
         return "aiperf-worker"
     return None
