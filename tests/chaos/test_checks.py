@@ -98,6 +98,7 @@ def test_an_acknowledged_stored_response_must_be_in_the_store(tmp_path):
         {"response_id": "resp_b", **stored},
         {"response_id": "resp_c", "status": "completed", "store_write_ns": None},  # store: false
         {"response_id": "resp_d", "status": "failed", "store_write_ns": None},
+        {"response_id": "resp_e", "tag": "protocol", **stored},  # a check deleted it on purpose
     )
     assert checks.acknowledged_stored(timing, store_with(tmp_path, ["resp_a", "resp_b"])).ok
     (tmp_path / "store.db").unlink()
