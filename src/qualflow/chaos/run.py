@@ -77,7 +77,8 @@ def _mounts_under(wf: Path) -> list[Path]:
 def row(r: CycleRecord) -> str:
     bad = [f"{v.name}: {v.detail}" for v in r.verdicts if not v.ok]
     verdict = "PASS" if r.ok else "FAIL " + " | ".join(bad)
-    return f"{r.seed:>6} {r.cycle:>5}  {r.planned:<48} {str(r.cycle_rc):>4}  {verdict}"
+    line = f"{r.seed:>6} {r.cycle:>5}  {r.planned:<48} {str(r.cycle_rc):>4}  {verdict}"
+    return line + "".join(f"\n{'':>14}{what}" for what in r.injected)
 
 
 def record_of(cfg: ChaosConfig, plan: CyclePlan, got: dict) -> CycleRecord:
@@ -103,7 +104,7 @@ def main_chaos(a) -> int:
     same = plans == schedule_of(cfg)  # the schedule depends on the seed alone
     print(f"chaos: seed {cfg.seed}, {cfg.cycles} cycles; schedule (same seed, same schedule):")
     for plan in plans:
-        print(f"  cycle {plan.cycle}: {plan.label()}")
+        print(f"  cycle {plan.cycle}: {plan.label()}", flush=True)
     if cfg.dry_run:
         return 0
     wfl = workflow_copy(cfg, Path.cwd())
