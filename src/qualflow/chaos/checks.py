@@ -39,8 +39,9 @@ def status_truthful(status: Path, evidence: Path, failed_run: bool = False) -> V
     st = pd.read_csv(status, sep="\t")
     runs = _read(evidence / "runs.parquet")
     known = set(runs["run_id"]) if len(runs) else set()
+    runs_file = evidence / "runs.parquet"
     if failed_run and set(st["run_id"]) - known:
-        if status.stat().st_mtime <= (evidence / "runs.parquet").stat().st_mtime:
+        if not runs_file.exists() or status.stat().st_mtime <= runs_file.stat().st_mtime:
             return Verdict(name, True, "the table is an earlier run's (superseded)")
     corr, proto = _read(evidence / "correctness.parquet"), _read(evidence / "protocol.parquet")
     summ = _read(evidence / "summary.parquet")
