@@ -28,11 +28,8 @@ from qualflow.chaos.procs import Proc, TreeWatcher, live, role, table, tree
             ("qualflow", "serve"),
             None,
         ),
-        (
-            ("/v/bin/python", "-c", "spawn"),
-            ("/v/bin/python", "/v/bin/aiperf", "profile"),
-            "aiperf-worker",
-        ),
+        (("aiperf worker_d997ba51",), ("aiperf system_controller",), "aiperf-worker"),
+        (("aiperf dataset_manager",), ("aiperf system_controller",), None),
         (("/bin/bash", "-c", "qualflow serve"), ("/bin/bash",), None),
     ],
 )

@@ -71,8 +71,8 @@ def _spawned(p: Proc) -> bool:
 def role(p: Proc, procs: dict[int, Proc], root: int) -> str | None:
     """What a fault calls this process of the tree under `root`: snakemake (the root), session,
     server, engine (a server's first spawned child: its engine process, started before its API
-    processes), api (its other spawned children), aiperf-worker (a process below AIPerf's own),
-    or None."""
+    processes), api (its other spawned children), aiperf-worker (the process AIPerf titles `aiperf
+    worker_<id>`), or None."""
     if p.pid == root:
         return "snakemake"
     stage = _qualflow_stage(p.argv)
@@ -83,7 +83,7 @@ def role(p: Proc, procs: dict[int, Proc], root: int) -> str | None:
         first = min((q for q in procs.values() if q.ppid == p.ppid and _spawned(q)),
                     key=lambda q: (q.start, q.pid))  # fmt: skip
         return "engine" if first.pid == p.pid else "api"
-    if parent is not None and any("aiperf" in a for a in parent.argv[:3]):
+    if p.argv and p.argv[0].startswith("aiperf worker_"):  # AIPerf's process titles
         return "aiperf-worker"
     return None
 
