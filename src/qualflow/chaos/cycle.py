@@ -56,12 +56,19 @@ class Phase:
     watcher: TreeWatcher | None = None
 
 
-def _env(folder: Path) -> dict[str, str]:
+def _env(wfl: Workflow, folder: Path, name: str) -> dict[str, str]:
+    """The run's environment: its own temporary folder and GPU lock folder; torch's compile cache
+    (kept on purpose, not a temporary file) beside the cycles, shared by them."""
     env = dict(os.environ)
     env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
-    env["TMPDIR"] = str(folder / "tmp")
+    env["TMPDIR"] = str(tmp_of(folder, name))
     env["QUALFLOW_GPU_LOCK_DIR"] = str(folder / "gpu-locks")
+    env["TORCHINDUCTOR_CACHE_DIR"] = str(wfl.wf.parent / "torchinductor")
     return env
+
+
+def tmp_of(folder: Path, name: str) -> Path:
+    return folder / f"{name}.tmp"
 
 
 def run_snakemake(
@@ -70,14 +77,14 @@ def run_snakemake(
     """Run `cmd` in the workflow copy, its output to <folder>/<name>.log, watching its tree;
     `on_start(watcher, t0)` starts the faults. After it ends, its processes get GRACE_S to end;
     those still alive are recorded and killed (they are ours: the watcher saw them in the tree)."""
-    (folder / "tmp").mkdir(parents=True, exist_ok=True)
+    tmp_of(folder, name).mkdir(parents=True, exist_ok=True)
     ph = Phase()
     t0 = time.monotonic()
     with open(folder / f"{name}.log", "w") as log:
         p = subprocess.Popen(
             cmd,
             cwd=wfl.wf,
-            env=_env(folder),
+            env=_env(wfl, folder, name),
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
@@ -109,7 +116,7 @@ def run_snakemake(
 
 
 def _after(
-    wfl: Workflow, folder: Path, ph: Phase, failed: bool, excuse: str
+    wfl: Workflow, folder: Path, ph: Phase, failed: bool, excuse: str, name: str
 ) -> list[checks.Verdict]:
     out = []
     for ev in wfl.evidence:
@@ -122,7 +129,7 @@ def _after(
             )
         )
     out.append(checks.no_locks(wfl.wf, (folder / "gpu-locks",), excused=excuse))
-    out.append(checks.no_leftovers(ph.left, ph.ports, folder / "tmp"))
+    out.append(checks.no_leftovers(ph.left, ph.ports, tmp_of(folder, name)))
     return out
 
 
@@ -160,13 +167,13 @@ def run_cycle(
         for i in injections
     )
     excuse = "Snakemake was SIGKILLed: it asks for --unlock" if smk_killed else ""
-    first = _after(wfl, folder, faulted, faulted.returncode != 0, excuse)
+    first = _after(wfl, folder, faulted, faulted.returncode != 0, excuse, "cycle")
     for m in mounted:
         faults.unmount(m)
     if smk_killed:  # what Snakemake asks for after its own SIGKILL, then the plain rerun
         run_snakemake(wfl, wfl.qualify(cores, "--unlock"), folder, "unlock", timeout_s)
     rerun = run_snakemake(wfl, wfl.qualify(cores), folder, "rerun", timeout_s)
-    second = _after(wfl, folder, rerun, False, "")
+    second = _after(wfl, folder, rerun, False, "", "rerun")
     second.insert(
         0,
         checks.Verdict(
