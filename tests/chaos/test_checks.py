@@ -122,9 +122,22 @@ def test_a_leftover_lock_fails_unless_excused(tmp_path):
 
 
 def test_a_leftover_process_port_or_temporary_file_fails(tmp_path):
-    assert checks.no_leftovers([], [], tmp_path).ok
-    assert not checks.no_leftovers(["123 qualflow serve"], [], tmp_path).ok
-    assert not checks.no_leftovers([], [8000], tmp_path).ok
+    assert checks.no_leftovers([], [], [tmp_path]).ok
+    assert not checks.no_leftovers(["123 qualflow serve"], [], [tmp_path]).ok
+    assert not checks.no_leftovers([], [8000], [tmp_path]).ok
     (tmp_path / "pymp-x").mkdir()
-    v = checks.no_leftovers([], [], tmp_path)
+    v = checks.no_leftovers([], [], [tmp_path])
     assert not v.ok and "pymp-x" in v.detail
+    assert checks.no_leftovers([], [], None).ok  # after a faulted run: left to its rerun
+    aiperf = tmp_path / "elsewhere" / "qf-aiperf-4242-abcdefgh"  # an AIPerf folder of the cycle
+    aiperf.mkdir(parents=True)
+    v = checks.no_leftovers([], [], [aiperf])
+    assert not v.ok and "qf-aiperf-4242" in v.detail
+
+
+def test_the_aiperf_folders_of_the_cycle_are_found_by_its_pids(tmp_path):
+    from qualflow.chaos.cycle import private_tmpdirs
+
+    for name in ("qf-aiperf-4242-abcdefgh", "qf-aiperf-42-abcdefgh", "other-4242-x"):
+        (tmp_path / name).mkdir()
+    assert private_tmpdirs({4242}, tmp_path) == [tmp_path / "qf-aiperf-4242-abcdefgh"]

@@ -149,9 +149,11 @@ def no_locks(wf: Path, lock_dirs: tuple[Path, ...] = (), excused: str = "") -> V
     return Verdict(name, not bad, "; ".join(bad))
 
 
-def no_leftovers(processes: list[str], ports: list[int], tmp: Path) -> Verdict:
-    """No process of the cycle alive, no port of it held, nothing left in its temporary folder."""
-    tmps = sorted(p.name for p in tmp.iterdir()) if tmp.is_dir() else []
+def no_leftovers(processes: list[str], ports: list[int], tmp: list[Path] | None) -> Verdict:
+    """No process of the cycle alive, no port of it held, nothing left in its temporary folders
+    (`tmp`: each a folder that must be empty or absent; None: not checked)."""
+    tmps = sorted(str(p) for d in tmp or () if d.is_dir() for p in d.iterdir())
+    tmps += sorted(str(d) for d in tmp or () if d.name.startswith("qf-aiperf-") and d.exists())
     bad = (
         [f"processes {processes}"] * bool(processes)
         + [f"ports held {ports}"] * bool(ports)

@@ -14,6 +14,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from qualflow.aiperf.runner import TMP_PREFIX
+
 from . import checks, faults
 from .procs import TreeWatcher, holders_of, wait_all_gone
 from .schedule import DISK_FULL, CyclePlan
@@ -56,19 +58,22 @@ class Phase:
     watcher: TreeWatcher | None = None
 
 
-def _env(wfl: Workflow, folder: Path, name: str) -> dict[str, str]:
-    """The run's environment: its own temporary folder and GPU lock folder; torch's compile cache
-    (kept on purpose, not a temporary file) beside the cycles, shared by them."""
+def _env(wfl: Workflow, folder: Path) -> dict[str, str]:
+    """A run's environment: the cycle's temporary folder (its faulted run and its rerun share it,
+    as two runs share /tmp: the rerun removes what a killed run could not) and GPU lock folder;
+    torch's compile cache (kept on purpose, not a temporary file) beside the cycles."""
     env = dict(os.environ)
     env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
-    env["TMPDIR"] = str(tmp_of(folder, name))
+    env["TMPDIR"] = str(folder / "tmp")
     env["QUALFLOW_GPU_LOCK_DIR"] = str(folder / "gpu-locks")
     env["TORCHINDUCTOR_CACHE_DIR"] = str(wfl.wf.parent / "torchinductor")
     return env
 
 
-def tmp_of(folder: Path, name: str) -> Path:
-    return folder / f"{name}.tmp"
+def private_tmpdirs(pids: set[int], base: Path = Path("/tmp")) -> list[Path]:
+    """The private AIPerf folders in `base` named for one of `pids` (a session of the cycle): in
+    /tmp, where the cycle's TMPDIR is too long for AIPerf's sockets."""
+    return [d for d in base.glob(f"{TMP_PREFIX}*-*") if d.name.split("-")[2] in map(str, pids)]
 
 
 def run_snakemake(
@@ -77,14 +82,14 @@ def run_snakemake(
     """Run `cmd` in the workflow copy, its output to <folder>/<name>.log, watching its tree;
     `on_start(watcher, t0)` starts the faults. After it ends, its processes get GRACE_S to end;
     those still alive are recorded and killed (they are ours: the watcher saw them in the tree)."""
-    tmp_of(folder, name).mkdir(parents=True, exist_ok=True)
+    (folder / "tmp").mkdir(parents=True, exist_ok=True)
     ph = Phase()
     t0 = time.monotonic()
     with open(folder / f"{name}.log", "w") as log:
         p = subprocess.Popen(
             cmd,
             cwd=wfl.wf,
-            env=_env(wfl, folder, name),
+            env=_env(wfl, folder),
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
@@ -116,8 +121,10 @@ def run_snakemake(
 
 
 def _after(
-    wfl: Workflow, folder: Path, ph: Phase, failed: bool, excuse: str, name: str
+    wfl: Workflow, folder: Path, ph: Phase, failed: bool, excuse: str, tmp: list[Path] | None
 ) -> list[checks.Verdict]:
+    """The checks after one run; `tmp`: the temporary folders that must be empty (None: not
+    checked, after a faulted run whose rerun is still to clean up)."""
     out = []
     for ev in wfl.evidence:
         out.append(checks.status_truthful(wfl.wf / wfl.status, wfl.wf / ev, failed_run=failed))
@@ -129,7 +136,7 @@ def _after(
             )
         )
     out.append(checks.no_locks(wfl.wf, (folder / "gpu-locks",), excused=excuse))
-    out.append(checks.no_leftovers(ph.left, ph.ports, tmp_of(folder, name)))
+    out.append(checks.no_leftovers(ph.left, ph.ports, tmp))
     return out
 
 
@@ -167,13 +174,15 @@ def run_cycle(
         for i in injections
     )
     excuse = "Snakemake was SIGKILLed: it asks for --unlock" if smk_killed else ""
-    first = _after(wfl, folder, faulted, faulted.returncode != 0, excuse, "cycle")
+    first = _after(wfl, folder, faulted, faulted.returncode != 0, excuse, None)
     for m in mounted:
         faults.unmount(m)
     if smk_killed:  # what Snakemake asks for after its own SIGKILL, then the plain rerun
         run_snakemake(wfl, wfl.qualify(cores, "--unlock"), folder, "unlock", timeout_s)
     rerun = run_snakemake(wfl, wfl.qualify(cores), folder, "rerun", timeout_s)
-    second = _after(wfl, folder, rerun, False, "", "rerun")
+    pids = {p.pid for ph in (faulted, rerun) for p in ph.watcher.seen.values()}
+    tmps = [folder / "tmp", *private_tmpdirs(pids)]
+    second = _after(wfl, folder, rerun, False, "", tmps)
     second.insert(
         0,
         checks.Verdict(
