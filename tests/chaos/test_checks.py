@@ -141,3 +141,12 @@ def test_the_aiperf_folders_of_the_cycle_are_found_by_its_pids(tmp_path):
     for name in ("qf-aiperf-4242-abcdefgh", "qf-aiperf-42-abcdefgh", "other-4242-x"):
         (tmp_path / name).mkdir()
     assert private_tmpdirs({4242}, tmp_path) == [tmp_path / "qf-aiperf-4242-abcdefgh"]
+
+
+def test_a_rerun_completes_unless_a_job_other_than_the_verdict_failed():
+    assert checks.rerun_completed(0, "").ok
+    below = "Error in rule verdict:\n    jobid: 1\n"
+    assert checks.rerun_completed(1, below).ok  # every job ran; the status says why not
+    v = checks.rerun_completed(1, below + "Error in rule aiperf_profile:\n")
+    assert not v.ok and "aiperf_profile" in v.detail
+    assert not checks.rerun_completed(1, "LockException: Directory cannot be locked.").ok

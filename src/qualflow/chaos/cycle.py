@@ -183,14 +183,8 @@ def run_cycle(
     pids = {p.pid for ph in (faulted, rerun) for p in ph.watcher.seen.values()}
     tmps = [folder / "tmp", *private_tmpdirs(pids)]
     second = _after(wfl, folder, rerun, False, "", tmps)
-    second.insert(
-        0,
-        checks.Verdict(
-            "plain rerun completes",
-            rerun.returncode == 0,
-            f"exit {rerun.returncode}" * (rerun.returncode != 0),
-        ),
-    )
+    log = (folder / "rerun.log").read_text(errors="replace")
+    second.insert(0, checks.rerun_completed(rerun.returncode, log))
     return {
         "faults": [i.outcome for i in injections],
         "notes": notes,
