@@ -164,10 +164,10 @@ def no_leftovers(processes: list[str], ports: list[int], tmp: list[Path] | None)
 
 
 def rerun_completed(returncode: int | None, log: str) -> Verdict:
-    """The plain rerun completed: Snakemake exited 0, or the only job that failed is `verdict`: every
-    job ran, and the status table holds a point below the required rung because the faulted
-    session recorded its failure as evidence (a session that ran to its end is not rerun by a plain
-    `qualify`; `-R aiperf_profile` measures again). The status check judges that table."""
+    """The plain rerun completed: Snakemake exited 0, or the only job that failed is `verdict`:
+    every job ran, and the status table holds a point below the required rung because the faulted
+    session recorded its failure as evidence (a session that ran to its end is not rerun by a
+    plain `qualify`; `-R aiperf_profile` measures again). The status check judges that table."""
     name = "plain rerun completes"
     if returncode == 0:
         return Verdict(name, True)
