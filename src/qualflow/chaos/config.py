@@ -36,6 +36,8 @@ class ChaosConfig:
     )
     cores: int = setting(2, help="snakemake --cores of every cycle")
     tmpfs_size: str = setting(
-        "4m", help="disk-full: the size of the tmpfs the session's results are put on"
+        "64m",
+        help="disk-full: the size of the tmpfs the session's results are put on (filled at "
+        "the fault's moment)",
     )
     dry_run: bool = setting(False, help="print the schedule and exit (nothing is run)")
