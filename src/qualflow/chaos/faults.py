@@ -98,7 +98,15 @@ def _disk_full(inj: Injection, session: Path, stop: threading.Event, t0: float) 
 
 def _store_lock(inj: Injection, session: Path, stop: threading.Event, t0: float) -> None:
     db = session / STORE_FILE
-    if not _wait_for(db.exists, stop) or stop.wait(inj.fault.at_s):
+    started = time.time() - (time.monotonic() - t0)  # the cycle's start, wall clock
+
+    def fresh() -> bool:  # this cycle's store: the session makes a new one when it starts
+        try:
+            return db.stat().st_ctime >= started
+        except OSError:
+            return False
+
+    if not _wait_for(fresh, stop) or stop.wait(inj.fault.at_s):
         return
     try:
         conn = sqlite3.connect(db, timeout=5, isolation_level=None)
