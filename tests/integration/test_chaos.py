@@ -16,7 +16,8 @@ import yaml
 from fixtures import REPO
 from fixtures.snakemake import TINY, WORKFLOW_FILES, smk_env
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+# the shared tiny run first, where no other test made it (minutes on 2 cores), then four sessions
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1800)]
 SEED = 4  # cycle 1: a signal to a process of the session; cycle 2: the store or the disk too
 FAULTS = "signal:server,signal:session,signal:snakemake,signal:aiperf-worker,store-lock,disk-full"
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from qualflow.aiperf.runner import TMP_PREFIX
+from qualflow.lifetime import own_child
 
 from . import checks, faults
 from .procs import TreeWatcher, holders_of, wait_all_gone
@@ -93,6 +94,7 @@ def run_snakemake(
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=own_child,  # a chaos run that dies takes its snakemake along
         )
     ph.watcher = TreeWatcher(p.pid).start()
     if on_start is not None:
