@@ -29,7 +29,9 @@ class ChaosConfig:
         "qualflow.chaos.schedule.FAULT_KINDS)",
     )
     window_s: float = setting(
-        8.0, help="a fault's moment: uniform in [0, window] seconds after its target appears"
+        60.0,
+        help="a fault's moment: uniform in [0, window] seconds after its target appears (a "
+        "session's startup, protocol checks and AIPerf point take about a minute on 2 cores)",
     )
     cycle_timeout_s: float = setting(
         600.0, help="a cycle's or a rerun's snakemake is stopped after this long"
