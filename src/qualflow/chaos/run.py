@@ -32,6 +32,8 @@ class CycleRecord:
     planned: str  # the schedule's faults and moments
     injected: tuple[str, ...]  # what each fault did
     cycle_rc: int | None  # the faulted snakemake's exit status
+    cycle_s: float  # the faulted run's wall time
+    rerun_s: float  # the plain rerun's
     verdicts: tuple[Verdict, ...]  # after the fault, then after the plain rerun
     ok: bool
 
@@ -93,6 +95,8 @@ def record_of(cfg: ChaosConfig, plan: CyclePlan, got: dict) -> CycleRecord:
         planned=plan.label(),
         injected=tuple(got["faults"] + got["notes"]),
         cycle_rc=got["cycle_rc"],
+        cycle_s=got["cycle_s"],
+        rerun_s=got["rerun_s"],
         verdicts=verdicts,
         ok=all(v.ok for v in verdicts),
     )
