@@ -64,6 +64,7 @@ SHARED_MODULES = (
     "integration/test_evidence_schema.py",
     "integration/test_endpoint.py",
     "integration/test_slurm.py",
+    "integration/test_chaos.py",
 )
 SHARED_RUNS = frozenset({"tiny_qualify", "two_stacks_launched", "slurm_launched", "cluster"})
 BACKGROUND_RUNS = frozenset({"two_stacks_launched", "slurm_launched", "cluster"})

@@ -44,6 +44,7 @@ FLOORS = {
     "evidence": 6,
     "report": 7,
     "bench": 7.5,
+    "chaos": 7.5,
     "cli": 8,
 }
 

@@ -207,6 +207,20 @@ def add_bench_stages(sub) -> None:
     v.set_defaults(func=_workflow_stage("qualflow.bench.server", "main_bench_server"))
 
 
+def add_chaos_stage(sub) -> None:
+    """The seeded chaos run (qualflow.chaos): qualify cycles with faults, checked after each."""
+    from qualflow.chaos.config import ChaosConfig  # light: fields only
+    from qualflow.configs import add_arguments
+
+    s = sub.add_parser(
+        "chaos",
+        help="seeded chaos run: qualify cycles with faults injected at random moments, "
+        "checked after each (a table; exit 1 if any check failed)",
+    )
+    add_arguments(s, ChaosConfig)
+    s.set_defaults(func=_workflow_stage("qualflow.chaos.run", "main_chaos"))
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="qualflow", description=__doc__)
     sub = p.add_subparsers(dest="stage", required=True)
@@ -262,6 +276,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_workflow_stages(sub)
     add_compare_stages(sub)
+    add_chaos_stage(sub)
 
     return p
 

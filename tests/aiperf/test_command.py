@@ -181,6 +181,24 @@ def test_stale_private_tmpdirs_are_removed(tmp_path):
     assert not dead.exists() and mine.exists()
 
 
+@pytest.mark.parametrize("length", [27, 31, 40])
+def test_a_temp_base_too_long_for_aiperf_sockets_falls_back_to_tmp(monkeypatch, length):
+    """AIPerf's ZMQ socket paths below the private dir must stay under 107 bytes: a TMPDIR of 31
+    characters (a chaos cycle's) made `dataset_manager_proxy_frontend.ipc` 110 bytes long and
+    AIPerf failed to start; such a base falls back to /tmp, a short one is kept."""
+    import tempfile
+
+    from qualflow.aiperf import runner
+
+    base = "/tmp/" + "x" * (length - 5)
+    monkeypatch.setattr(tempfile, "tempdir", base)
+    assert runner._tmp_base() == "/tmp"
+    tail = "/qf-aiperf-4194304-abcdefgh/tmpabcdefgh/aiperf/dataset_manager_proxy_frontend.ipc"
+    assert len("/tmp" + tail) <= runner.SOCKET_PATH_MAX
+    monkeypatch.setattr(tempfile, "tempdir", "/tmp/ci")
+    assert runner._tmp_base() == "/tmp/ci"
+
+
 def test_reasoning_reaches_the_payload_nested_as_aiperf_parses_extra_inputs():
     """`reasoning: {effort}` goes into --extra-inputs as one JSON object, which AIPerf 0.13.0 parses
     into top-level (key, value) pairs merged into every payload: `reasoning` arrives as a nested

@@ -23,9 +23,15 @@ from qualflow.lifetime import own_child
 TMP_PREFIX = "qf-aiperf-"
 
 
+# What AIPerf puts below the base: our dir (/qf-aiperf-<pid>-<8 random>), its own mkdtemp
+# (/tmpXXXXXXXX) and its longest socket (/aiperf/dataset_manager_proxy_frontend.ipc): a base longer
+# than SOCKET_PATH_MAX minus this (a TMPDIR of 27 characters already) breaks AIPerf's ZMQ start
+SOCKET_TAIL, SOCKET_PATH_MAX = 84, 107
+
+
 def _tmp_base() -> str:
     base = tempfile.gettempdir()
-    return "/tmp" if len(base) > 40 else base
+    return "/tmp" if len(base) + SOCKET_TAIL > SOCKET_PATH_MAX else base
 
 
 def remove_stale_tmpdirs(base: str | None = None) -> list[Path]:
