@@ -151,3 +151,42 @@ def test_a_compile_blocks_neither_the_event_loop_nor_other_requests(bundle_dir, 
     for f in (final, again):
         assert f.finish_reason == "stop", f
         jsonschema.validate(json.loads(f.text), SCHEMA)
+
+
+def test_a_request_cancelled_while_its_grammar_compiles_never_runs(bundle_dir, monkeypatch):
+    """Closing a constrained request's stream while its grammar compiles cancels it there: once
+    the compile ends the engine does not take it (no token, nothing left compiling or live)."""
+    started, release = threading.Event(), threading.Event()
+    real = GrammarCompiler.lark
+
+    def held(self, lark):
+        started.set()
+        release.wait(20)
+        return real(self, lark)
+
+    monkeypatch.setattr(GrammarCompiler, "lark", held)
+    t = load_task(bundle_dir, EngineConfig(max_batch=2, max_context=512, engine_process="off"))
+    ids = t.render_prompt(None, [{"role": "user", "content": "weather?"}])
+    params = t.default_params(max_new_tokens=40)
+    spec = GrammarSpec("json_schema", schema=SCHEMA)
+
+    async def main():
+        stream = t.open(GenerationRequest("c", ids, params, grammar=spec))
+        await asyncio.to_thread(started.wait, 60)
+        await stream.aclose()  # cancels
+        plain = t.open(GenerationRequest("p", ids, t.default_params(max_new_tokens=4)))
+        assert [ev async for ev in plain][-1].finish_reason in ("stop", "length")
+        release.set()  # the compile ends after the cancel was applied
+        while t.engine.grammar.busy():
+            await asyncio.sleep(0.01)
+        again = t.open(GenerationRequest("p2", ids, t.default_params(max_new_tokens=4)))
+        assert [ev async for ev in again][-1].finish_reason in ("stop", "length")
+        return stream.seq
+
+    try:
+        seq = asyncio.run(main())
+    finally:
+        release.set()
+        t.close()
+    assert seq.done and seq.out == [] and not t.engine.grammar.live
+    assert t.engine.grammar.compiling("c") == []
