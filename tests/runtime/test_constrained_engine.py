@@ -1,11 +1,14 @@
 """Constrained decoding through the Task on the embedded default (CPU): every `required` call and
 every `json_schema` output of a sampled loop validates against its schema, in process and with the
 engine in its own process (the GrammarSpec crosses the boundary inside the submitted request); a
-step with no constrained row touches no mask; the answer parses into calls."""
+step with no constrained row touches no mask; the answer parses into calls; a new grammar is
+compiled off the submitting thread and the engine's steps."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import threading
 
 import jsonschema
 import pytest
@@ -19,6 +22,7 @@ from qualflow.runtime import (
     load_task,
 )
 from qualflow.runtime.engine import grammar_steps
+from qualflow.runtime.engine.grammar import GrammarCompiler
 
 SCHEMA = {
     "type": "object",
@@ -81,3 +85,108 @@ def test_unconstrained_steps_touch_no_mask(bundle_dir, monkeypatch):
         assert final.finish_reason in ("stop", "length") and not touched
     finally:
         t.close()
+
+
+def test_a_compile_blocks_neither_the_event_loop_nor_other_requests(bundle_dir, monkeypatch):
+    """A request whose grammar is new is compiled on the compiler's thread (here the compile is
+    held until released): meanwhile the event loop that submitted it runs (a heartbeat ticks) and a
+    plain request submitted after it completes; released, the constrained request completes with
+    output valid against its schema. A second request with the same schema is served from the
+    cache, on the submitting thread, with no compile."""
+    started, release, compiles, seen = threading.Event(), threading.Event(), [], set()
+    real = GrammarCompiler.lark
+
+    def held(self, lark):
+        if lark not in seen:  # a new grammar: its compile
+            seen.add(lark)
+            started.set()
+            # released by the event loop, once its heartbeat ticked during this compile: on the
+            # loop's own thread (the fault tested for) this times out instead
+            compiles.append((threading.current_thread().name, release.wait(20)))
+        return real(self, lark)
+
+    monkeypatch.setattr(GrammarCompiler, "lark", held)
+    t = load_task(bundle_dir, EngineConfig(max_batch=4, max_context=512, engine_process="off"))
+    ids = t.render_prompt(None, [{"role": "user", "content": "weather?"}])
+    spec = GrammarSpec("json_schema", schema=SCHEMA)
+
+    def constrained(rid: str) -> GenerationRequest:
+        params = t.default_params(max_new_tokens=120, temperature=1.0, seed=3)
+        return GenerationRequest(rid, ids, params, grammar=spec)
+
+    async def last(stream):
+        return [ev async for ev in stream][-1]
+
+    async def main():
+        ticks = 0
+
+        async def heartbeat():
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await asyncio.sleep(0.001)
+
+        beat = asyncio.create_task(heartbeat())
+        first = t.open(constrained("c1"))
+        await asyncio.to_thread(started.wait, 60)
+        at_start = ticks
+        plain = t.open(GenerationRequest("p", ids, t.default_params(max_new_tokens=8)))
+        plain_final = await last(plain)
+        assert not release.is_set() and plain_final.finish_reason in ("stop", "length")
+        while ticks < at_start + 3:  # the heartbeat ticks while the compile is held
+            await asyncio.sleep(0.001)
+        release.set()
+        final = await last(first)
+        again = await last(t.open(constrained("c2")))
+        beat.cancel()
+        return final, again
+
+    try:
+        final, again = asyncio.run(main())
+    finally:
+        release.set()
+        t.close()
+    # one compile, on the compiler's thread, released by the running loop
+    assert compiles == [("qualflow-grammar", True)]
+    for f in (final, again):
+        assert f.finish_reason == "stop", f
+        jsonschema.validate(json.loads(f.text), SCHEMA)
+
+
+def test_a_request_cancelled_while_its_grammar_compiles_never_runs(bundle_dir, monkeypatch):
+    """Closing a constrained request's stream while its grammar compiles cancels it there: once
+    the compile ends the engine does not take it (no token, nothing left compiling or live)."""
+    started, release = threading.Event(), threading.Event()
+    real = GrammarCompiler.lark
+
+    def held(self, lark):
+        started.set()
+        release.wait(20)
+        return real(self, lark)
+
+    monkeypatch.setattr(GrammarCompiler, "lark", held)
+    t = load_task(bundle_dir, EngineConfig(max_batch=2, max_context=512, engine_process="off"))
+    ids = t.render_prompt(None, [{"role": "user", "content": "weather?"}])
+    params = t.default_params(max_new_tokens=40)
+    spec = GrammarSpec("json_schema", schema=SCHEMA)
+
+    async def main():
+        stream = t.open(GenerationRequest("c", ids, params, grammar=spec))
+        await asyncio.to_thread(started.wait, 60)
+        await stream.aclose()  # cancels
+        plain = t.open(GenerationRequest("p", ids, t.default_params(max_new_tokens=4)))
+        assert [ev async for ev in plain][-1].finish_reason in ("stop", "length")
+        release.set()  # the compile ends after the cancel was applied
+        while t.engine.grammar.busy():
+            await asyncio.sleep(0.01)
+        again = t.open(GenerationRequest("p2", ids, t.default_params(max_new_tokens=4)))
+        assert [ev async for ev in again][-1].finish_reason in ("stop", "length")
+        return stream.seq
+
+    try:
+        seq = asyncio.run(main())
+    finally:
+        release.set()
+        t.close()
+    assert seq.done and seq.out == [] and not t.engine.grammar.live
+    assert t.engine.grammar.compiling("c") == []

@@ -3,8 +3,10 @@ per call its start, name, argument pieces, then done or invalid) -> output items
 events that build them. Text is a message item (a new one after a call); each call is a
 `function_call` item at the next `output_index`: `output_item.added` (in_progress, arguments ""),
 `function_call_arguments.delta` per piece as generated, `.done` (arguments, name), then
-`output_item.done` (completed); no content parts. A call the model wrote outside the format ends
-`incomplete` with what it had streamed (or, before its name, is dropped). The markers never reach
+`output_item.done` (completed); no content parts. A call cut short (by `max_output_tokens`) or
+written outside the format ends `incomplete` with what it had streamed, its `.done` and
+`output_item.done` sent as a cut message's `output_text.done` is (a call cut before its name is
+dropped). The markers never reach
 the text. The streamed and the non-streamed response are built by the same code."""
 
 from __future__ import annotations
@@ -122,12 +124,9 @@ class ToolOutput:
         arguments = done.arguments if done is not None else "".join(pieces)
         item = item.model_copy(update={"arguments": arguments, "status": status})
         self.items.append(item)
-        out: list[Event] = []
-        if done is not None:
-            out.append(
-                CallArgumentsDone(
-                    item_id=item.id, output_index=index, name=item.name, arguments=arguments
-                )
-            )
-        out.append(OutputItemEvent(type="response.output_item.done", item=item, output_index=index))
-        return out
+        return [
+            CallArgumentsDone(
+                item_id=item.id, output_index=index, name=item.name, arguments=arguments
+            ),
+            OutputItemEvent(type="response.output_item.done", item=item, output_index=index),
+        ]

@@ -70,10 +70,18 @@ def with_calls(resp: Response, final: FinalEvent, task, p) -> Response:
 
 
 def echo(resp: Response, req: CreateResponse) -> Response:
-    """The request's tools and text format echoed in a response (snapshot)."""
-    resp.tools = list(req.tools or [])
+    """The request's tools and text format echoed in a response (snapshot). A function tool's
+    `strict` is echoed as in effect: true unless the request set it (its calls are constrained to
+    its schema either way; the Open Responses type requires the field)."""
+    resp.tools = [_strict(t) for t in req.tools or []]
     if req.tool_choice is not None:
         resp.tool_choice = req.tool_choice
     if req.text is not None and req.text.format is not None:
         resp.text = {**resp.text, "format": req.text.format}
     return resp
+
+
+def _strict(tool):
+    if isinstance(tool, dict) and tool.get("type") == "function" and tool.get("strict") is None:
+        return {**tool, "strict": True}
+    return tool

@@ -38,7 +38,7 @@ import torch
 
 from ..api.events import TaskTiming
 from ..api.request import GenerationRequest
-from .grammar_steps import GrammarSteps, attach_grammar
+from .grammar_steps import COMPILE_POLL_S, GrammarSteps, Refused, attach_grammar
 from .inflight import InFlight
 from .model_runner import ModelRunner
 from .outputs import Final, Sink, Tokens
@@ -98,11 +98,10 @@ class Engine:
             seq.generator = torch.Generator(device=self.device).manual_seed(req.params.seed)
         if req.thinking is not None:
             seq.think = self.think.state(req.thinking.budget)
-        if req.grammar is not None and (why := attach_grammar(self.grammar, seq)) is not None:
-            seq.done = True
-            seq.sink(Final("error", why))
-            return seq
-        self.inbox.put(seq)
+        if req.grammar is not None:  # into the inbox once it has its matcher (or a Refused)
+            attach_grammar(self.grammar, seq, self.inbox.put)
+        else:
+            self.inbox.put(seq)
         return seq
 
     def cancel(self, request_id: str) -> None:
@@ -164,26 +163,28 @@ class Engine:
     def _take_inbox(self, block: bool) -> bool:
         """Apply what was submitted and cancelled since the last step (waiting for the first entry
         when `block`); False once the engine is told to stop."""
-        sched = self.scheduler
-        if self.feed is not None:
-            self.feed(block)
-            block = False
+        sched, timeout = self.scheduler, None
+        if self.feed is not None:  # while a grammar compiles, its sequence comes by the inbox
+            compiling = block and self.grammar is not None and self.grammar.busy()
+            self.feed(block and not compiling)
+            block, timeout = compiling, COMPILE_POLL_S if compiling else None
         try:
             while True:
-                item = self.inbox.get(block=block)
+                item = self.inbox.get(block=block, timeout=timeout)
                 block = False
                 if item is _STOP:
                     return False
                 if item is _WAKE:
                     continue
                 if isinstance(item, _Cancel):
-                    for seq in sched.find(item.request_id):
+                    compiling = self.grammar.compiling(item.request_id) if self.grammar else []
+                    for seq in sched.find(item.request_id) + compiling:
                         self._finish(seq, "cancelled")
-                else:
+                elif isinstance(item, Refused):
+                    self._finish(item.seq, "error", item.why)
+                elif item.req.grammar is None or self.grammar.take(item):
                     sched.add(item)
                     self.think.add(item)
-                    if item.grammar is not None:
-                        self.grammar.add(item)
         except queue.Empty:
             return True
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
@@ -74,6 +75,10 @@ def calls_lark(spec, tools: list[dict], parallel: bool) -> str:
 def auto_lark(spec, tools: list[dict], parallel: bool) -> str:
     calls = "(call TEXT)*" if parallel else "(call TEXT)?"
     return f"start: TEXT {calls}\nTEXT: /(.|\\n)*/\n" + _call_rules(spec, tools)
+
+
+def json_schema_lark(schema: dict) -> str:
+    return "start: " + _schema_grammar(schema) + "\n"
 
 
 @dataclass(frozen=True)
@@ -147,6 +152,7 @@ class GrammarCompiler:
         self.tokenizer_key = hashlib.sha256(tokenizer_json.encode()).hexdigest()[:16]
         self.vocab_size, self.capacity = vocab_size, capacity
         self._cache: OrderedDict[tuple, CompiledGrammar] = OrderedDict()
+        self._lock = threading.Lock()
         self.compiled = 0  # grammars compiled (cache misses)
 
     def calls(self, spec, tools: list[dict], parallel: bool = False) -> CompiledGrammar:
@@ -156,26 +162,35 @@ class GrammarCompiler:
         return self.lark(auto_lark(spec, tools, parallel))
 
     def json_schema(self, schema: dict) -> CompiledGrammar:
-        return self.lark("start: " + _schema_grammar(schema) + "\n")
+        return self.lark(json_schema_lark(schema))
 
     def json_object(self) -> CompiledGrammar:
         return self.json_schema(ANY_OBJECT)
 
+    def cached(self, lark: str) -> bool:
+        """Whether `lark` is compiled already (`lark(lark)` returns at once)."""
+        return self._key(lark) in self._cache
+
+    def _key(self, lark: str) -> tuple:
+        return (self.tokenizer_key, hashlib.sha256(lark.encode()).hexdigest())
+
     def lark(self, lark: str) -> CompiledGrammar:
-        key = (self.tokenizer_key, hashlib.sha256(lark.encode()).hexdigest())
-        hit = self._cache.get(key)
-        if hit is not None:
-            self._cache.move_to_end(key)
-            return hit
+        key = self._key(lark)
+        with self._lock:  # the engine's compiler thread and a submitting thread share the cache
+            hit = self._cache.get(key)
+            if hit is not None:
+                self._cache.move_to_end(key)
+                return hit
         grammar = llguidance.LLMatcher.grammar_from_lark(lark)
         proto = llguidance.LLMatcher(self.tokenizer, grammar, log_level=0)
         if proto.is_error():
             raise GrammarError(f"the grammar does not compile: {proto.get_error()}")
         compiled = CompiledGrammar(key, lark, self.vocab_size, proto)
-        self._cache[key] = compiled
-        self.compiled += 1
-        if len(self._cache) > self.capacity:
-            self._cache.popitem(last=False)
+        with self._lock:
+            self._cache[key] = compiled
+            self.compiled += 1
+            if len(self._cache) > self.capacity:
+                self._cache.popitem(last=False)
         return compiled
 
 

@@ -1,26 +1,44 @@
 """Constrained decoding in the engine loop, behind one object, as `ThinkSteps` is thinking.
-`GrammarSteps` holds the engine's one `GrammarCompiler` (built at startup on a background thread:
+`GrammarSteps` holds the engine's one `GrammarCompiler` (built at startup on its own thread:
 building llguidance's tokenizer takes seconds; the first constrained request waits for it) and the
-live sequences with a grammar. At submission a request's `GrammarSpec` is compiled (cached per
-grammar) into the sequence's matcher. At launch, after the step's forward is queued and before its
-sampling, `mask` brings each constrained row's matcher up to date (the token the step before sampled
-is read back first: that step ran ahead of this one on the device, so the wait is for it only, while
-this step's forward runs), fills the rows' bitmask on the host and applies it to the logits. A step
-with no constrained row touches no mask: requests without grammar pay nothing."""
+live sequences with a grammar. At submission a request's `GrammarSpec` becomes the sequence's
+matcher: at once when its grammar is cached; otherwise the compiler's thread compiles it and only
+then puts the sequence into the engine's inbox (`attach_grammar`), so a compile blocks neither the
+thread that submits (the server's event loop, with the engine in process) nor the engine's steps;
+until then the sequence is `compiling` (a cancel finds it there). At launch, after the step's
+forward is queued and before its sampling, `mask` brings each constrained row's matcher up to date
+(the token the step before sampled is read back first: that step ran ahead of this one on the
+device, so the wait is for it only, while this step's forward runs), fills the rows' bitmask on the
+host and applies it to the logits. A step with no constrained row touches no mask: requests without
+grammar pay nothing."""
 
 from __future__ import annotations
 
 import logging
+import queue
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 
 from ..api.grammar import GrammarSpec
-from .grammar import GrammarCompiler, GrammarMatcher, allocate_bitmask, apply_bitmask
+from .grammar import (
+    ANY_OBJECT,
+    GrammarCompiler,
+    GrammarMatcher,
+    allocate_bitmask,
+    apply_bitmask,
+    auto_lark,
+    calls_lark,
+    json_schema_lark,
+)
 from .sequence import PLACEHOLDER, Sequence
 
 log = logging.getLogger("qualflow.engine")
+# How often an idle engine with a feed (an engine process's pipe) looks at its inbox while a grammar
+# compiles: the compiled sequence comes by the inbox, which the feed's wait does not watch.
+COMPILE_POLL_S = 0.002
 
 
 @dataclass(frozen=True)
@@ -37,6 +55,14 @@ class GrammarSetup:
     wake: tuple[int, ...] = ()
 
 
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """An inbox entry: the sequence's grammar could not be had (it ends with this error)."""
+
+    seq: Sequence
+    why: str
+
+
 @dataclass(eq=False, slots=True)
 class GrammarState:
     matcher: GrammarMatcher
@@ -51,15 +77,76 @@ class GrammarSteps:
         self._compiler: GrammarCompiler | None = None
         self._failure: str | None = None
         self._built = threading.Event()
-        threading.Thread(target=self._build, name="qualflow-grammar", daemon=True).start()
+        self._work: queue.SimpleQueue = queue.SimpleQueue()  # (seq, admit) to compile
+        self._compiling: dict[str, list[Sequence]] = {}  # by request id, until the engine takes it
+        self._lock = threading.Lock()
+        threading.Thread(target=self._serve, name="qualflow-grammar", daemon=True).start()
 
-    def _build(self) -> None:
+    def _serve(self) -> None:
+        """The compiler's thread: build the compiler, then compile what `attach` hands over."""
         s = self.setup
         try:
             self._compiler = GrammarCompiler(s.tokenizer_json, s.vocab_size, s.stop_ids)
         except Exception as e:  # noqa: BLE001 - reported to each constrained request
             self._failure = f"{type(e).__name__}: {e}"
         self._built.set()
+        while True:
+            seq, admit = self._work.get()
+            item = _attached(self, seq)
+            if isinstance(item, Refused):
+                self.forget(seq)  # the engine does not take it
+            admit(item)
+
+    def attach(self, seq: Sequence, admit: Callable[[object], None]) -> None:
+        """Give `seq` its matcher and `admit` it (or a Refused): here when its grammar is cached,
+        else on the compiler's thread (any thread may call this)."""
+        if self._built.is_set() and self._cached(seq.req.grammar):
+            admit(_attached(self, seq))
+            return
+        with self._lock:
+            self._compiling.setdefault(seq.req.request_id, []).append(seq)
+        self._work.put((seq, admit))
+
+    def compiling(self, request_id: str) -> list[Sequence]:
+        """The sequences of `request_id` handed to the compiler and not taken by the engine yet."""
+        with self._lock:
+            return list(self._compiling.get(request_id, ()))
+
+    def busy(self) -> bool:
+        """A sequence is still compiling (the engine must not wait on its feed alone)."""
+        return bool(self._compiling)
+
+    def take(self, seq: Sequence) -> bool:
+        """The engine takes `seq` from its inbox (engine thread): whether it is to run (not ended
+        meanwhile, e.g. cancelled while its grammar compiled)."""
+        self.forget(seq)
+        if seq.done:
+            return False
+        self.live.add(seq)
+        return True
+
+    def forget(self, seq: Sequence) -> None:
+        """`seq` is no longer compiling (the engine took it, or it was refused)."""
+        with self._lock:
+            seqs = self._compiling.get(seq.req.request_id, [])
+            if seq in seqs:
+                seqs.remove(seq)
+                if not seqs:
+                    del self._compiling[seq.req.request_id]
+
+    def _cached(self, spec: GrammarSpec) -> bool:
+        """Whether `spec` needs no compile (its grammar is cached, or it is refused outright)."""
+        if spec.kind in ("calls", "auto") and self.setup.tool_calls is None:
+            return True
+        return self._compiler is not None and self._compiler.cached(self._lark(spec))
+
+    def _lark(self, spec: GrammarSpec) -> str:
+        calls, tools = self.setup.tool_calls, list(spec.tools)
+        if spec.kind == "calls":
+            return calls_lark(calls, tools, spec.parallel)
+        if spec.kind == "auto":
+            return auto_lark(calls, tools, spec.parallel)
+        return json_schema_lark((spec.schema or {}) if spec.kind == "json_schema" else ANY_OBJECT)
 
     @property
     def compiler(self) -> GrammarCompiler:
@@ -70,22 +157,11 @@ class GrammarSteps:
 
     def state(self, spec: GrammarSpec, thinking: bool) -> GrammarState:
         """A new request's matcher (raises ValueError / GrammarError when it cannot compile)."""
-        c, calls = self.compiler, self.setup.tool_calls
-        if spec.kind in ("calls", "auto") and calls is None:
+        c = self.compiler
+        if spec.kind in ("calls", "auto") and self.setup.tool_calls is None:
             raise ValueError("this engine's family declares no tool-call format")
-        if spec.kind == "calls":
-            compiled = c.calls(calls, list(spec.tools), spec.parallel)
-        elif spec.kind == "auto":
-            compiled = c.auto(calls, list(spec.tools), spec.parallel)
-        elif spec.kind == "json_schema":
-            compiled = c.json_schema(spec.schema or {})
-        else:
-            compiled = c.json_object()
+        compiled = c.lark(self._lark(spec))
         return GrammarState(compiled.matcher(self.setup.wake if thinking else ()))
-
-    def add(self, seq: Sequence) -> None:
-        if seq.grammar is not None:
-            self.live.add(seq)
 
     def drop(self, seq: Sequence) -> None:
         self.live.discard(seq)
@@ -133,16 +209,21 @@ def _read_back(flight) -> dict:
     return {id(s): t for s, t in zip(flight.seqs, toks)}
 
 
-def attach_grammar(steps: GrammarSteps | None, seq: Sequence) -> str | None:
-    """Give `seq` its request's matcher (at submission); why not, when it cannot have one (the
-    request then ends with that error; the engine keeps serving)."""
+def attach_grammar(steps: GrammarSteps | None, seq: Sequence, admit: Callable) -> None:
+    """At submission: `admit` `seq` once it has its request's matcher, or a Refused when it
+    cannot have one (the request then ends with that error; the engine keeps serving)."""
+    if steps is None:
+        admit(Refused(seq, "grammar: ValueError: this engine does not constrain decoding"))
+    else:
+        steps.attach(seq, admit)
+
+
+def _attached(steps: GrammarSteps, seq: Sequence) -> Sequence | Refused:
     try:
-        if steps is None:
-            raise ValueError("this engine does not constrain decoding")
         seq.grammar = steps.state(seq.req.grammar, seq.think is not None)
-        return None
+        return seq
     except Exception as e:  # noqa: BLE001 - the request's error
-        return f"grammar: {type(e).__name__}: {e}"
+        return Refused(seq, f"grammar: {type(e).__name__}: {e}")
 
 
 def grammar_setup(bundle, family) -> GrammarSetup:
