@@ -222,6 +222,7 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=160, help="max_output_tokens of each request")
     ap.add_argument("--out", type=Path, help="write the figures as JSON here")
     ap.add_argument("--bundle", type=Path, help="default: the embedded default, built now")
+    ap.add_argument("--device", default="cpu", help="the server's torch device: cpu or cuda")
     a = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     with tempfile.TemporaryDirectory() as tmp:
@@ -230,7 +231,7 @@ def main() -> None:
         url = f"http://127.0.0.1:{port}"
         cmd = [sys.executable, "-m", "qualflow.cli", "serve", "--bundle", str(bundle)]
         cmd += ["--port", str(port), "--max-batch", str(a.concurrency), "--model-name", "m"]
-        cmd += ["--cpu-threads", "1"]
+        cmd += ["--cpu-threads", "1", "--device", a.device]
         log = open(Path(tmp) / "server.log", "wb")
         server = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
         try:
