@@ -61,6 +61,12 @@ class GrammarSteps:
             self._failure = f"{type(e).__name__}: {e}"
         self._built.set()
 
+    def close(self, timeout: float = 60) -> None:
+        """Wait for the compiler's build to end: a process that exits while the build thread is
+        inside llguidance can crash at finalization (the thread, woken after the interpreter is
+        gone, unwinds through llguidance's native frames)."""
+        self._built.wait(timeout)
+
     @property
     def compiler(self) -> GrammarCompiler:
         self._built.wait()
