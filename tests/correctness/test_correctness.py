@@ -73,20 +73,36 @@ def _rebuilt_with_perturbed_weight(bundle_dir, dst):
     return dst
 
 
-def test_one_perturbed_weight_fails(bundle_dir, tmp_path):
-    bad = _rebuilt_with_perturbed_weight(bundle_dir, tmp_path / "bad")
-    out = tmp_path / "correctness.parquet"
-    assert main(["correctness", "--bundle", str(bad), "--out", str(out)]) == 1
-    df = pd.read_parquet(out)
+@pytest.fixture(scope="module")
+def perturbed(bundle_dir, tmp_path_factory):
+    """The one real correctness run on a bundle with one perturbed weight (exit status, table):
+    a full run costs tens of CPU-seconds, and --record-failures changes only what the CLI does
+    with its failures, not the run."""
+    tmp = tmp_path_factory.mktemp("perturbed")
+    bad = _rebuilt_with_perturbed_weight(bundle_dir, tmp / "bad")
+    out = tmp / "correctness.parquet"
+    rc = main(["correctness", "--bundle", str(bad), "--out", str(out)])
+    return bad, rc, pd.read_parquet(out)
+
+
+def test_one_perturbed_weight_fails(perturbed):
+    _, rc, df = perturbed
+    assert rc == 1
     assert not df[df.criterion == "max_rel_logit_diff"].passed.any()
 
 
-def test_record_failures_writes_the_failed_criteria_and_exits_0(bundle_dir, tmp_path):
-    bad = _rebuilt_with_perturbed_weight(bundle_dir, tmp_path / "bad")
+def test_record_failures_writes_the_failed_criteria_and_exits_0(perturbed, tmp_path, monkeypatch):
+    """The same failed criteria (those of the perturbed bundle's run above, handed to the CLI in
+    place of running it again) are written with --record-failures, and the exit status is 0."""
+    import qualflow.correctness.cli as correctness_cli
+
+    bad, _, failed = perturbed
+    monkeypatch.setattr(correctness_cli, "_run", lambda args: failed.copy())
     out = tmp_path / "correctness.parquet"
     assert main(["correctness", "--bundle", str(bad), "--out", str(out), "--record-failures"]) == 0
     df = pd.read_parquet(out)
     assert not df.passed.all() and df.passed.any()
+    assert not df[df.criterion == "max_rel_logit_diff"].passed.any()
 
 
 def test_record_failures_records_a_run_that_cannot_complete(tmp_path):

@@ -17,15 +17,14 @@ from qualflow.evidence.slo import max_load_meeting
 
 
 @pytest.mark.slow
-@pytest.mark.timing
 def test_slos_sweep_repeats_and_real_prompts(tmp_path):
     """One qualify over a concurrency sweep (c1 with the embedded default's SLOs, loosened, c2
     with an impossible TTFT bound) and the real-prompt workload with sampling as a Poisson rate
     point with `repeats: 2`: the points meeting their SLOs reach slo-met, c2 stops below naming
     the metric, each sweep reports its max load meeting the SLO, the repeats are two runs with a
-    CI, and the prompt file's sha256 is in provenance. Its SLOs are measured latencies: the
-    passing points' bounds are loose enough for a loaded 2-core machine
-    (fixtures.snakemake.loose)."""
+    CI, and the prompt file's sha256 is in provenance. The passing points' bounds are the
+    default's made unmissable (fixtures.snakemake.loose): what passes or fails does not depend
+    on how loaded the machine is."""
     key = SWEEP_KEY  # its own copy and evidence
     wf = copy_workflow(tmp_path, config=sweep_config(), configfile="targets.yaml")
     r = smk(wf, "qualify", "--configfile", "targets.yaml", cores=2, check=False)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import cached_property
+
 import torch
 
 
@@ -12,14 +14,20 @@ class Reference:
         self.checkpoint_dir = checkpoint_dir
         self.model = Qwen3ForCausalLM.from_pretrained(checkpoint_dir, dtype=torch.float32).eval()
 
+    @cached_property
+    def tokenizer(self):
+        """transformers' tokenizer of the checkpoint, loaded once, on first use (loading builds
+        the fast tokenizer: not something to repeat for every rendered prompt)."""
+        from transformers import AutoTokenizer
+
+        return AutoTokenizer.from_pretrained(self.checkpoint_dir)
+
     def render(
         self, messages: list[dict], tools: list[dict] | None, chat_template: str, **settings
     ) -> list[int]:
         """Prompt ids of chat `messages` (Hugging Face conventions) with `tools`, by transformers'
         tokenizer and `apply_chat_template` with `chat_template` (the bundle's)."""
-        from transformers import AutoTokenizer
-
-        tok = AutoTokenizer.from_pretrained(self.checkpoint_dir)
+        tok = self.tokenizer
         text = tok.apply_chat_template(
             messages,
             tools=tools,

@@ -110,6 +110,8 @@ class Engine:
     def close(self) -> None:
         self.stop_soon()
         self.thread.join(timeout=30)
+        if self.grammar is not None:
+            self.grammar.close()
 
     def stop_soon(self) -> None:
         """Tell the loop to shut down at its next step boundary (from any thread, the engine's

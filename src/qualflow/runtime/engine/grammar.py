@@ -24,7 +24,6 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 import llguidance
-import llguidance.torch
 import torch
 
 # The JSON the family's template writes: no free whitespace, ", " between items, ": " after keys.
@@ -115,7 +114,13 @@ class GrammarMatcher:
             word, bit = divmod(self._forced[0], 32)
             bitmask[row, word] = (1 << bit) - (1 << 32 if bit == 31 else 0)  # int32 bit pattern
         else:
-            llguidance.torch.fill_next_token_bitmask(self._m, bitmask, row)
+            # llguidance.torch.fill_next_token_bitmask, without importing that module: its
+            # torch.compile'd helper pulls in torch._dynamo, seconds of CPU in every process
+            # that imports the engine
+            v = bitmask[row]
+            if bitmask.dtype != torch.int32 or not bitmask.is_cpu or not v.is_contiguous():
+                raise ValueError("the bitmask must be a contiguous int32 CPU tensor")
+            self._m.unsafe_compute_mask_ptr(v.data_ptr(), v.numel() * v.element_size())
 
     def accept(self, token: int) -> bool:
         """Advance with the sampled token; False when the grammar does not allow it."""
@@ -196,7 +201,7 @@ class GrammarCompiler:
 
 def allocate_bitmask(batch: int, vocab_size: int) -> torch.Tensor:
     """A CPU int32 bitmask for `batch` rows (every token allowed)."""
-    return torch.full(llguidance.torch.get_bitmask_shape(batch, vocab_size), -1, dtype=torch.int32)
+    return torch.full((batch, (vocab_size + 31) // 32), -1, dtype=torch.int32)
 
 
 def apply_bitmask(logits: torch.Tensor, bitmask: torch.Tensor) -> torch.Tensor:

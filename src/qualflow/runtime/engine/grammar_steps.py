@@ -148,6 +148,12 @@ class GrammarSteps:
             return auto_lark(calls, tools, spec.parallel)
         return json_schema_lark((spec.schema or {}) if spec.kind == "json_schema" else ANY_OBJECT)
 
+    def close(self, timeout: float = 60) -> None:
+        """Wait for the compiler's build to end: a process that exits while the build thread is
+        inside llguidance can crash at finalization (the thread, woken after the interpreter is
+        gone, unwinds through llguidance's native frames)."""
+        self._built.wait(timeout)
+
     @property
     def compiler(self) -> GrammarCompiler:
         self._built.wait()
