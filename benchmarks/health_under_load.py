@@ -16,7 +16,6 @@ import collections
 import multiprocessing
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -24,7 +23,7 @@ from pathlib import Path
 
 import httpx
 
-from qualflow.session.server_process import free_port
+from qualflow.session.server_process import OwnedServer, free_port
 
 PROBE_MS = 20
 
@@ -63,20 +62,6 @@ def load(url: str, n: int, tokens: int, out) -> None:
     out.put(dict(asyncio.run(main())))
 
 
-def wait_healthy(url: str, proc: subprocess.Popen, timeout_s: float = 300) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"the server exited with code {proc.returncode}")
-        try:
-            if httpx.get(url + "/health", timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    raise SystemExit("the server did not become healthy")
-
-
 def probe(url: str, sender: multiprocessing.Process) -> list[float]:
     """/health latencies (ms), one every PROBE_MS while `sender` runs."""
     out = []
@@ -105,10 +90,10 @@ def main() -> None:
         cmd = [sys.executable, "-m", "qualflow.cli", "serve", "--bundle", str(bundle)]
         cmd += ["--port", str(port), "--max-batch", str(a.max_batch), "--model-name", "m"]
         cmd += ["--engine", a.engine, "--cpu-threads", "1"]
-        log = open(Path(tmp) / "server.log", "wb")
-        server = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        server = OwnedServer(cmd, host="127.0.0.1", port=port, log_path=Path(tmp, "server.log"))
+        server.start()
         try:
-            wait_healthy(url, server)
+            server.wait_healthy(300)
             results = multiprocessing.Queue()
             sender = multiprocessing.Process(target=load, args=(url, a.requests, a.tokens, results))
             sender.start()
@@ -116,8 +101,7 @@ def main() -> None:
             sender.join()
             codes = results.get(timeout=10)
         finally:
-            server.terminate()
-            server.wait(timeout=30)
+            server.stop()
     q = statistics.quantiles(lat, n=100)
     print(
         f"/health under {a.requests} concurrent requests, max-batch {a.max_batch}, "

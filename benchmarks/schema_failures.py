@@ -18,7 +18,6 @@ import asyncio
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -28,7 +27,7 @@ from pathlib import Path
 import httpx
 import jsonschema
 
-from qualflow.session.server_process import free_port
+from qualflow.session.server_process import OwnedServer, free_port
 
 # The typed fields a strict schema can hold: a string enum, a bounded integer, a nested object and
 # an array (strict: every property required, no other property allowed).
@@ -188,20 +187,6 @@ def embedded_bundle(work: Path) -> Path:
     return work / "fp16"
 
 
-def wait_healthy(url: str, proc: subprocess.Popen, timeout_s: float = 300) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"the server exited with code {proc.returncode}")
-        try:
-            if httpx.get(url + "/health", timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    raise SystemExit("the server did not become healthy")
-
-
 def summary(kind: str, t: Tally) -> dict:
     p50 = statistics.median(t.latencies_ms) if t.latencies_ms else float("nan")
     out = {k: v for k, v in asdict(t).items() if k != "latencies_ms"}
@@ -232,17 +217,16 @@ def main() -> None:
         cmd = [sys.executable, "-m", "qualflow.cli", "serve", "--bundle", str(bundle)]
         cmd += ["--port", str(port), "--max-batch", str(a.concurrency), "--model-name", "m"]
         cmd += ["--cpu-threads", "1", "--device", a.device]
-        log = open(Path(tmp) / "server.log", "wb")
-        server = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        server = OwnedServer(cmd, host="127.0.0.1", port=port, log_path=Path(tmp, "server.log"))
+        server.start()
         try:
-            wait_healthy(url, server)
+            server.wait_healthy(300)
             rows = [
                 summary(kind, asyncio.run(run_kind(url, kind, a.requests, a.concurrency, a.tokens)))
                 for kind in ("calls", "json_schema")
             ]
         finally:
-            server.terminate()
-            server.wait(timeout=30)
+            server.stop()
     print(
         f"{'kind':<13}{'requests':>9}{'failures':>9}{'no call':>8}{'bad JSON':>9}"
         f"{'schema':>8}{'HTTP':>6}{'incomplete':>11}{'p50 ms':>9}{'tokens':>8}"
