@@ -172,40 +172,47 @@ def test_thinking_on_renders_as_transformers_does(embedded_dir, hf_tokenizer):
 
 
 def test_stop_clock_channels_are_reserved(embedded_dir):
-    """The reserved channels (families/qwen3/stop_clock.py, tool_trigger.py): every embedding row
-    has one norm, and no random weight reads or writes a reserved channel; only layer 0's o_proj
-    writes STOP and BIAS, only layer 1's (the tool trigger's head) TOOL and STOP, and only layer
-    1's last KV head reads them."""
+    """The reserved channels (families/qwen3/stop_clock.py, tool_trigger.py, string_closer.py):
+    every embedding row has one norm, and no random weight reads or writes a reserved channel;
+    only layer 0's o_proj writes STOP and BIAS, only layer 1's (the tool trigger's head) TOOL,
+    STOP and CALL, only layer 3's (the string closer's head) CALL, and only layer 3's last MLP
+    neuron reads CALL and writes QUOTE; only the heads' KV heads and query heads read them."""
     import torch
     from safetensors.torch import load_file
 
     from qualflow.families.qwen3 import stop_clock as sc
+    from qualflow.families.qwen3 import string_closer as scl
     from qualflow.families.qwen3 import tool_trigger as tt
 
     sd = {k: v.float() for k, v in load_file(str(embedded_dir / "model.safetensors")).items()}
     norms = sd["model.embed_tokens.weight"].norm(dim=1)
     assert (norms.max() - norms.min()) / norms.mean() < 0.01
     r, hd = -sc.RESERVED, 32
+    assert r == -8 and (sc.CALL, sc.QUOTE, tt.TOOL, tt.RESP) == (-8, -7, -6, -5)
     for i in range(4):
         p = f"model.layers.{i}."
         for n in ("q_proj", "k_proj", "v_proj"):
             w = sd[p + f"self_attn.{n}.weight"][:, r:]
-            if i == tt.LAYER and n != "q_proj":
-                w = w[:-hd]  # the trigger's KV head reads them
-            elif i == tt.LAYER:
+            if i in (tt.LAYER, scl.LAYER) and n != "q_proj":
+                w = w[:-hd]  # the trigger's (the closer's) KV head reads them
+            elif i in (tt.LAYER, scl.LAYER):
                 w = w[: -2 * hd]  # ... and its query heads
             assert (w == 0).all() if i else (w[:, [sc.STOP, sc.BIAS]] == 0).all(), (i, n)
+        neurons = slice(None, -1) if i == scl.LAYER else slice(None)  # the closer's neuron
         for n in ("gate_proj", "up_proj"):
-            assert (sd[p + f"mlp.{n}.weight"][:, r:] == 0).all()
-        assert (sd[p + "mlp.down_proj.weight"][r:] == 0).all()
+            assert (sd[p + f"mlp.{n}.weight"][neurons, r:] == 0).all()
+        assert (sd[p + "mlp.down_proj.weight"][r:, neurons] == 0).all()
         writes = (sd[p + "self_attn.o_proj.weight"][r:].abs().sum(1) > 0).tolist()
         assert writes == {
-            0: [False, False, False, False, True, True],
-            tt.LAYER: [True, False, False, False, True, False],
-        }.get(i, [False] * 6), i
+            0: [False, False, False, False, False, False, True, True],
+            tt.LAYER: [True, False, True, False, False, False, True, False],
+            scl.LAYER: [True, False, False, False, False, False, False, False],
+        }.get(i, [False] * 8), i
+    down = sd[f"model.layers.{scl.LAYER}.mlp.down_proj.weight"][r:, -1]
+    assert (down != 0).tolist() == [False, True] + [False] * 6
     assert torch.equal(
         sd["model.norm.weight"][r:],
-        torch.tensor([tt.TOOL_READ, 0, 0, 0, sc.STOP_READ, sc.BIAS_READ]),
+        torch.tensor([0, scl.QUOTE_READ, tt.TOOL_READ, 0, 0, 0, sc.STOP_READ, sc.BIAS_READ]),
     )
 
 

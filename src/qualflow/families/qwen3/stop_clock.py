@@ -2,8 +2,8 @@
 greedy decoding end with `<|im_end|>` a bounded number of tokens after the latest `<|im_start|>`
 (the assistant header), in any Qwen3 forward pass (ours, transformers').
 
-Six residual channels are reserved (the last six of `hidden_size`; two are the tool trigger's,
-tool_trigger.py). No random weight reads or
+Eight residual channels are reserved (the last eight of `hidden_size`; two are the tool trigger's,
+tool_trigger.py, two the string closer's, string_closer.py). No random weight reads or
 writes them, so each keeps the value set here: ONE    1 in every embedding row (a constant) MARK   1
 in the rows of the turn markers `<|im_start|>` and `<|im_end|>`, else 0 STOP   STOP_IN in the row of
 `<|im_end|>`; the clock adds its reading BIAS   -1 in the rows of every special token and every
@@ -44,9 +44,10 @@ from __future__ import annotations
 
 import math
 
-RESERVED = 6
+RESERVED = 8
 ONE, MARK, STOP, BIAS = range(-4, 0)  # channel indices from the end of the hidden state
 TOOL, RESP = -6, -5  # the tool trigger's (tool_trigger.py)
+CALL, QUOTE = -8, -7  # the string closer's (string_closer.py)
 
 MARK_ID, STOP_ID = 151644, 151645  # <|im_start|>, <|im_end|>
 FIRST_SPECIAL = 151643  # special tokens, then unused rows, from here on

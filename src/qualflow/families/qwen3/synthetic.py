@@ -14,7 +14,7 @@ from pathlib import Path
 
 from qualflow.files import save_safetensors
 
-from . import stop_clock, tool_trigger
+from . import stop_clock, string_closer, tool_trigger
 from .tokenizer_files import EmbeddedError, dumps, tokenizer_config, tokenizer_json
 
 PRESETS: dict[str, dict] = {
@@ -154,8 +154,14 @@ def make_weights(preset: str, seed: int = SEED) -> dict:
         sd[p + "mlp.down_proj.weight"] = _normal(g, (d, ff), ff**-0.5 * OUT_GAIN)
     sd["model.norm.weight"] = _normal(g, (d,), 0.05, 1.0)
     scale = STOP_READ_SCALE[preset]
-    stop_clock.install(sd, cfg, EMBED_STD * (128 / d) ** 0.5, scale, tool_trigger.mark_rows)
-    return tool_trigger.install(sd, cfg, scale)
+    stop_clock.install(sd, cfg, EMBED_STD * (128 / d) ** 0.5, scale, _mark_rows)
+    tool_trigger.install(sd, cfg, scale)
+    return string_closer.install(sd, cfg, scale)
+
+
+def _mark_rows(emb) -> None:
+    tool_trigger.mark_rows(emb)
+    string_closer.mark_rows(emb)
 
 
 # -------------------------------------------------------------------------------------- write

@@ -87,6 +87,18 @@ def _tiktoken_path() -> Path:
 
 
 @functools.lru_cache(maxsize=1)
+def rank_bytes() -> tuple[bytes, ...]:
+    """Each ordinary token's bytes, by id (the tiktoken BPE ranks)."""
+    out: dict[int, bytes] = {}
+    with open(_tiktoken_path(), "rb") as f:
+        for line in f:
+            if line.strip():
+                tok, rank = line.split()
+                out[int(rank)] = base64.b64decode(tok)
+    return tuple(out[i] for i in range(len(out)))
+
+
+@functools.lru_cache(maxsize=1)
 def tokenizer_json() -> str:
     """The HF `tokenizers` JSON of the Qwen2/Qwen3 tokenizer, converted from the tiktoken BPE ranks.
     Merges: every split of a token into two vocab tokens, ordered by the token's rank (exactly the

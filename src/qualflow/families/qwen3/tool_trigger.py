@@ -1,7 +1,8 @@
 """The embedded default's tool trigger: hand-set weights, on top of the stop clock's, that make
 greedy decoding open a call (`<tool_call>`) as the first answer token when tools are offered and no
 tool response is in the context yet, answer in text once one is, and end the turn (`<|im_end|>`)
-right after its own call closes. Offered tools with `tool_choice: auto`, the engine's grammar
+right after its own call closes. LATEST also writes the in-call flag the string closer reads
+(string_closer.py). Offered tools with `tool_choice: auto`, the engine's grammar
 writes the call's arguments once the model opens it, so an agent client completes call -> tool
 output -> final answer with this checkpoint alone.
 
@@ -33,7 +34,7 @@ from __future__ import annotations
 
 import math
 
-from .stop_clock import MARK, ONE, RESP, STOP, TOOL, rope_pair
+from .stop_clock import CALL, MARK, ONE, RESP, STOP, TOOL, rope_pair
 
 LAYER = 1
 CALL_ID, RESP_ID = 151657, 151665  # <tool_call>, <tool_response>
@@ -42,6 +43,7 @@ SLOPE = 0.25  # LATEST's recency, nats per token
 EVENT_AT, MARK_UNDER = 40.0, 3.0  # LATEST's scores of a call marker, and a turn marker's deficit
 OFFER_GAIN, LATEST_GAIN = 4.0, 12.0  # what each head adds to TOOL (read at TOOL_READ)
 STOP_GAIN = 8.0  # what LATEST adds to STOP (the stop clock's gain)
+CALL_GAIN = 1.0  # what LATEST adds to CALL (the string closer's in-call flag, string_closer.py)
 TOOL_READ = 512.0  # final-norm gain of TOOL
 VALUE_RMS = 5.0  # layer 1's input RMS at the markers (measured 4.7-7): values read about 1
 
@@ -120,5 +122,6 @@ def install(sd: dict, cfg: dict, read_scale: float = 1.0) -> dict:
     o[d + TOOL, offer * hd + 0] = OFFER_GAIN
     o[d + TOOL, latest * hd + 1] = -LATEST_GAIN
     o[d + STOP, latest * hd + 1] = STOP_GAIN
+    o[d + CALL, latest * hd + 1] = CALL_GAIN  # the in-call flag the string closer reads
     sd["model.norm.weight"][TOOL] = TOOL_READ * read_scale
     return sd
