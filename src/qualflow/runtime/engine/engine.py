@@ -114,8 +114,7 @@ class Engine:
             self.grammar.close()
 
     def stop_soon(self) -> None:
-        """Tell the loop to shut down at its next step boundary (from any thread, the engine's
-        too)."""
+        """Shut the loop down at its next step boundary (from any thread, the engine's too)."""
         self.inbox.put(_STOP)
 
     def attach_feed(self, feed: Callable[[bool], None]) -> None:
