@@ -69,7 +69,7 @@ def test_doc_command_names_its_target(command):
     # meant as that option's value; anywhere else it is meant as the target
     rule_options = {"-R", "--forcerun", "-U", "--until", "-O", "--omit-from", "--allowed-rules"}
     named = [w for w in argv if w in _rules()]
-    if named and argv[-1] == named[-1] and argv[-2] not in rule_options:
+    if named and argv[-1] == named[-1] and (len(argv) < 2 or argv[-2] not in rule_options):
         assert named[-1] in (args.targets or []), (
             f"`{command}`: {named[-1]!r} is read as an option's value, not as the target (targets: "
             f"{sorted(args.targets or [])}); put the target before --configfile / -R / --config"
