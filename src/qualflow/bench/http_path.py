@@ -125,15 +125,5 @@ def _line(label: str, figs: dict) -> str:
 
 
 def write(res: dict, out: str, name: str) -> Path:
-    rec = results_schema.record(
-        "http",
-        "c1-synthetic",
-        res["device_name"],
-        res["recorded_utc"],
-        {"git_sha": results_schema.git_sha()},
-        res,
-    )
-    path = Path(out, name or f"{dt.datetime.now(dt.UTC).date()}-http.json")
-    path.write_text(json.dumps(rec, indent=1) + "\n")
-    print(f"\nwrote {path}")
-    return path
+    default = f"{dt.datetime.now(dt.UTC).date()}-http.json"
+    return results_schema.write_run("http", "c1-synthetic", res, Path(out, name or default))

@@ -226,6 +226,15 @@ def record(kind: str, name: str, gpu: str, date: str, software: dict, raw) -> di
     }
 
 
+def write_run(kind: str, name: str, res: dict, path: Path) -> Path:
+    """A server-side run (`res` with device_name and recorded_utc) written at `path` in the
+    schema, with this tree's git sha; prints where."""
+    rec = record(kind, name, res["device_name"], res["recorded_utc"], {"git_sha": git_sha()}, res)
+    path.write_text(json.dumps(rec, indent=1) + "\n")
+    print(f"\nwrote {path}")
+    return path
+
+
 def runs(root: Path, gpu: str | None = None, kind: str | None = None) -> list[tuple[Path, dict]]:
     """The committed runs under `root` (one folder per GPU model), oldest first; of one GPU model
     and kind where given. A file not in the schema is an error that names it."""

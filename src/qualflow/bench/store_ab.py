@@ -136,15 +136,6 @@ def print_store(res: dict, prev: dict) -> None:
 
 
 def write(res: dict, out: str, name: str) -> Path:
-    rec = results_schema.record(
-        "store",
-        f"sqlite-isl{res['isl']}-osl{res['osl']}",
-        res["device_name"],
-        res["recorded_utc"],
-        {"git_sha": results_schema.git_sha()},
-        res,
-    )
-    path = Path(out, name or f"{dt.datetime.now(dt.UTC).date()}-store.json")
-    path.write_text(json.dumps(rec, indent=1) + "\n")
-    print(f"\nwrote {path}")
-    return path
+    default = f"{dt.datetime.now(dt.UTC).date()}-store.json"
+    run = f"sqlite-isl{res['isl']}-osl{res['osl']}"
+    return results_schema.write_run("store", run, res, Path(out, name or default))
