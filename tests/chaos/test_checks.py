@@ -135,6 +135,16 @@ def test_a_leftover_process_port_or_temporary_file_fails(tmp_path):
     assert not v.ok and "qf-aiperf-4242" in v.detail
 
 
+def test_a_sigkilled_snakemakes_own_temporary_folder_is_excused_and_named(tmp_path):
+    (tmp_path / "snakemakeab12cd").mkdir()  # tempfile.TemporaryDirectory(prefix="snakemake")
+    assert not checks.no_leftovers([], [], [tmp_path]).ok  # Snakemake ended: it is a leftover
+    v = checks.no_leftovers([], [], [tmp_path], excused="Snakemake was SIGKILLed")
+    assert v.ok and "snakemakeab12cd" in v.detail and "SIGKILLed" in v.detail
+    (tmp_path / "pymp-x").mkdir()  # anything else still fails, excused or not
+    v = checks.no_leftovers([], [], [tmp_path], excused="Snakemake was SIGKILLed")
+    assert not v.ok and "pymp-x" in v.detail and "snakemakeab12cd" not in v.detail
+
+
 def test_the_aiperf_folders_of_the_cycle_are_found_by_its_pids(tmp_path):
     from qualflow.chaos.cycle import private_tmpdirs
 

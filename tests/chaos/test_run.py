@@ -31,3 +31,34 @@ def test_the_dry_run_prints_the_seeds_schedule(capsys, tmp_path):
     for plan in schedule_of(ChaosConfig(cycles=4, seed=9)):
         assert f"cycle {plan.cycle}: {plan.label()}" in out
     assert not work.exists()  # nothing run
+
+
+def test_a_chaos_run_interrupted_mid_cycle_leaves_no_tmpfs_mounted(tmp_path, monkeypatch):
+    """A disk-full fault's tmpfs is mounted in the workflow copy; a chaos run stopped (Ctrl-C or
+    TERM) in the middle of that cycle unmounts it on its way out. The qualify runs are replaced
+    (what is under test is the run's own cleanup); the mount is real, where it can be made."""
+    import pytest
+
+    from qualflow.chaos import run as chaos_run
+    from qualflow.chaos.cycle import Phase
+    from qualflow.chaos.faults import mount_tmpfs, unmount
+
+    work = tmp_path / "work"
+    mounted = []
+
+    def cycle(wfl, plan, folder, *rest):
+        why = mount_tmpfs(wfl.wf / wfl.sessions[0], "1m")
+        if why:
+            pytest.skip(f"no tmpfs here: {why}")
+        mounted.append(wfl.wf / wfl.sessions[0])
+        raise KeyboardInterrupt  # Ctrl-C, or the TERM the run turns into one
+
+    monkeypatch.setattr(chaos_run, "run_snakemake", lambda *a, **k: Phase(returncode=0))
+    monkeypatch.setattr(chaos_run, "run_cycle", cycle)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            main(["chaos", "--cycles", "1", "--work", str(work)])
+        assert mounted and not chaos_run._mounts_under(work / "wf")
+    finally:  # without the run's cleanup, the test's own
+        for m in chaos_run._mounts_under(work / "wf"):
+            unmount(m)

@@ -150,16 +150,30 @@ def no_locks(wf: Path, lock_dirs: tuple[Path, ...] = (), excused: str = "") -> V
     return Verdict(name, not bad, "; ".join(bad))
 
 
-def no_leftovers(processes: list[str], ports: list[int], tmp: list[Path] | None) -> Verdict:
+SNAKEMAKE_TMP = "snakemake"  # Snakemake's own temporary folder's prefix (its workflow's, in TMPDIR)
+
+
+def no_leftovers(
+    processes: list[str], ports: list[int], tmp: list[Path] | None, excused: str = ""
+) -> Verdict:
     """No process of the cycle alive, no port of it held, nothing left in its temporary folders
-    (`tmp`: each a folder that must be empty or absent; None: not checked)."""
-    tmps = sorted(str(p) for d in tmp or () if d.is_dir() for p in d.iterdir())
-    tmps += sorted(str(d) for d in tmp or () if d.name.startswith("qf-aiperf-") and d.exists())
+    (`tmp`: each a folder that must be empty or absent; None: not checked). `excused`: why
+    Snakemake's own temporary folder may be left (Snakemake was SIGKILLed: only its exit removes
+    it, and no later run can tell a dead Snakemake's folder from a live one's); such folders are
+    named in the verdict, and anything else left still fails it."""
+    tmps = sorted(p for d in tmp or () if d.is_dir() for p in d.iterdir())
+    tmps += sorted(d for d in tmp or () if d.name.startswith("qf-aiperf-") and d.exists())
+    smk = [p for p in tmps if excused and p.name.startswith(SNAKEMAKE_TMP)]
+    rest = [str(p) for p in tmps if p not in smk]
     bad = (
         [f"processes {processes}"] * bool(processes)
         + [f"ports held {ports}"] * bool(ports)
-        + [f"temporary files {tmps[:5]}"] * bool(tmps)
+        + [f"temporary files {rest[:5]}"] * bool(rest)
     )
+    if not bad and smk:
+        return Verdict(
+            "nothing left", True, f"snakemake's {[p.name for p in smk]} left ({excused})"
+        )
     return Verdict("nothing left", not bad, "; ".join(bad))
 
 

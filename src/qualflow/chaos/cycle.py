@@ -126,7 +126,8 @@ def _after(
     wfl: Workflow, folder: Path, ph: Phase, failed: bool, excuse: str, tmp: list[Path] | None
 ) -> list[checks.Verdict]:
     """The checks after one run; `tmp`: the temporary folders that must be empty (None: not
-    checked, after a faulted run whose rerun is still to clean up)."""
+    checked, after a faulted run whose rerun is still to clean up); `excuse`: why what a
+    SIGKILLed Snakemake leaves (its lock, its own temporary folder) may be there."""
     out = []
     for ev in wfl.evidence:
         out.append(checks.status_truthful(wfl.wf / wfl.status, wfl.wf / ev, failed_run=failed))
@@ -138,7 +139,7 @@ def _after(
             )
         )
     out.append(checks.no_locks(wfl.wf, (folder / "gpu-locks",), excused=excuse))
-    out.append(checks.no_leftovers(ph.left, ph.ports, tmp))
+    out.append(checks.no_leftovers(ph.left, ph.ports, tmp, excused=excuse))
     return out
 
 
@@ -184,7 +185,7 @@ def run_cycle(
     rerun = run_snakemake(wfl, wfl.qualify(cores), folder, "rerun", timeout_s)
     pids = {p.pid for ph in (faulted, rerun) for p in ph.watcher.seen.values()}
     tmps = [folder / "tmp", *private_tmpdirs(pids)]
-    second = _after(wfl, folder, rerun, False, "", tmps)
+    second = _after(wfl, folder, rerun, False, excuse, tmps)
     log = (folder / "rerun.log").read_text(errors="replace")
     second.insert(0, checks.rerun_completed(rerun.returncode, log))
     return {

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import shutil
+import signal
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -123,22 +124,26 @@ def main_chaos(a) -> int:
         print(f"chaos: the qualify before the cycles failed: {work}/prepare/")
         return 1
     print(f"{'seed':>6} {'cycle':>5}  {'faults (planned)':<48} {'rc':>4}  verdicts")
-    records = []
-    for plan in plans:
-        got = run_cycle(
-            wfl,
-            plan,
-            work / "cycles" / f"{plan.cycle:03d}",
-            cfg.cores,
-            cfg.cycle_timeout_s,
-            cfg.tmpfs_size,
-        )
-        records.append(record_of(cfg, plan, got))
-        print(row(records[-1]), flush=True)
-        _write(work, cfg, plans, same, records)
+    records: list[CycleRecord] = []
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)  # a TERM unwinds like a Ctrl-C
+    try:
+        for plan in plans:
+            folder = work / "cycles" / f"{plan.cycle:03d}"
+            got = run_cycle(wfl, plan, folder, cfg.cores, cfg.cycle_timeout_s, cfg.tmpfs_size)
+            records.append(record_of(cfg, plan, got))
+            print(row(records[-1]), flush=True)
+            _write(work, cfg, plans, same, records)
+    finally:  # interrupted mid-cycle: no tmpfs of a disk-full fault stays mounted
+        signal.signal(signal.SIGTERM, previous)
+        for mount in _mounts_under(wfl.wf):
+            unmount(mount)
     n_ok = sum(r.ok for r in records)
     print(f"chaos: {n_ok}/{len(records)} cycles passed every check; table: {work}/chaos.json")
     return 0 if same and n_ok == len(records) else 1
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def _write(work: Path, cfg: ChaosConfig, plans, same: bool, records: list[CycleRecord]) -> None:
