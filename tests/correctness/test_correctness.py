@@ -214,3 +214,20 @@ def test_a_variant_renders_its_own_way_under_the_same_criteria():
     assert all(r["passed"] for r in rows)
     with pytest.raises(ValueError, match=r"variant 'x': unknown settings \['temperature'\]"):
         variants({"variants": {"x": {"temperature": 1}}})
+
+
+def test_the_logit_gaps_by_blocks_of_positions_equal_the_whole_tensors():
+    """The max logit gap, its relative form and the worst KL, computed a few positions at a time,
+    are the whole-tensor figures (a block that is not full at the end included)."""
+    import torch
+
+    from qualflow.correctness.criteria import _logit_gaps
+
+    g = torch.Generator().manual_seed(3)
+    ref = torch.randn(37, 1000, generator=g) * 4
+    nat = ref + 1e-3 * torch.randn(37, 1000, generator=g)
+    nat[36, 5] += 0.5  # the worst gap and KL in the last, partial block
+    diff = (nat - ref).abs().max().item()
+    lp_ref, lp_nat = ref.log_softmax(-1), nat.log_softmax(-1)
+    kl = (lp_ref.exp() * (lp_ref - lp_nat)).sum(-1).max().item()
+    assert _logit_gaps(ref, nat, rows=16) == (diff, diff / ref.abs().max().item(), kl)

@@ -32,6 +32,21 @@ def _margin(logits: torch.Tensor) -> torch.Tensor:
     return top2[..., 0] - top2[..., 1]
 
 
+def _logit_gaps(ref: torch.Tensor, nat: torch.Tensor, rows: int = 16) -> tuple[float, float, float]:
+    """Max |native - reference| logit, that over the reference's max |logit|, and the worst
+    position's KL(reference || native) in nats, over every position of [T, V] logits. Computed
+    a few positions at a time: each is a row-wise reduction, and a block of rows stays in the
+    cache where whole [T, 151936] temporaries would not (2-3x faster on a CPU, same figures)."""
+    diff = top = kl = 0.0
+    for i in range(0, ref.shape[0], rows):
+        r, n = ref[i : i + rows], nat[i : i + rows]
+        diff = max(diff, (n - r).abs().max().item())
+        top = max(top, r.abs().max().item())
+        lp_ref, lp_nat = r.log_softmax(-1), n.log_softmax(-1)
+        kl = max(kl, (lp_ref.exp() * (lp_ref - lp_nat)).sum(-1).max().item())
+    return diff, diff / top, kl
+
+
 VARIANT_SETTINGS = ("thinking", "tools")
 
 
@@ -98,8 +113,7 @@ def check_case(
             }
         )
 
-    diff = (nat_logits - ref_logits).abs().max().item()
-    rel = diff / ref_logits.abs().max().item()
+    diff, rel, kl = _logit_gaps(ref_logits, nat_logits)
     row(
         "max_rel_logit_diff",
         rel,
@@ -107,8 +121,6 @@ def check_case(
         rel <= th["max_rel_logit_diff"],
         f"max abs diff {diff:.4g} over {len(seq)} positions x {ref_logits.shape[-1]} logits",
     )
-    lp_ref, lp_nat = ref_logits.log_softmax(-1), nat_logits.log_softmax(-1)
-    kl = (lp_ref.exp() * (lp_ref - lp_nat)).sum(-1).max().item()
     row(
         "max_kl",
         kl,
