@@ -15,6 +15,7 @@ from qualflow.phases import PHASE_HEADER, PROTOCOL
 
 from .outputs import write_protocol
 from .rejections import CAPABILITY_REJECTIONS, REJECTIONS
+from .signals import raise_if_interrupted
 
 PROMPT = "Protocol check: say hello."
 HELPER_MAX_TOKENS = 64  # the get_final_response() check: room for a natural stop
@@ -273,6 +274,7 @@ def run_protocol_checks(
         except CheckFailed as e:
             detail, passed = str(e), False
         except Exception as e:  # noqa: BLE001 - any SDK/transport error is a failed check, with its reason
+            raise_if_interrupted()  # a signal is not a failed check, whatever it was wrapped in
             detail, passed = f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=3)}", False
         rows.append({"name": name, "passed": passed, "detail": detail[:4000], "request_id": rid})
     return rows

@@ -25,6 +25,7 @@ from qualflow.phases import aiperf_tag
 
 from .records import PointOutcome, SessionError, StageTime
 from .server_process import ServerProcess
+from .signals import raise_if_interrupted
 from .stages import Session, TagCounter, engine_watch
 
 
@@ -91,6 +92,7 @@ def run_rerun(session: Session, rerun: Rerun, rec, out: Path) -> None:
         session.record.stages[session.stage_name] = StageTime.between(t0, time.time_ns())
         _run_points(session, rerun, srv, rec, out)
     except Exception as e:  # noqa: BLE001 - the rerun's failure is its own, never the stack's
+        raise_if_interrupted()  # a signal wrapped on its way (session.signals) stops the session
         rec.error = SessionError(
             session.stage_name, type(e).__name__, " ".join(str(e).split())[:2000]
         )

@@ -52,6 +52,7 @@ from .signals import (
     RECEIVED,
     SessionInterrupted,
     install_signal_handlers,
+    raise_if_interrupted,
     restore_signal_handlers,
 )
 from .stages import Session
@@ -252,6 +253,7 @@ def run_session(
     try:
         install_signal_handlers()
         _measure(session)
+        raise_if_interrupted()  # a signal that something on the way swallowed
         rc = 0
     except (Exception, SessionInterrupted) as e:  # noqa: BLE001 - every failure is evidence: recorded, not lost
         interrupted = isinstance(e, SessionInterrupted) or RECEIVED["signal"] is not None

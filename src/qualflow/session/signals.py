@@ -34,6 +34,16 @@ def install_signal_handlers() -> None:
     die_with_parent()
 
 
+def raise_if_interrupted() -> None:
+    """Raise `SessionInterrupted` again where a signal arrived and its exception was swallowed on
+    the way: by a broad `except` that records failures (a protocol check), or by a library that
+    wraps what it catches (pydantic, building a schema when the signal came, raises a
+    `SchemaError` instead). Without it, an interrupted session could end as if completed, with
+    a failed check, and a plain rerun would not serve it again."""
+    if RECEIVED["signal"] is not None:
+        raise SessionInterrupted(f"received {RECEIVED['signal']}")
+
+
 def restore_signal_handlers() -> None:
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
