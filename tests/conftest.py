@@ -65,6 +65,7 @@ SHARED_MODULES = (
     "integration/test_endpoint.py",
     "integration/test_slurm.py",
     "integration/test_chaos.py",
+    "integration/test_sweep.py",
 )
 SHARED_RUNS = frozenset({"tiny_qualify", "two_stacks_launched", "slurm_launched", "cluster"})
 BACKGROUND_RUNS = frozenset({"two_stacks_launched", "slurm_launched", "cluster"})

@@ -1,6 +1,7 @@
-"""End-to-end: the real `snakemake` over an SLO sweep, in its own copy of the workflow with its own
-software key: SLOs judged per point, the max load meeting them per sweep, repeats with a CI, and a
-real prompt file as the dataset's identity."""
+"""End-to-end: the real `snakemake` over an SLO sweep, in its own copy of the workflow: SLOs judged
+per point, the max load meeting them per sweep, repeats with a CI, and a real prompt file as the
+dataset's identity. It starts from a copy of the shared tiny run's results, as a user edits the
+workloads after a qualify: only the points and the sessions are made again."""
 
 from __future__ import annotations
 
@@ -11,13 +12,21 @@ import pandas as pd
 import pytest
 
 from fixtures import REPO
-from fixtures.snakemake import SWEEP_KEY, copy_workflow, pids_in, smk, sweep_config
+from fixtures.snakemake import (
+    SWKEY,
+    copy_workflow,
+    job_counts,
+    pids_in,
+    results_upstream_of_points,
+    smk,
+    sweep_config,
+)
 from qualflow.evidence import store
 from qualflow.evidence.slo import max_load_meeting
 
 
 @pytest.mark.slow
-def test_slos_sweep_repeats_and_real_prompts(tmp_path):
+def test_slos_sweep_repeats_and_real_prompts(tiny_qualify, tmp_path):
     """One qualify over a concurrency sweep (c1 with the embedded default's SLOs, loosened, c2
     with an impossible TTFT bound) and the real-prompt workload with sampling as a Poisson rate
     point with `repeats: 2`: the points meeting their SLOs reach slo-met, c2 stops below naming
@@ -25,10 +34,14 @@ def test_slos_sweep_repeats_and_real_prompts(tmp_path):
     CI, and the prompt file's sha256 is in provenance. The passing points' bounds are the
     default's made unmissable (fixtures.snakemake.loose): what passes or fails does not depend
     on how loaded the machine is."""
-    key = SWEEP_KEY  # its own copy and evidence
+    key = SWKEY  # its own copy and evidence
     wf = copy_workflow(tmp_path, config=sweep_config(), configfile="targets.yaml")
+    results_upstream_of_points(tiny_qualify.results, wf)
     r = smk(wf, "qualify", "--configfile", "targets.yaml", cores=2, check=False)
     assert r.returncode != 0  # c2 is below slo-met
+    jobs = job_counts(r.stdout + r.stderr)  # new workloads, same model: nothing built again
+    assert jobs.get("aiperf_profile") == 1 and jobs.get("workload_points") == 1, jobs
+    assert not {"build_bundle", "family_correctness", "embedded_checkpoint"} & set(jobs), jobs
     assert "below slo-met" in (wf / "logs" / "qualify" / f"{key}.log").read_text()
     ev = wf / "results" / "evidence" / key / "embedded" / "fp16"
     runs = pd.read_parquet(ev / "runs.parquet")
