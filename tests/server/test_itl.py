@@ -2,7 +2,8 @@
 parsing, templating and tokenization run off the event loop with the GIL released (a 2 MB prompt
 is ~1 s of tokenizing on a 2-core box; done on the loop, or with the GIL held, every stream
 stalls that long). Robust on a loaded box: the worst gap while the prompt is handled is compared
-with the worst gap of the same streams outside that window, not with a fixed time."""
+with the time the handling took, not with a fixed time; the gaps outside that window are
+printed beside it."""
 
 from __future__ import annotations
 
@@ -78,10 +79,8 @@ def test_huge_prompt_does_not_stall_other_streams(srv):
         f"huge prompt took {t1 - t0:.2f}s; worst gap during {during * 1e3:.0f} ms, p99 outside "
         f"{worst_outside * 1e3:.0f} ms"
     )
-    # handled on the loop (or with the GIL held) the worst gap would be the whole handling time, t1
-    # - t0
-    assert during < max(3 * worst_outside, 0.25) and during < 0.5 * (t1 - t0), (
-        during,
-        worst_outside,
-        t1 - t0,
-    )
+    # handled on the loop (or with the GIL held) the worst gap would be the whole handling time,
+    # t1 - t0; off the loop it is a small part of it. Only that ratio is judged: the worst gap
+    # also grows with whatever else the machine runs (0.51 s against a p99 of 0.16 s outside,
+    # beside a chaos run), and so does the handling time, but not in proportion.
+    assert during < 0.5 * (t1 - t0), (during, worst_outside, t1 - t0)
