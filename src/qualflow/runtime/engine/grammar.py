@@ -17,6 +17,7 @@ of `wake`, and only then constrains (the reasoning is never constrained)."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import threading
@@ -142,6 +143,15 @@ class GrammarMatcher:
         return self._m.get_error() if self._m.is_error() else None
 
 
+@functools.lru_cache(maxsize=4)
+def _ll_tokenizer(tokenizer_json: str, vocab_size: int, stop_ids: tuple[int, ...]):
+    """llguidance's tokenizer, built once per process for each tokenizer (1.5-2 CPU-s for a
+    151,936-token vocabulary) and shared by every engine's compiler: it is immutable. Each
+    compiler keeps its own grammars, so a new engine still compiles (and times) its first
+    schema."""
+    return llguidance.LLTokenizer(tokenizer_json, n_vocab=vocab_size, eos_token=list(stop_ids))
+
+
 class GrammarCompiler:
     """Compiles grammars for one tokenizer and keeps the last `capacity` of them, keyed by the
     grammar's hash: a schema is compiled once. `tokenizer_json`: the tokenizer's JSON (its
@@ -151,9 +161,7 @@ class GrammarCompiler:
     def __init__(
         self, tokenizer_json: str, vocab_size: int, stop_ids: tuple[int, ...], capacity: int = 256
     ):
-        self.tokenizer = llguidance.LLTokenizer(
-            tokenizer_json, n_vocab=vocab_size, eos_token=list(stop_ids)
-        )
+        self.tokenizer = _ll_tokenizer(tokenizer_json, vocab_size, tuple(stop_ids))
         self.tokenizer_key = hashlib.sha256(tokenizer_json.encode()).hexdigest()[:16]
         self.vocab_size, self.capacity = vocab_size, capacity
         self._cache: OrderedDict[tuple, CompiledGrammar] = OrderedDict()
