@@ -129,11 +129,14 @@ def acknowledged_stored(timing: Path, store: Path) -> Verdict:
         return Verdict(name, True, "no stored response acknowledged")
     if not store.exists():
         return Verdict(name, False, f"{len(acked)} acknowledged, and the store is gone")
-    conn = sqlite3.connect(f"file:{store}?mode=ro", uri=True, timeout=30)
     try:
-        ids = {r[0] for r in conn.execute("SELECT id FROM responses")}
-    finally:
-        conn.close()
+        conn = sqlite3.connect(f"file:{store}?mode=ro", uri=True, timeout=30)
+        try:
+            ids = {r[0] for r in conn.execute("SELECT id FROM responses")}
+        finally:
+            conn.close()
+    except sqlite3.Error as e:  # a check that cannot read the store fails, saying why
+        return Verdict(name, False, f"{len(acked)} acknowledged, the store unreadable: {e}")
     lost = sorted(acked - ids)
     return Verdict(name, not lost, f"{len(lost)} of {len(acked)} lost: {lost[:3]}" if lost else "")
 

@@ -172,6 +172,8 @@ def run_cycle(
     stop.set()
     for inj in injections:
         inj.done.wait(30)
+    for m in mounted:
+        faults.free(m)
     smk_killed = any(
         i.hit_at_s is not None and i.fault.target == "snakemake" and i.fault.signal == "SIGKILL"
         for i in injections

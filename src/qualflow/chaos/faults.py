@@ -88,6 +88,12 @@ def fill(path: Path) -> int:
     return n
 
 
+def free(path: Path) -> None:
+    """The disk-full fault is over: its filler goes, as an operator frees the disk (what the run
+    wrote before the disk filled stays; SQLite needs room to open its WAL for the checks)."""
+    (path / FILLER).unlink(missing_ok=True)
+
+
 def _disk_full(inj: Injection, session: Path, stop: threading.Event, t0: float) -> None:
     if stop.wait(inj.fault.at_s):
         return
