@@ -195,3 +195,33 @@ def test_a_schema_that_cannot_compile_is_a_typed_error(compiler):
         compiler.json_schema({"type": "object", "properties": {"a": {"type": "no-such-type"}}})
     with pytest.raises(GrammarError, match="at least one tool"):
         compiler.calls(SPEC, [])
+
+
+def test_a_batchs_masks_filled_at_once_equal_each_row_filled_alone(compiler, tokenizer):
+    """`fill_bitmasks` (every row's mask on llguidance's threads, as the engine fills a step's
+    constrained rows) gives each row what filling it alone gives: matchers at different places of
+    different grammars, one still thinking (every token) and one with a forced token, in rows of
+    a batch that has an unconstrained row too (left all-allowed)."""
+    from qualflow.runtime.engine.grammar import fill_bitmasks
+
+    r = FAMILY.reasoning
+    wake = r.close_ids[r.close_ids.index(r.end_id) :]
+    opened = compiler.json_schema(WEATHER["parameters"]).matcher()
+    for token in tokenizer.encode('{"city": "Par', add_special_tokens=False).ids:
+        assert opened.accept(token)
+    forced = compiler.json_object().matcher(wake=wake)
+    assert forced.accept(wake[0])  # the think block ended: its close is forced next
+    rows = [
+        (compiler.calls(SPEC, [WEATHER, TIME], parallel=True).matcher(), 0),
+        (opened, 1),
+        (compiler.json_object().matcher(wake=wake), 3),  # still thinking
+        (forced, 4),
+    ]
+    together = allocate_bitmask(5, VOCAB)
+    fill_bitmasks(rows, together)
+    for matcher, row in rows:
+        alone = allocate_bitmask(5, VOCAB)
+        matcher.fill_bitmask(alone, row)
+        assert torch.equal(together[row], alone[row]), row
+    assert (together[2] == -1).all()  # the unconstrained row
+    assert not (together[1] == -1).all() and not (together[0] == -1).all()

@@ -9,8 +9,8 @@ until then the sequence is `compiling` (a cancel finds it there). At launch, aft
 forward is queued and before its sampling, `mask` brings each constrained row's matcher up to date
 (the token the step before sampled is read back first: that step ran ahead of this one on the
 device, so the wait is for it only, while this step's forward runs), fills the rows' bitmask on the
-host and applies it to the logits. A step with no constrained row touches no mask: requests without
-grammar pay nothing."""
+host (all rows at once, on llguidance's threads) and applies it to the logits. A step with no
+constrained row touches no mask: requests without grammar pay nothing."""
 
 from __future__ import annotations
 
@@ -31,6 +31,7 @@ from .grammar import (
     apply_bitmask,
     auto_lark,
     calls_lark,
+    fill_bitmasks,
     json_schema_lark,
 )
 from .sequence import PLACEHOLDER, Sequence
@@ -180,7 +181,7 @@ class GrammarSteps:
         rows = [r for r, s in enumerate(sampling) if s in self.live and s.grammar.broken is None]
         if not rows:
             return
-        pending = None
+        pending, ready = None, []
         bitmask = allocate_bitmask(len(sampling), self.setup.vocab_size)
         for row in rows:
             s = sampling[row]
@@ -188,7 +189,8 @@ class GrammarSteps:
                 pending = _read_back(before)
             self._catch_up(s, pending)
             if s.grammar.broken is None:
-                s.grammar.matcher.fill_bitmask(bitmask, row)
+                ready.append((s.grammar.matcher, row))
+        fill_bitmasks(ready, bitmask)  # the rows' masks at once, on llguidance's threads
         apply_bitmask(logits, bitmask)
 
     def _catch_up(self, s: Sequence, pending: dict | None) -> None:
