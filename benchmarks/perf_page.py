@@ -67,19 +67,43 @@ def _heading(r: dict, what: str) -> list[str]:
     return [f"### {what}: {r['name']}, {r['date'][:10]}", "", f"{r['gpu']}; {_software(r)}.", ""]
 
 
+ENGINE_FIGURES = ("output_tok_per_s", "ttft_ms_p50", "itl_ms_p50")
+
+
+def _others(f: dict, shown: tuple[str, ...]) -> str:
+    """A point's figures that have no column of their own (a ratio, a slowdown), as `name value`."""
+
+    def num(v) -> str:
+        if not isinstance(v, int | float):
+            return str(v)
+        return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.4g}"
+
+    return "; ".join(f"{k} {num(v)}" for k, v in f.items() if k not in shown)
+
+
 def engine_table(r: dict) -> list[str]:
     rows = [
-        "| point | output tok/s | roofline tok/s | share of roofline | TTFT p50 ms | ITL p50 ms |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| point | output tok/s | roofline tok/s | share of roofline | TTFT p50 ms | ITL p50 ms "
+        "| other figures |",
+        "|---|---:|---:|---:|---:|---:|---|",
     ]
     for p in r["points"]:
         f = p["figures"]
         rows.append(
             f"| {p['name']} | {_n(f.get('output_tok_per_s'))} | "
             f"{_n(p['roofline'].get('output_tok_per_s'))} | {_pc(p['share_of_roofline'])} | "
-            f"{_n(f.get('ttft_ms_p50'), '{:.2f}')} | {_n(f.get('itl_ms_p50'), '{:.3f}')} |"
+            f"{_n(f.get('ttft_ms_p50'), '{:.2f}')} | {_n(f.get('itl_ms_p50'), '{:.3f}')} | "
+            f"{_others(f, ENGINE_FIGURES)} |"
         )
     return _heading(r, "Engine") + rows + [""]
+
+
+def figures_table(r: dict) -> list[str]:
+    """Any other kind of result (the store's on/off, the HTTP path's split): each point's
+    figures as they are named."""
+    rows = ["| point | figures |", "|---|---|"]
+    rows += [f"| {p['name']} | {_others(p['figures'], ())} |" for p in r["points"]]
+    return _heading(r, r["kind"].capitalize()) + rows + [""]
 
 
 def server_table(r: dict) -> list[str]:
@@ -144,18 +168,20 @@ TABLES = {
 
 def render(results: Path | None = None, history: Path | None = None) -> str:
     """The page: the introduction, per GPU model (by name) its runs newest first within each kind
-    (engine, server, pilot, kernel), then the history."""
+    (engine, server, pilot, kernel, then any other kind by name: store, http), then the
+    history."""
     out = [INTRO]
     found = results_schema.runs(results or RESULTS)
     for gpu in sorted({r["gpu"] for _, r in found}):
         out += [f"## {gpu}", ""]
-        for kind in ("engine", "server", "pilot", "kernel"):
+        kinds = {r["kind"] for _, r in found if r["gpu"] == gpu}
+        for kind in [*TABLES, *sorted(kinds - set(TABLES))]:
             for _, r in sorted(
                 (pr for pr in found if pr[1]["gpu"] == gpu and pr[1]["kind"] == kind),
                 key=lambda pr: (pr[1]["date"], pr[1]["name"]),
                 reverse=True,
             ):
-                out += TABLES[kind](r)
+                out += TABLES.get(kind, figures_table)(r)
     out += [(history or HISTORY).read_text().rstrip(), ""]
     return "\n".join(out)
 

@@ -49,7 +49,20 @@ def test_a_new_result_reaches_the_page_and_the_old_page_fails_the_check(perf_pag
     after = perf_page.render(results)
     assert after != before
     assert "## NVIDIA B200" in after and "commit abc123" in after
-    assert "| c8_isl64_osl64 | 4,321 | 8,642 | 50% | 3.00 | 1.500 |" in after
+    assert "| c8_isl64_osl64 | 4,321 | 8,642 | 50% | 3.00 | 1.500 |  |" in after
+    # a figure without a column of its own, and a kind without a table of its own, are shown too
+    point = {"figures": {"ratio": 0.5851}, "roofline": {}, "share_of_roofline": None}
+    tools = {**rec, "name": "tools", "points": [{"name": "required_vs_none", **point}]}
+    (results / "NVIDIA-B200" / "2027-01-02-engine-tools.json").write_text(json.dumps(tools))
+    point["figures"] = {"ratio": 0.9564}
+    store = {**rec, "kind": "store", "name": "sqlite", "detail": {}}
+    store["points"] = [{"name": "c64_store_on_off", **point}]
+    (results / "NVIDIA-B200" / "2027-01-02-store.json").write_text(json.dumps(store))
+    after = perf_page.render(results)
+    assert "| required_vs_none | - | - | - | - | - | ratio 0.5851 |" in after
+    assert (
+        "### Store: sqlite, 2027-01-02" in after and "| c64_store_on_off | ratio 0.9564 |" in after
+    )
     page = tmp_path / "performance.md"
     page.write_text(before)
     perf_page.RESULTS = results
