@@ -227,6 +227,7 @@ async def write(turn: Turn, resp: Response, rec: TimingRecord) -> Response:
             None,
             "server_error",
         ) from None
-    finally:
-        rec.store_write_ns = time.perf_counter_ns() - t0
+    # only a write that committed has a time: a failed one is the record's error (the client
+    # got a 500 or an error event, not the response)
+    rec.store_write_ns = time.perf_counter_ns() - t0
     return resp
