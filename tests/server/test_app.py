@@ -47,14 +47,21 @@ def test_health_is_503_until_the_task_is_loaded():
 
 
 def test_load_failure_is_reported():
-    failures = []
+    failures, called = [], threading.Event()
 
     def load():
         raise FileNotFoundError("no bundle here")
 
-    with TestClient(create_app(load, on_load_error=failures.append)) as c:
+    def on_load_error(e):
+        failures.append(e)
+        called.set()
+
+    with TestClient(create_app(load, on_load_error=on_load_error)) as c:
         body = wait_status(c, "failed")
         assert "no bundle here" in body["error"] and c.get("/health").status_code == 503
+        # /health says "failed" first, then the error is logged and the callback runs (it stops
+        # the server): waited for, not assumed done (it was not yet, once, on a loaded machine)
+        assert called.wait(60)
     assert isinstance(failures[0], FileNotFoundError)
 
 
