@@ -6,12 +6,11 @@ can be mounted (not root)."""
 
 from __future__ import annotations
 
-import subprocess
-
 import openai
 import pytest
 
 from fixtures.stateful import client, model_of, stateful_server
+from qualflow.chaos import faults
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -19,13 +18,11 @@ pytestmark = pytest.mark.timeout(300)
 @pytest.fixture
 def disk(tmp_path):
     d = tmp_path / "disk"
-    d.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(d)], text=True,
-                       capture_output=True)  # fmt: skip
-    if r.returncode:
-        pytest.skip(f"no tmpfs here: {r.stderr.strip() or r.returncode}")
+    why = faults.mount_tmpfs(d, "2m")  # the chaos run's own disk-full means
+    if why:
+        pytest.skip(f"no tmpfs here: {why}")
     yield d
-    subprocess.run(["umount", "-l", str(d)], capture_output=True)
+    faults.unmount(d)
 
 
 def test_a_response_the_full_store_cannot_write_is_a_500_and_not_recorded_as_stored(
@@ -35,13 +32,7 @@ def test_a_response_the_full_store_cannot_write_is_a_500_and_not_recorded_as_sto
     try:
         c, model = client(srv), model_of(srv)
         ok = c.responses.create(model=model, input="before", max_output_tokens=2)
-        with open(disk / "filler", "wb") as fh:  # the disk full, to the last byte
-            try:
-                while True:
-                    fh.write(b"\0" * 65536)
-                    fh.flush()
-            except OSError:
-                pass
+        faults.fill(disk)  # the disk full, to the last byte
         with pytest.raises(openai.InternalServerError) as e:
             for i in range(20):  # until a write needs a page the disk no longer has
                 c.responses.create(model=model, input=f"after {i} " * 40, max_output_tokens=2)
