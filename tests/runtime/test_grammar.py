@@ -225,3 +225,18 @@ def test_a_batchs_masks_filled_at_once_equal_each_row_filled_alone(compiler, tok
         assert torch.equal(together[row], alone[row]), row
     assert (together[2] == -1).all()  # the unconstrained row
     assert not (together[1] == -1).all() and not (together[0] == -1).all()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (the lent GPU runs it)")
+def test_a_gpu_mask_is_queued_without_waiting_for_the_device():
+    # A pageable bitmask's copy waits for everything queued before it (the step's forward): the
+    # engine's host then cannot run ahead of the device for that step. Pinned, nothing waits.
+    logits = torch.zeros(4, VOCAB, device="cuda")
+    bitmask = allocate_bitmask(4, VOCAB, pinned=True)
+    bitmask[:, 1:] = 0  # tokens 0-31 allowed
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        apply_bitmask(logits, bitmask)
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+    assert torch.isfinite(logits).sum(dim=1).tolist() == [32] * 4

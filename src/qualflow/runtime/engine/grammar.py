@@ -237,13 +237,19 @@ def fill_bitmasks(rows: list[tuple[GrammarMatcher, int]], bitmask: torch.Tensor)
         _executor().unsafe_compute_mask_ptr(native, b.data_ptr(), b.shape[1] * 4, b.shape[0])
 
 
-def allocate_bitmask(batch: int, vocab_size: int) -> torch.Tensor:
-    """A CPU int32 bitmask for `batch` rows (every token allowed)."""
-    return torch.full((batch, (vocab_size + 31) // 32), -1, dtype=torch.int32)
+def allocate_bitmask(batch: int, vocab_size: int, pinned: bool = False) -> torch.Tensor:
+    """A CPU int32 bitmask for `batch` rows (every token allowed); `pinned`: in page-locked memory,
+    for a GPU's logits (its copy is then queued behind the step's forward instead of waiting for
+    it; torch's host allocator keeps the buffer until that copy has run)."""
+    return torch.full((batch, (vocab_size + 31) // 32), -1, dtype=torch.int32, pin_memory=pinned)
 
 
 def apply_bitmask(logits: torch.Tensor, bitmask: torch.Tensor) -> torch.Tensor:
-    """Set the logits of disallowed tokens to -inf in place (`logits`: rows x vocab, any device)."""
+    """Set the logits of disallowed tokens to -inf in place (`logits`: rows x vocab, any device).
+    With a pinned `bitmask` nothing here waits for the device: the copy and the masking are queued
+    on the logits' stream. A pageable one makes the copy wait for everything queued before it
+    (the step's whole forward), which ends the overlap of host and device for that step."""
     bits = torch.arange(32, device=logits.device, dtype=torch.int32)
-    allowed = ((bitmask.to(logits.device).unsqueeze(-1) >> bits) & 1).bool().flatten(1)
+    mask = bitmask.to(logits.device, non_blocking=bitmask.is_pinned())
+    allowed = ((mask.unsqueeze(-1) >> bits) & 1).bool().flatten(1)
     return logits.masked_fill_(~allowed[:, : logits.shape[-1]], float("-inf"))

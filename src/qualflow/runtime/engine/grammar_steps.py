@@ -182,7 +182,9 @@ class GrammarSteps:
         if not rows:
             return
         pending, ready = None, []
-        bitmask = allocate_bitmask(len(sampling), self.setup.vocab_size)
+        # pinned for a GPU's logits: the mask's copy is queued behind this step's forward, not
+        # waited for (a pageable copy waits for the forward: no overlap, for the whole batch)
+        bitmask = allocate_bitmask(len(sampling), self.setup.vocab_size, logits.is_cuda)
         for row in rows:
             s = sampling[row]
             if s.token_ids and s.token_ids[-1] == PLACEHOLDER and pending is None:
