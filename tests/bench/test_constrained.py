@@ -5,6 +5,7 @@ figures are its own), and the figures' rows and schema points."""
 from __future__ import annotations
 
 import asyncio
+import types
 import typing
 
 import numpy as np
@@ -130,3 +131,28 @@ def test_an_engine_result_carries_the_constrained_figures_as_schema_points():
     assert pts["constrained_shared_batch"] == {"itl_slower_pct": 1.5}
     assert "constrained_new_schema" not in pts  # failed: no point
     assert np.isfinite(pts["constrained_free_vs_none"]["ratio"])
+
+
+class PromptTask(FakeTask):
+    """FakeTask that keeps each request's prompt."""
+
+    def __init__(self):
+        super().__init__()
+        self.prompts: dict[str, tuple[int, ...]] = {}
+
+    async def generate(self, req):
+        self.prompts[req.request_id] = tuple(req.prompt_token_ids)
+        async for ev in super().generate(req):
+            yield ev
+
+
+@pytest.mark.parametrize("figure", ["tools_vs_none", "mixed_batch", "schema_latency"])
+def test_no_measured_request_repeats_a_prompt_the_prefix_cache_has_seen(figure):
+    # The engine caches prompts: a side that re-sent the prompts of the side before it would skip
+    # their prefill, and the comparison would favour whichever side ran second.
+    task = PromptTask()
+    cfg = types.SimpleNamespace(tiny=True, min_seconds=0.01, min_repeats=2)
+    getattr(constrained, figure)(task, cfg)
+    prompts = list(task.prompts.values())
+    assert len(set(prompts)) == len(prompts)
+    assert all(len(set(p)) > 1 for p in prompts)  # random tokens, not one token repeated

@@ -54,22 +54,27 @@ def _groups_round(task, groups: list[Group], isl: int, osl: int, seed: int) -> d
     return asyncio.run(run_groups(task, groups, isl, osl, seed))
 
 
+def _seed(round_: int, side: int) -> int:
+    """The prompts' seed of one side of a round: every side of every round gets its own prompts,
+    so none is served from the prefix cache that an earlier side filled."""
+    return 100 * (round_ + 1) + side
+
+
 def tools_vs_none(task, cfg) -> dict:
     c, isl, osl = shape(cfg.tiny)
     calib = _groups_round(task, [Group("calib", c, c)], isl, osl, 0)["calib"]["wall_s"]
     waves, rounds = rounds_for(calib, cfg.min_seconds, cfg.min_repeats)
     sides = {"none": None, "required": required(), "free": free_call()}
     warm = [Group(f"warm-{k}", 1, 1, g) for k, g in sides.items() if g is not None]
-    _groups_round(task, warm, isl, osl, 0)  # the compiler built, both grammars compiled
+    _groups_round(task, warm, isl, osl, 1)  # the compiler built, both grammars compiled
     tps: dict[str, list[float]] = {k: [] for k in sides}
     with GrammarBreaks() as breaks:
         for n in range(rounds):
             order = list(sides) if n % 2 == 0 else list(sides)[::-1]
             for name in order:
                 g = Group(name, c, c * waves, sides[name])
-                tps[name].append(
-                    _groups_round(task, [g], isl, osl, n + 1)[name]["output_tok_per_s"]
-                )
+                seed = _seed(n, list(sides).index(name))  # prompts of its own: no prefix hits
+                tps[name].append(_groups_round(task, [g], isl, osl, seed)[name]["output_tok_per_s"])
     out = {"concurrency": c, "isl": isl, "osl": osl, "requests": c * waves, "breaks": breaks.count}
     out["required"] = paired.judged(
         paired.paired(tps["none"], tps["required"]), "ratio", at_least=TARGETS["required_ratio"]
@@ -93,7 +98,7 @@ def mixed_batch(task, cfg) -> dict:
                     Group("plain", half, half * waves),
                     Group("other", half, half * waves, other),
                 ]
-                figs = _groups_round(task, groups, isl, osl, n + 1)["plain"]
+                figs = _groups_round(task, groups, isl, osl, _seed(n, side == "shared"))["plain"]
                 itl[side].append(figs["itl_ms_p50"])
                 rate[side].append(figs["request_tok_per_s_p50"])
     out = paired.judged(
@@ -117,10 +122,10 @@ def schema_latency(task, cfg) -> dict:
     run = lambda g, s: asyncio.run(first_token_ms(task, g, isl, osl, s))  # noqa: E731
     run(free_call("warm"), 0)  # the compiler is built, its first schema compiled
     plain, new, cached = [], [], []
-    for i in range(n):
-        plain.append(run(None, i))
-        new.append(run(one_tool(f"fn_{i}", WEATHER), i))
-        cached.append(run(one_tool(f"fn_{i}", WEATHER), i))
+    for i in range(n):  # each request its own prompt: none is served from the prefix cache
+        plain.append(run(None, 3 * i + 1))
+        new.append(run(one_tool(f"fn_{i}", WEATHER), 3 * i + 2))
+        cached.append(run(one_tool(f"fn_{i}", WEATHER), 3 * i + 3))
     return {
         "isl": isl,
         "osl": osl,

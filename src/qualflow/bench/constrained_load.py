@@ -138,7 +138,8 @@ async def run_groups(task, groups: list[Group], isl: int, osl: int, seed: int = 
 async def first_token_ms(task, grammar: GrammarSpec | None, isl: int, osl: int, seed: int) -> float:
     """One c1 request's TTFT (ms): submission, with its grammar's compile or cache lookup, to its
     first token."""
-    ids = [random.Random(seed).randrange(1000, 100_000) for _ in range(isl)]
+    rng = random.Random(seed)
+    ids = [rng.randrange(1000, 100_000) for _ in range(isl)]
     params = task.default_params(max_new_tokens=osl, temperature=0.0, ignore_eos=True)
     r = await one_request(task, GenerationRequest(f"ttft-{seed}", ids, params, grammar=grammar))
     return r["ttft_ms"]
