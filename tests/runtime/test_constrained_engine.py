@@ -19,10 +19,12 @@ from qualflow.runtime import (
     EngineConfig,
     GenerationRequest,
     GrammarSpec,
+    TaskTiming,
     load_task,
 )
 from qualflow.runtime.engine import grammar_steps
 from qualflow.runtime.engine.grammar import GrammarCompiler
+from qualflow.runtime.engine.sequence import Sequence
 
 SCHEMA = {
     "type": "object",
@@ -190,3 +192,30 @@ def test_a_request_cancelled_while_its_grammar_compiles_never_runs(bundle_dir, m
         t.close()
     assert seq.done and seq.out == [] and not t.engine.grammar.live
     assert t.engine.grammar.compiling("c") == []
+
+
+def test_the_compiler_is_built_for_the_first_constrained_request_not_at_load(bundle_dir):
+    """Building llguidance's tokenizer costs seconds of CPU: an engine pays it for its first
+    constrained request, not at load, so one that never sees a tool or a schema never does; once
+    closing it begins no build (a constrained request then ends with an error saying why)."""
+    t = load_task(bundle_dir, EngineConfig(max_batch=2, max_context=512, engine_process="off"))
+    ids = t.render_prompt(None, [{"role": "user", "content": "weather?"}])
+    spec = GrammarSpec("json_schema", schema=SCHEMA)
+    try:
+        plain = t.generate_sync(GenerationRequest("p", ids, t.default_params(max_new_tokens=4)))
+        assert plain.finish_reason in ("stop", "length")
+        closing = grammar_steps.GrammarSteps(t.engine.grammar.setup)
+        closing.close()  # nothing was begun: returns at once (it waited for the build)
+        assert not closing.built and not t.engine.grammar.built
+        params = t.default_params(max_new_tokens=120, temperature=1.0, seed=3)
+        final = t.generate_sync(GenerationRequest("c", ids, params, grammar=spec))
+        assert t.engine.grammar.built and final.finish_reason == "stop", final
+        jsonschema.validate(json.loads(final.text), SCHEMA)
+    finally:
+        t.close()
+    admitted, answered = [], threading.Event()
+    seq = Sequence(GenerationRequest("late", ids, params, grammar=spec), print, TaskTiming(0))
+    closing.attach(seq, lambda item: (admitted.append(item), answered.set()))
+    assert answered.wait(60)  # from the compiler's thread, which begins no build
+    assert isinstance(admitted[0], grammar_steps.Refused), admitted
+    assert "the engine is closing" in admitted[0].why

@@ -227,7 +227,7 @@ def test_a_batchs_masks_filled_at_once_equal_each_row_filled_alone(compiler, tok
     assert not (together[1] == -1).all() and not (together[0] == -1).all()
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (the lent GPU runs it)")
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (the lent GPU)")
 def test_a_gpu_mask_is_queued_without_waiting_for_the_device():
     # A pageable bitmask's copy waits for everything queued before it (the step's forward): the
     # engine's host then cannot run ahead of the device for that step. Pinned, nothing waits.

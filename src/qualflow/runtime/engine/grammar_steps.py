@@ -1,16 +1,18 @@
 """Constrained decoding in the engine loop, behind one object, as `ThinkSteps` is thinking.
-`GrammarSteps` holds the engine's one `GrammarCompiler` (built at startup on its own thread:
-building llguidance's tokenizer takes seconds; the first constrained request waits for it) and the
-live sequences with a grammar. At submission a request's `GrammarSpec` becomes the sequence's
-matcher: at once when its grammar is cached; otherwise the compiler's thread compiles it and only
-then puts the sequence into the engine's inbox (`attach_grammar`), so a compile blocks neither the
-thread that submits (the server's event loop, with the engine in process) nor the engine's steps;
-until then the sequence is `compiling` (a cancel finds it there). At launch, after the step's
-forward is queued and before its sampling, `mask` brings each constrained row's matcher up to date
-(the token the step before sampled is read back first: that step ran ahead of this one on the
-device, so the wait is for it only, while this step's forward runs), fills the rows' bitmask on the
-host (all rows at once, on llguidance's threads) and applies it to the logits. A step with no
-constrained row touches no mask: requests without grammar pay nothing."""
+`GrammarSteps` holds the engine's one `GrammarCompiler` and the live sequences with a grammar. The
+compiler is built on its own thread when the first constrained request comes (building llguidance's
+tokenizer takes 1.5-2 CPU-seconds for a 151,936-token vocabulary; that request waits for it, the
+engine does not): an engine that never sees a tool or a schema never pays for it. At submission a
+request's `GrammarSpec` becomes the sequence's matcher: at once when its grammar is cached;
+otherwise the compiler's thread compiles it and only then puts the sequence into the engine's inbox
+(`attach_grammar`), so a compile blocks neither the thread that submits (the server's event loop,
+with the engine in process) nor the engine's steps; until then the sequence is `compiling` (a cancel
+finds it there). At launch, after the step's forward is queued and before its sampling, `mask`
+brings each constrained row's matcher up to date (the token the step before sampled is read back
+first: that step ran ahead of this one on the device, so the wait is for it only, while this step's
+forward runs), fills the rows' bitmask on the host (all rows at once, on llguidance's threads) and
+applies it to the logits. A step with no constrained row touches no mask: requests without grammar
+pay nothing."""
 
 from __future__ import annotations
 
@@ -78,25 +80,36 @@ class GrammarSteps:
         self._compiler: GrammarCompiler | None = None
         self._failure: str | None = None
         self._built = threading.Event()
+        self._building = self._closed = False  # under _lock: the build began; close() was called
         self._work: queue.SimpleQueue = queue.SimpleQueue()  # (seq, admit) to compile
         self._compiling: dict[str, list[Sequence]] = {}  # by request id, until the engine takes it
         self._lock = threading.Lock()
         threading.Thread(target=self._serve, name="qualflow-grammar", daemon=True).start()
 
     def _serve(self) -> None:
-        """The compiler's thread: build the compiler, then compile what `attach` hands over."""
-        s = self.setup
-        try:
-            self._compiler = GrammarCompiler(s.tokenizer_json, s.vocab_size, s.stop_ids)
-        except Exception as e:  # noqa: BLE001 - reported to each constrained request
-            self._failure = f"{type(e).__name__}: {e}"
-        self._built.set()
+        """The compiler's thread: compile what `attach` hands over, building the compiler first
+        when the first of it comes."""
         while True:
             seq, admit = self._work.get()
+            if not self._built.is_set():
+                self._build()
             item = _attached(self, seq)
             if isinstance(item, Refused):
                 self.forget(seq)  # the engine does not take it
             admit(item)
+
+    def _build(self) -> None:
+        with self._lock:
+            if self._closed:
+                self._failure = "the engine is closing"
+            self._building = not self._closed
+        if self._building:
+            s = self.setup
+            try:
+                self._compiler = GrammarCompiler(s.tokenizer_json, s.vocab_size, s.stop_ids)
+            except Exception as e:  # noqa: BLE001 - reported to each constrained request
+                self._failure = f"{type(e).__name__}: {e}"
+        self._built.set()
 
     def attach(self, seq: Sequence, admit: Callable[[object], None]) -> None:
         """Give `seq` its matcher and `admit` it (or a Refused): here when its grammar is cached,
@@ -149,11 +162,20 @@ class GrammarSteps:
             return auto_lark(calls, tools, spec.parallel)
         return json_schema_lark((spec.schema or {}) if spec.kind == "json_schema" else ANY_OBJECT)
 
+    @property
+    def built(self) -> bool:
+        """Whether the compiler was built (or its build failed): by the first constrained
+        request."""
+        return self._built.is_set()
+
     def close(self, timeout: float = 60) -> None:
-        """Wait for the compiler's build to end: a process that exits while the build thread is
-        inside llguidance can crash at finalization (the thread, woken after the interpreter is
-        gone, unwinds through llguidance's native frames)."""
-        self._built.wait(timeout)
+        """Wait for a compiler build that began to end, and begin none after: a process that
+        exits while the build thread is inside llguidance can crash at finalization (the thread,
+        woken after the interpreter is gone, unwinds through llguidance's native frames)."""
+        with self._lock:
+            self._closed, building = True, self._building
+        if building:
+            self._built.wait(timeout)
 
     @property
     def compiler(self) -> GrammarCompiler:
