@@ -240,3 +240,37 @@ def test_a_gpu_mask_is_queued_without_waiting_for_the_device():
     finally:
         torch.cuda.set_sync_debug_mode(0)
     assert torch.isfinite(logits).sum(dim=1).tolist() == [32] * 4
+
+
+def _random_mask(rows: int, seed: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    words = allocate_bitmask(rows, VOCAB)
+    return words.copy_(torch.randint(-(2**31), 2**31, words.shape, generator=g, dtype=torch.int64))
+
+
+def test_a_mask_touches_its_rows_only_and_clears_exactly_the_refused_tokens():
+    logits, mask = torch.randn(5, VOCAB), _random_mask(2, 0)
+    out = apply_bitmask(logits.clone(), mask, [3, 1])
+    for row, i in ((3, 0), (1, 1)):
+        bits = [(int(mask[i, t // 32]) >> (t % 32)) & 1 for t in range(VOCAB)]
+        assert torch.isinf(out[row]).tolist() == [b == 0 for b in bits]
+    for row in (0, 2, 4):
+        assert torch.equal(out[row], logits[row])
+    with pytest.raises(ValueError, match="2 rows for a bitmask of 1"):
+        apply_bitmask(logits, mask[:1], [0, 1])
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (the lent GPU)")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_the_gpu_mask_kernel_equals_the_reference(dtype):
+    from qualflow.runtime.kernels import token_mask
+
+    if not token_mask.usable(torch.zeros(1, device="cuda")):
+        pytest.skip("no Triton here")
+    logits = torch.randn(64, VOCAB, device="cuda", dtype=dtype)
+    mask = _random_mask(32, 1).cuda()
+    rows = torch.randperm(64, generator=torch.Generator().manual_seed(2))[:32].int().cuda()
+    want, got = logits.clone(), logits.clone()
+    token_mask.reference(want, mask, rows)
+    token_mask.apply(got, mask, rows)
+    assert torch.equal(want, got)

@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 import llguidance
 import torch
 
+from ..kernels import token_mask
+
 # The JSON the family's template writes: no free whitespace, ", " between items, ": " after keys.
 JSON_STYLE = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}
 ANY_OBJECT = {"type": "object"}
@@ -244,12 +246,37 @@ def allocate_bitmask(batch: int, vocab_size: int, pinned: bool = False) -> torch
     return torch.full((batch, (vocab_size + 31) // 32), -1, dtype=torch.int32, pin_memory=pinned)
 
 
-def apply_bitmask(logits: torch.Tensor, bitmask: torch.Tensor) -> torch.Tensor:
-    """Set the logits of disallowed tokens to -inf in place (`logits`: rows x vocab, any device).
-    With a pinned `bitmask` nothing here waits for the device: the copy and the masking are queued
-    on the logits' stream. A pageable one makes the copy wait for everything queued before it
-    (the step's whole forward), which ends the overlap of host and device for that step."""
-    bits = torch.arange(32, device=logits.device, dtype=torch.int32)
-    mask = bitmask.to(logits.device, non_blocking=bitmask.is_pinned())
-    allowed = ((mask.unsqueeze(-1) >> bits) & 1).bool().flatten(1)
-    return logits.masked_fill_(~allowed[:, : logits.shape[-1]], float("-inf"))
+def apply_bitmask(
+    logits: torch.Tensor, bitmask: torch.Tensor, rows: list[int] | None = None
+) -> torch.Tensor:
+    """Set the logits of disallowed tokens to -inf in place: row `rows[i]` of `logits` (rows x
+    vocab, any device) by `bitmask[i]` (every row in order when `rows` is None); the other rows
+    are not touched. On a GPU, a pinned `bitmask` is copied on a stream of its own, beside the
+    step's forward, and one kernel masks (kernels.token_mask): nothing here waits for the device.
+    A pageable one makes the copy wait for everything queued before it (the step's whole forward),
+    which ends the overlap of host and device for that step."""
+    rows = list(range(bitmask.shape[0])) if rows is None else rows
+    if len(rows) != bitmask.shape[0]:
+        raise ValueError(f"{len(rows)} rows for a bitmask of {bitmask.shape[0]}")
+    index = torch.tensor(rows, dtype=torch.int32, pin_memory=bitmask.is_pinned())
+    if logits.is_cuda:
+        bitmask, index = _to_device(logits.device, bitmask, index)
+    token_mask.apply(logits, bitmask, index)
+    return logits
+
+
+@functools.lru_cache(maxsize=8)
+def _copy_stream(device: torch.device) -> torch.cuda.Stream:
+    return torch.cuda.Stream(device)
+
+
+def _to_device(device: torch.device, *host: torch.Tensor) -> list[torch.Tensor]:
+    """`host` tensors on `device`, copied on a side stream (pinned: beside the work queued on the
+    current stream, which waits for the copies only)."""
+    main, side = torch.cuda.current_stream(device), _copy_stream(device)
+    with torch.cuda.stream(side):
+        out = [t.to(device, non_blocking=t.is_pinned()) for t in host]
+    main.wait_stream(side)
+    for t in out:  # allocated on the side stream, used on the current one
+        t.record_stream(main)
+    return out

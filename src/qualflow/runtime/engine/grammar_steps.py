@@ -203,19 +203,21 @@ class GrammarSteps:
         rows = [r for r, s in enumerate(sampling) if s in self.live and s.grammar.broken is None]
         if not rows:
             return
-        pending, ready = None, []
-        # pinned for a GPU's logits: the mask's copy is queued behind this step's forward, not
-        # waited for (a pageable copy waits for the forward: no overlap, for the whole batch)
-        bitmask = allocate_bitmask(len(sampling), self.setup.vocab_size, logits.is_cuda)
+        pending = None
         for row in rows:
             s = sampling[row]
             if s.token_ids and s.token_ids[-1] == PLACEHOLDER and pending is None:
                 pending = _read_back(before)
             self._catch_up(s, pending)
-            if s.grammar.broken is None:
-                ready.append((s.grammar.matcher, row))
+        rows = [r for r in rows if sampling[r].grammar.broken is None]
+        if not rows:
+            return
+        # one mask row a constrained row; pinned for a GPU's logits: its copy runs beside this
+        # step's forward, not after it (a pageable copy waits for the forward: no overlap)
+        bitmask = allocate_bitmask(len(rows), self.setup.vocab_size, logits.is_cuda)
+        ready = [(sampling[r].grammar.matcher, i) for i, r in enumerate(rows)]
         fill_bitmasks(ready, bitmask)  # the rows' masks at once, on llguidance's threads
-        apply_bitmask(logits, bitmask)
+        apply_bitmask(logits, bitmask, rows)
 
     def _catch_up(self, s: Sequence, pending: dict | None) -> None:
         g = s.grammar
