@@ -41,6 +41,8 @@ def test_cuda_n_pins_one_gpu(tmp_path):
         acquire("cuda:7", gpus=GPUS, lock_dir=tmp_path)
     with pytest.raises(GpuLeaseError, match="no GPU is visible"):
         acquire("cuda", gpus=[], lock_dir=tmp_path)
+    with pytest.raises(GpuLeaseError, match="is not 'cuda' or 'cuda:N'"):
+        acquire("cuda:\u00b2", gpus=GPUS, lock_dir=tmp_path)  # a digit to isdigit(), not to int()
 
 
 # The holder sets the SIGINT disposition the ctrl-c case relies on: a test run started as a

@@ -171,7 +171,7 @@ def acquire(
         )
     if device == "cuda":
         wanted = gpus
-    elif device.startswith("cuda:") and device[5:].isdigit():
+    elif device.startswith("cuda:") and device[5:].isascii() and device[5:].isdigit():
         wanted = [g for g in gpus if g.index == int(device[5:])]
         if not wanted:
             raise GpuLeaseError(

@@ -99,7 +99,7 @@ async def read_body(declared: str | None, receive, cap: int) -> bytes:
     """The whole body from ASGI `receive`, refusing (413) as soon as it is known to exceed `cap`
     bytes (`declared`: the Content-Length header). Raises ClientLeft if the client disconnects
     first."""
-    if declared is not None and declared.isdigit() and int(declared) > cap:
+    if declared is not None and declared.isascii() and declared.isdigit() and int(declared) > cap:
         raise too_large(declared, cap)
     chunks, n = [], 0
     while True:

@@ -3,6 +3,8 @@ and GET /v1/qualflow/task-timings (the Task timing records, paged)."""
 
 from __future__ import annotations
 
+import re
+
 import orjson
 from fastapi import FastAPI
 from starlette.responses import Response
@@ -60,10 +62,14 @@ def _health(state: ServerState) -> Response:
     )
 
 
+_INT = re.compile(r"-?[0-9]{1,19}")
+
+
 def _int(name: str, value: str | None, default: int | None) -> int | None:
     if value is None:
         return default
-    ok = value.lstrip("-").isdigit() and len(value) <= 20
+    # ASCII digits only: str.isdigit() also takes '²' and other digits int() refuses
+    ok = _INT.fullmatch(value) is not None
     if not ok or not -(2**63) <= int(value) < 2**63:
         raise ApiError(  # a signed 64-bit integer: the store's ints, the records' ns
             400, f"Invalid '{name}': expected a 64-bit integer.", param=name, code="invalid_type"
