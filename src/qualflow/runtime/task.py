@@ -98,8 +98,8 @@ class Task:
             for i in self.tokenizer.encode(" token", add_special_tokens=False).ids
             if i not in self.stop_token_ids
         ]
-        self.engine = SyntheticEngine(
-            cfg.step_ms / 1000, cfg.max_batch, ids, think_tokens(self.family)
+        self.engine = SyntheticEngine(  # step_delay_s (tests only) lengthens each step, unrecorded
+            cfg.step_ms / 1000 + cfg.step_delay_s, cfg.max_batch, ids, think_tokens(self.family)
         )
         self.model, self._max_blocks = None, 0
         loaded_ns = time.time_ns()
