@@ -50,7 +50,15 @@ def test_a_tiny_engine_run_writes_a_schema_result_with_the_roofline_share(tmp_pa
     # on: everything of the history but its last output token, in full blocks of 16
     assert all(x["cached_tokens"] == 192 for x in mt["on"]["last_turn"])
     assert mt["ttft_ratio_on_off"] == mt["on"]["ttft_ms_p50"] / mt["off"]["ttft_ms_p50"]
-    assert all(x["cached_tokens"] == 192 for x in mt["on_eager"]["last_turn"])
+    assert all(
+        x["cached_tokens"] == 192 for s in ("on_eager", "on_gather") for x in mt[s]["last_turn"]
+    )
+    # CPU gathers the context on every side; the on_gather side asks for it
+    assert mt["on_gather"]["engine"]["extend_attention"] == "gather"
+    assert (
+        mt["on_gather"]["extend_attention"] == "gather"
+        and mt["on"]["extend_attention"] != "paged-extend"
+    )
     # the last turn's prefill: past its cached prefix, a padded step on, an eager one on_eager
     assert mt["on"]["last_prefill"]["paths"] == ["extend-graph"]
     assert mt["on_eager"]["last_prefill"]["paths"] == ["eager"]

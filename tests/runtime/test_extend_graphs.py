@@ -171,3 +171,36 @@ def test_context_zero_runs_those_steps_eagerly(bundle_dir, eager_output):
         assert "eager" in paths and "prefill-graph" in paths and "extend-graph" not in paths
     finally:
         task.close()
+
+
+def force_extend_kernel(task) -> list[int]:
+    """The extend kernel's path turned on here (it is chosen on CUDA only; its torch reference runs
+    on CPU): returns a list that grows by one per layer call it serves."""
+    attn, calls = task.engine.runner.attn, []
+    real = attn._extend
+
+    def extend(layer, q, m):
+        calls.append(m.splits)
+        return real(layer, q, m)
+
+    attn.extend_kernel, attn.sms, attn._extend = True, 132, extend
+    return calls
+
+
+@pytest.mark.parametrize("graphs", ["off", "on"], ids=["eager", "padded"])
+def test_extend_kernel_path_equals_the_gathered_one(bundle_dir, eager_output, graphs):
+    """Steps past position 0 through the extend kernel's tables (engine.extend_meta), eager and
+    padded to the buckets, give the gathered path's greedy output; every block is free after."""
+    task = load_task(
+        bundle_dir, cfg(prefill_graphs=graphs, prefill_graph_tokens=64, max_num_batched_tokens=24)
+    )
+    try:
+        assert task.info["extend_attention"].startswith("gather")  # CPU: chosen on CUDA only
+        calls = force_extend_kernel(task)
+        assert workload(task) == eager_output
+        assert calls and max(calls) > 1  # steps went through it, some with context splits
+        assert task.engine.runner.attn.extends(24) and not task.engine.runner.attn.extends(2049)
+        sched = task.engine.scheduler
+        assert sched.blocks.num_free == sched.blocks.capacity
+    finally:
+        task.close()

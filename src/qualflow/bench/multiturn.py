@@ -1,8 +1,10 @@
 """The multi-turn point of `qualflow bench engine`: sessions whose every turn re-sends the whole
 history (the previous prompt, its greedy output, a new user part of seeded random tokens), run one
-turn after the other, on three loads of the same bundle: the prefix cache on (the cached turn's
-prefill step replays a graph padded to its token and context buckets), on with those steps eager
-(--prefill-graph-context 0, the path before), and off. It records the last turn's TTFT (submission
+turn after the other, on four loads of the same bundle: the prefix cache on (the cached turn's
+prefill step replays a graph padded to its token and context buckets, its attention reading the
+context through the extend kernel where it was chosen), on with those steps eager
+(--prefill-graph-context 0), on with the context gathered for the varlen kernel (--extend-attention
+gather, the path before the kernel), and off. It records the last turn's TTFT (submission
 to first token, on the Task) per session and the median of each side, the tokens the cache served,
 the path and time of the last turn's prefill step (step_log.py), and prints the ratios to off. On
 --tiny the sessions are small and the figures mean nothing (the padded steps run eagerly); on a GPU
@@ -24,6 +26,7 @@ SESSIONS = 3
 SIDES = (
     ("on", dict(prefix_caching=True, prefill_graphs="on")),
     ("on_eager", dict(prefix_caching=True, prefill_graphs="on", prefill_graph_context=0)),
+    ("on_gather", dict(prefix_caching=True, prefill_graphs="on", extend_attention="gather")),
     ("off", dict(prefix_caching=False, prefill_graphs="on")),
 )
 
@@ -68,6 +71,7 @@ def measure_multiturn(run) -> dict:
     for side, overrides in SIDES:
         task = run.load(**overrides, max_context=context)
         try:
+            extend = task.info.get("extend_attention")
             session(task, 10_000, run.cfg.tiny)  # warm: shapes compiled, not measured
             log = StepLog(task)
             last = [session(task, s, run.cfg.tiny, log) for s in range(SESSIONS)]
@@ -75,21 +79,25 @@ def measure_multiturn(run) -> dict:
             run.release(task)
         rec[side] = {
             "engine": overrides,
+            "extend_attention": extend,
             "last_turn": last,
             "ttft_ms_p50": statistics.median(x["ttft_ms"] for x in last),
             "last_prefill": step_summary([st for x in last for st in x["steps"]]),
         }
     rec["prompt_tokens"] = rec["on"]["last_turn"][0]["prompt_tokens"]
     rec["ttft_ratio_on_off"] = rec["on"]["ttft_ms_p50"] / rec["off"]["ttft_ms_p50"]
-    rec["ttft_ratio_on_eager_off"] = rec["on_eager"]["ttft_ms_p50"] / rec["off"]["ttft_ms_p50"]
+    for side in ("on_eager", "on_gather"):
+        rec[f"ttft_ratio_{side}_off"] = rec[side]["ttft_ms_p50"] / rec["off"]["ttft_ms_p50"]
     run.result["multiturn"] = rec
     run.save()
     print(
         f"multi-turn: {TURNS} turns, last turn {rec['prompt_tokens']} prompt tokens "
         f"({rec['on']['last_turn'][0]['cached_tokens']} cached): TTFT p50 prefix cache on "
-        f"{rec['on']['ttft_ms_p50']:.1f} ms, on with eager cached steps "
-        f"{rec['on_eager']['ttft_ms_p50']:.1f} ms, off {rec['off']['ttft_ms_p50']:.1f} ms; "
-        f"on/off {rec['ttft_ratio_on_off']:.2f}, eager on/off {rec['ttft_ratio_on_eager_off']:.2f}",
+        f"{rec['on']['ttft_ms_p50']:.1f} ms ({rec['on']['extend_attention']}), on with eager "
+        f"cached steps {rec['on_eager']['ttft_ms_p50']:.1f} ms, on with the context gathered "
+        f"{rec['on_gather']['ttft_ms_p50']:.1f} ms, off {rec['off']['ttft_ms_p50']:.1f} ms; on/off "
+        f"{rec['ttft_ratio_on_off']:.2f}, eager {rec['ttft_ratio_on_eager_off']:.2f}, gathered "
+        f"{rec['ttft_ratio_on_gather_off']:.2f}",
         flush=True,
     )
     for side, _ in SIDES:

@@ -97,6 +97,20 @@ class EngineConfig:
         "and later, checked against the reference at load on a fresh and a chunked step; a step "
         "kind it fails runs flash). cpu runs the reference loop",
     )
+    extend_attention: Literal["kernel", "gather"] = setting(
+        "kernel",
+        help="attention of prefill steps past position 0 (a prompt after its cached prefix, a "
+        "later chunk) on cuda: kernel (one Triton kernel reads the context through the block "
+        "tables, its keys split across programs when the step is small; checked against the "
+        "reference at load, else gather), or gather (each layer gathers the context from the "
+        "pool for the varlen kernel). cpu gathers",
+    )
+    extend_kernel_tokens: int = setting(
+        2048,
+        help="the most new tokens of a step past position 0 that takes the extend kernel "
+        "(--extend-attention kernel); a larger step gathers its context, since the varlen "
+        "kernel's own parallelism fills the GPU there",
+    )
     prefill_graphs: Literal["auto", "on", "off"] = setting(
         "auto",
         settled=True,

@@ -14,6 +14,11 @@ slot), so varlen attention sees every real sequence exactly as the unpadded step
 attention takes T and C as its bounds (an over-estimate is fine). The logits are those of each
 sampling sequence's last token.
 
+Where the extend kernel was chosen (kernels.paged_extend), each layer reads the context through
+the block tables instead (engine.extend_meta.padded_extend: the real sequences' tiles, then the
+pads' tiles on a sequence of no context); the tile table and the tables are padded to the pair's
+fixed shapes too, and the context split count is fixed per token bucket.
+
 Captured graphs need flash varlen attention (the reference loop reads host lengths); with
 `capture=False` the same padded step runs eagerly, which is how CPU tests check the padding.
 """
@@ -26,7 +31,9 @@ import numpy as np
 import torch
 
 from ..kernels.attention import PagedAttention, StepMeta
+from ..kernels.paged_extend import Launch, max_tiles, splits_for
 from .cuda_graphs import capture_buckets, capture_step
+from .extend_meta import padded_extend
 from .scheduler import Batch
 
 
@@ -140,6 +147,11 @@ class ExtendGraphs:
         self.rows = z(max_seqs)
         self.cu_q = torch.zeros(max_seqs + 3, dtype=torch.int32, device=device)
         self.cu_k = torch.zeros(max_seqs + 3, dtype=torch.int32, device=device)
+        # the extend kernel's inputs (used where attention.extend_kernel)
+        self.block_m = Launch().block_m
+        self.tiles = z(max_tiles(t_max, max_seqs + 1, self.block_m) * 4).view(-1, 4)
+        self.tables = z((max_seqs + 1) * (c_max // self.block_size)).view(max_seqs + 1, -1)
+        self.ctx_lens = z(max_seqs + 1)
         self.graphs: dict[tuple[int, int], tuple[torch.cuda.CUDAGraph, torch.Tensor]] = {}
         self.pool, self.capture = pool, capture
         self.capture_s = capture_buckets(self.pairs, self._capture, device) if capture else 0.0
@@ -161,9 +173,15 @@ class ExtendGraphs:
     def _run(self, t: int, c: int, q_lens: list[int], k_lens: list[int]) -> torch.Tensor:
         """The padded forward; `q_lens`, `k_lens`: the host lengths the eager reference reads (a
         graph is captured with the buckets as the bounds flash attention takes)."""
-        self.attn.meta = StepMeta(
+        meta = StepMeta(
             "varlen", self.slots[:t], self.cu_q, self.cu_k, q_lens, k_lens, self.ctx[:c]
         )
+        if self.attn.extends(t):
+            meta.ctx_slots, meta.ctx_lens = None, self.ctx_lens
+            meta.tiles = self.tiles[: max_tiles(t, self.max_seqs + 1, self.block_m)]
+            meta.block_tables = self.tables[:, : c // self.block_size]
+            meta.splits = splits_for(max(t // self.block_m, 1), self.attn.heads, self.attn.sms)
+        self.attn.meta = meta
         return self.model(self.ids[:t], self.pos[:t], self.attn, logit_index=self.rows)
 
     def _capture(self, pair: tuple[int, int]) -> None:
@@ -175,6 +193,20 @@ class ExtendGraphs:
         if self.pool is None:
             self.pool = g.pool()
         self.graphs[pair] = (g, out)
+
+    def _copy_tables(self, batch: Batch, t: int, c: int) -> None:
+        """The extend kernel's padded tiles, block tables and context lengths, in one copy."""
+        e = padded_extend(batch, t, c, self.max_seqs, self.block_size, self.block_m)
+        host = torch.from_numpy(
+            np.concatenate([e.tiles.reshape(-1), e.tables.reshape(-1), e.ctx_lens])
+        )
+        if self.device.type == "cuda":
+            host = host.pin_memory()
+        src = host.to(self.device, non_blocking=True)
+        a, b = e.tiles.size, e.tables.size
+        self.tiles[: len(e.tiles)].copy_(src[:a].view(-1, 4))
+        self.tables[:, : c // self.block_size].copy_(src[a : a + b].view(self.max_seqs + 1, -1))
+        self.ctx_lens.copy_(src[a + b :])
 
     def extend(
         self,
@@ -210,8 +242,11 @@ class ExtendGraphs:
         o += 2 * s + 6
         self.ctx[:c].copy_(src[o : o + c])
         if f:
-            o += c
-            self.ids.index_copy_(0, src[o : o + f], prev.index_select(0, src[o + f : o + 2 * f]))
+            self.ids.index_copy_(
+                0, src[o + c : o + c + f], prev.index_select(0, src[o + c + f : o + c + 2 * f])
+            )
+        if self.attn.extends(t):
+            self._copy_tables(batch, t, c)
         if not self.capture:
             return self._run(t, c, step.q_lens, step.k_lens)[: step.sampling]
         g, out = self.graphs[(t, c)]

@@ -9,7 +9,7 @@ import torch
 
 from ..config import EngineConfig
 from ..kernels.attention import PagedAttention
-from ..kernels.varlen_choice import choose_varlen
+from ..kernels.varlen_choice import choose_extend, choose_varlen
 from .block_manager import RESERVED_BLOCKS, BlockManager
 
 
@@ -19,6 +19,7 @@ class KvCache:
     blocks: BlockManager
     max_blocks: int  # blocks of one full-context sequence
     varlen: str  # the varlen attention kernels in use (kernels.varlen_choice)
+    extend: str  # how steps past position 0 attend (kernels.varlen_choice.choose_extend)
 
 
 def free_device_memory(device: torch.device) -> int:
@@ -60,5 +61,7 @@ def allocate_kv_cache(
     )
     attention = PagedAttention(pool, block_size, use_flash=False)
     varlen = choose_varlen(attention, heads, device, dtype, cfg.varlen_attention)
+    extend = choose_extend(attention, heads, device, dtype, cfg.extend_attention)
+    attention.extend_tokens = cfg.extend_kernel_tokens
     blocks = BlockManager(num_blocks, block_size, caching=cfg.prefix_caching)
-    return KvCache(attention, blocks, per_seq, varlen)
+    return KvCache(attention, blocks, per_seq, varlen, extend)

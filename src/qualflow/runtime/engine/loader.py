@@ -102,6 +102,7 @@ def load_engine(
         "prefill_wait_factor": cfg.prefill_wait_factor,
         "async_scheduling": engine.async_scheduling,
         "varlen_attention": kv.varlen,
+        "extend_attention": kv.extend,
         "fused_kernels": kernels,
         "skinny_gemm_rows": ops.skinny_rows if ops is not None else 0,
         "programmatic_launch": launch,

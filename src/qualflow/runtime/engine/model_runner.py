@@ -11,10 +11,14 @@ the previous one. Every host-to-device copy here is non-blocking for the same re
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import torch
 
 from ..kernels.attention import PagedAttention, StepMeta
+from ..kernels.paged_extend import Launch, splits_for
+from .extend_meta import eager_extend
 from .scheduler import Batch
 from .spec import EngineSpec
 from .transfer import to_device
@@ -68,6 +72,7 @@ class ModelRunner:
         self.path = "eager"
         ids, pos, slots, cu_q, cu_k, ctx = [], [], [], [0], [0], []
         fresh = all(s == 0 for s in batch.starts)
+        kernel = not fresh and self.attn.extends(batch.num_tokens)
         for seq, start, n in zip(batch.seqs, batch.starts, batch.counts):
             p = np.arange(start, start + n)
             table = np.asarray(seq.block_table, dtype=np.int64)
@@ -76,7 +81,7 @@ class ModelRunner:
             slots.append(table[p // self.block_size] * self.block_size + p % self.block_size)
             cu_q.append(cu_q[-1] + n)
             cu_k.append(cu_k[-1] + start + n)
-            if not fresh:
+            if not fresh and not kernel:
                 c = np.arange(start + n)
                 ctx.append(table[c // self.block_size] * self.block_size + c % self.block_size)
         last = [cu_q[i + 1] - 1 for i, smp in enumerate(batch.samples) if smp]
@@ -88,14 +93,28 @@ class ModelRunner:
             to_device(cu_k, dev, torch.int32),
             list(batch.counts),
             [s + n for s, n in zip(batch.starts, batch.counts)],
-            None if fresh else to_device(np.concatenate(ctx), dev),
+            None if fresh or kernel else to_device(np.concatenate(ctx), dev),
         )
+        if kernel:
+            meta = self._extend_meta(meta, batch)
         ids_t = to_device([max(t, 0) for chunk in ids for t in chunk], dev)
         if at:
             ids_t.index_copy_(0, to_device(at, dev), prev.index_select(0, to_device(rows, dev)))
         self.attn.meta = meta
         return self.model(
             ids_t, to_device(np.concatenate(pos), dev), self.attn, logit_index=to_device(last, dev)
+        )
+
+    def _extend_meta(self, meta: StepMeta, batch: Batch) -> StepMeta:
+        """`meta` with the extend kernel's tables (engine.extend_meta): a step past position 0."""
+        t = eager_extend(batch, Launch().block_m)
+        dev = self.device
+        return dataclasses.replace(
+            meta,
+            tiles=to_device(t.tiles, dev),
+            block_tables=to_device(t.tables, dev),
+            ctx_lens=to_device(t.ctx_lens, dev),
+            splits=splits_for(len(t.tiles), self.attn.heads, self.attn.sms),
         )
 
     def score(self, token_ids: list[int]) -> torch.Tensor:

@@ -5,7 +5,9 @@ a sequence lives at slot block_table[p // block_size] * block_size + p % block_s
 stores the step's new K/V at their slots, then attends according to the step's metadata:
   - varlen: packed queries of several sequences (prefill chunks, or decode tokens outside a graph).
     A fresh step (every sequence starts at position 0) attends over the new K/V directly; otherwise
-    each sequence's whole context is gathered from the pool. On CUDA one varlen call covers the
+    each sequence's whole context is gathered from the pool, or, where the extend kernel was chosen
+    and checked at load (varlen_choice.choose_extend), read from it through the block tables by
+    one Triton kernel with context splits (paged_extend.py). On CUDA one varlen call covers the
     batch: flash attention's, or cuDNN's SDPA with ragged offsets where it was chosen and checked
     at load (varlen_choice.py: fresh steps, or every varlen step); elsewhere (CPU) one SDPA call
     per sequence.
@@ -34,9 +36,12 @@ class StepMeta:
     ctx_slots: torch.Tensor | None = (
         None  # [sum k_lens] int64; None: fresh step, attend the new K/V
     )
-    block_tables: torch.Tensor | None = None  # [B, max_blocks] int32 (paged)
-    ctx_lens: torch.Tensor | None = None  # [B] int32 (paged)
-    splits: int = 1  # paged: context partitions per (sequence, kv head)
+    block_tables: torch.Tensor | None = None  # [B, max_blocks] int32 (paged; int64 for extend)
+    ctx_lens: torch.Tensor | None = None  # [B] int32 (paged; int64 for extend)
+    splits: int = 1  # paged, extend: context partitions per (sequence or tile, head)
+    tiles: torch.Tensor | None = (
+        None  # [T, 4] int64: a varlen step past position 0 through the extend kernel
+    )
     counters: torch.Tensor | None = (
         None  # paged, splits > 1: the kernel's arrival counters (persistent, zero)
     )
@@ -56,11 +61,19 @@ class PagedAttention:
         # context, and whether it needs grouped K/V repeated to every query head
         self.cudnn_fresh = self.cudnn_chunked = self.cudnn_repeat_kv = False
         self.pdl = False  # the paged kernel launches with programmatic dependent launch
+        # steps past position 0 of at most extend_tokens new tokens through paged_extend (set at
+        # load: varlen_choice.choose_extend, EngineConfig.extend_kernel_tokens); its splits fill
+        # this many SMs
+        self.extend_kernel, self.extend_tokens, self.sms, self.heads = False, 0, 1, 1
         from .paged_decode import runs_on
 
         self.paged_kernel = runs_on(
             pool
         )  # else the paged step runs the plain-torch reference (CPU tests)
+
+    def extends(self, tokens: int) -> bool:
+        """Whether a step past position 0 of `tokens` new tokens takes the extend kernel."""
+        return self.extend_kernel and tokens <= self.extend_tokens
 
     def kv_destination(self, layer: int) -> KvDestination | None:
         """Where this step's new K/V of `layer` go (None: nothing is stored), for a fused op that
@@ -97,6 +110,8 @@ class PagedAttention:
                 counters=m.counters,
                 pdl=self.pdl,
             ).view(N, H * D)
+        if m.tiles is not None:
+            return self._extend(layer, q, m).view(N, H * D)
         if m.ctx_slots is None:
             K, V, cudnn = k, v, self.cudnn_fresh
         else:
@@ -107,6 +122,12 @@ class PagedAttention:
         if self.use_flash:
             return self._flash(q, K, V, m).reshape(N, H * D)
         return varlen_sdpa(q, K, V, m.q_lens, m.k_lens).reshape(N, H * D)
+
+    def _extend(self, layer: int, q: torch.Tensor, m: StepMeta) -> torch.Tensor:
+        from . import paged_extend
+
+        run = paged_extend.paged_extend if paged_extend.runs_on(q) else paged_extend.reference
+        return run(q, self.k[layer], self.v[layer], m.tiles, m.block_tables, m.ctx_lens, m.splits)
 
     def _flash(self, q, K, V, m: StepMeta) -> torch.Tensor:
         if not self.gqa_native and K.shape[1] != q.shape[1]:

@@ -6,16 +6,21 @@ reference (`varlen_sdpa`) on the device, like the other kernels:
     compute capability 9.0 (Hopper) and later, checked apart on a fresh step (every sequence from
     position 0, padded with empty sequences as a captured prefill step is) and a chunked one
     (queries the last of a longer context): a case it fails stays on flash varlen, or the loop.
-The name returned is what the engine reports as its `varlen_attention`."""
+The name returned is what the engine reports as its `varlen_attention`. Steps past position 0
+take the extend kernel where `choose_extend` checked it (reported as `extend_attention`)."""
 
 from __future__ import annotations
 
+import logging
+
 import torch
 
+from . import paged_extend
 from .attention import PagedAttention, StepMeta, varlen_sdpa
 
 CHUNKED = ([5, 1, 37], [9, 20, 37])  # (query lengths, context lengths)
 FRESH = ([7, 33, 0, 0], [7, 33, 0, 0])
+log = logging.getLogger(__name__)
 
 
 def _case(attn: PagedAttention, heads: int, lens, device, dtype, seed: int):
@@ -98,3 +103,57 @@ def choose_varlen(attn: PagedAttention, heads: int, device, dtype, want: str = "
     if fresh and chunked:
         return "cudnn-varlen" + kv
     return f"cudnn-fresh{kv}+{flash}" if fresh else flash
+
+
+def choose_extend(attn: PagedAttention, heads: int, device, dtype, want: str = "kernel") -> str:
+    """Whether steps past position 0 read their context through the extend kernel (`want`:
+    kernel, on CUDA fp16/bf16 with Triton, where it agrees with the reference here) or gather it
+    for the varlen kernel; the name the engine reports."""
+    attn.extend_kernel, attn.heads = False, heads
+    if want != "kernel":
+        return "gather"
+    if device.type != "cuda" or dtype not in (torch.float16, torch.bfloat16):
+        return "gather (the extend kernel runs on CUDA fp16/bf16)"
+    if not paged_extend.available():
+        return "gather (no Triton)"
+    attn.sms = torch.cuda.get_device_properties(device).multi_processor_count
+    why = extend_disagrees(heads, attn.k[0], attn.block_size, attn.sms)
+    if why is not None:
+        log.warning("extend kernel off: %s", why)
+        return f"gather (the kernel {why})"
+    attn.extend_kernel = True
+    return "paged-extend"
+
+
+def extend_disagrees(heads: int, k_cache, block_size: int, sms: int, run=None) -> str | None:
+    """None when `run` (the extend kernel) agrees with the varlen reference on `k_cache`'s device
+    on a step of two sequences past position 0 (one split and several), else why not."""
+    run = run or paged_extend.paged_extend
+    dev, dt = k_cache.device, k_cache.dtype
+    kv, d = k_cache.shape[2], k_cache.shape[3]
+    g = torch.Generator(device=dev).manual_seed(0)
+    starts, q_lens = [70, 3], [37, 130]
+    k_lens = [s + n for s, n in zip(starts, q_lens)]
+    nb = [-(-k // block_size) for k in k_lens]
+    kc = torch.randn(sum(nb), block_size, kv, d, device=dev, dtype=dt, generator=g)
+    vc = torch.randn(sum(nb), block_size, kv, d, device=dev, dtype=dt, generator=g)
+    order = torch.randperm(sum(nb), generator=torch.Generator().manual_seed(0)).tolist()
+    table = torch.zeros(2, max(nb), dtype=torch.int64)
+    table[0, : nb[0]] = torch.tensor(order[: nb[0]])
+    table[1, : nb[1]] = torch.tensor(order[nb[0] :])
+    q = torch.randn(sum(q_lens), heads, d, device=dev, dtype=dt, generator=g)
+    K = torch.cat([kc[table[i, : nb[i]]].flatten(0, 1)[: k_lens[i]] for i in range(2)])
+    V = torch.cat([vc[table[i, : nb[i]]].flatten(0, 1)[: k_lens[i]] for i in range(2)])
+    ref = varlen_sdpa(q.float(), K.float(), V.float(), q_lens, k_lens)
+    block_m = paged_extend.Launch().block_m
+    tiles = torch.from_numpy(paged_extend.tiles_for(q_lens, starts, block_m)).to(dev)
+    ctx = torch.tensor(k_lens, dtype=torch.int64, device=dev)
+    for splits in (1, paged_extend.splits_for(len(tiles), heads, sms)):
+        try:
+            out = run(q, kc, vc, tiles, table.to(dev), ctx, splits).float()
+        except Exception as e:  # noqa: BLE001 - this build cannot run it
+            return f"{type(e).__name__}: {e}"
+        err = float((out - ref).norm() / ref.norm())
+        if not (bool(torch.isfinite(out).all()) and err < 1e-2):
+            return f"disagrees with the reference at {splits} split(s) (relative error {err:.3g})"
+    return None
