@@ -1,7 +1,8 @@
 """Extend attention on a GPU (kernels.paged_extend): the Triton kernel, over a grid of its launch
 settings and context splits, against what the engine ran before it (each layer gathers the context
-out of the pool, then flash attention's varlen kernel), on the pilot family's attention shape (16
-query heads, 8 KV heads, head dim 128, fp16, 64-token blocks). Every setting is checked against
+out of the pool, then flash attention's varlen kernel; and flash alone, as a fresh step runs it), on
+the pilot family's attention shape (16 query heads, 8 KV heads, head dim 128, fp16, 64-token
+blocks). Every setting is checked against
 flash attention's output first. GPU time per call, the median of 100 after a warm-up. Prints one
 JSON object (--out also writes it).
     python3 benchmarks/kernels/extend_tune.py [--out FILE]"""
@@ -25,6 +26,8 @@ CASES = [
     ("one new turn of 256 over 2,048 cached", [(2048, 256)]),
     ("agent replay: 8 sequences of 128 new over 1,536 cached", [(1536, 128)] * 8),
     ("a later chunk: 2,048 new over 4,096", [(4096, 2048)]),
+    ("fresh: one prompt of 1,024 (c1 ISL 1024's prefill)", [(0, 1024)]),
+    ("fresh: 8 prompts of 1,024 (the pilot's prefill step)", [(0, 1024)] * 8),
 ]
 LAUNCHES = [
     paged_extend.Launch(64, 64, 4, 2),
@@ -87,9 +90,17 @@ def _case(name, seqs, sms, g) -> dict:
             q, kf[slots], vf[slots], cu_q, cu_k, max(q_lens), max(k_lens), 0.0, True, False
         )[0]
 
+    K, V = kf[slots], vf[slots]
+
+    def direct():  # a fresh step's: flash on the step's own K/V, nothing gathered
+        return torch.ops.aten._flash_attention_forward(
+            q, K, V, cu_q, cu_k, max(q_lens), max(k_lens), 0.0, True, False
+        )[0]
+
     ref = gathered().float()
     ctx = torch.tensor(k_lens, dtype=torch.long, device="cuda")
-    row = {"case": name, "gather_flash_ms": _gpu_ms(gathered), "settings": []}
+    row = {"case": name, "gather_flash_ms": _gpu_ms(gathered), "flash_ms": _gpu_ms(direct)}
+    row["settings"] = []
     flops = sum(4 * n * (c + n / 2) * H * D for c, n in seqs)
     for launch in LAUNCHES:
         tiles = torch.from_numpy(
@@ -132,7 +143,8 @@ def main() -> None:
         out["cases"].append(_case(name, seqs, sms, g))
         c = out["cases"][-1]
         print(
-            f"{name}: gather+flash {c['gather_flash_ms']:.3f} ms, default {c['default_ms']}, "
+            f"{name}: gather+flash {c['gather_flash_ms']:.3f} ms, flash {c['flash_ms']:.3f}, "
+            f"default {c['default_ms']}, "
             f"best {c['best'] and (c['best']['ms'], c['best']['launch'], c['best']['splits'])}",
             flush=True,
         )

@@ -1,6 +1,7 @@
 """qualflow.bench.variants: every plan is a well-formed table: distinct tags, one variant of record,
 engine overrides that are EngineConfig settings with values it accepts, known points, and A/B
-pairs between its own variants; plan hopper sets flash against cuDNN on the prefill points."""
+pairs between its own variants; plan hopper sets flash against the extend kernel on the prefill
+points; a run that asked for a kernel and did not get it says so."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 from qualflow.bench.config import PLANS
 from qualflow.bench.points import POINTS
 from qualflow.bench.variant_load import problems
-from qualflow.bench.variants import plan
+from qualflow.bench.variants import Variant, plan
 from qualflow.runtime import EngineConfig
 
 FIELDS = {f.name: f for f in dataclasses.fields(EngineConfig)}
@@ -37,25 +38,40 @@ def test_every_plan_is_a_well_formed_table(name, async_scheduling):
         assert a in tags and b in tags and label
 
 
-def test_plan_hopper_sets_flash_against_cudnn_on_the_prefill_points():
+def test_plan_hopper_sets_flash_against_the_extend_kernel_on_the_prefill_points():
     variants, pairs = plan("hopper", "on")
-    assert [v.engine["varlen_attention"] for v in variants] == ["flash", "cudnn"]
+    assert [v.engine["varlen_attention"] for v in variants] == ["flash", "extend"]
     assert all(v.points == ("c1_isl1024_ttft", "c64_isl1024_osl256") for v in variants)
-    assert pairs == (("_flash", "_cudnn", "cuDNN prefill attention against flash"),)
+    assert [(a, b) for a, b, _ in pairs] == [("_flash", "_extend")]
 
 
-def test_a_cuda_run_that_asked_for_cudnn_and_did_not_get_it_fails_loudly():
+INFO = {"fused_kernels": "triton", "programmatic_launch": "on"}
+
+
+def test_a_cuda_run_that_asked_for_the_extend_kernel_and_did_not_get_it_fails_loudly():
     variants, _ = plan("hopper", "on")
-    info = {"fused_kernels": "triton", "programmatic_launch": "on"}
     result = {
         "points": {},
         "variants": {
-            "_flash": {"task_info": {**info, "varlen_attention": "flash-varlen"}},
-            "_cudnn": {"task_info": {**info, "varlen_attention": "flash-varlen"}},
+            "_flash": {"task_info": {**INFO, "extend_attention": "paged-extend"}},
+            "_extend": {"task_info": {**INFO, "extend_attention": "gather (no Triton)"}},
         },
     }
     assert problems(result, variants, cuda=True) == [
+        "_extend: the extend kernel for fresh steps asked for, got 'gather (no Triton)'"
+    ]
+    result["variants"]["_extend"]["task_info"]["extend_attention"] = "paged-extend+fresh"
+    assert problems(result, variants, cuda=True) == []
+
+
+def test_a_cuda_run_that_asked_for_cudnn_and_did_not_get_it_fails_loudly():
+    cudnn = [Variant("_cudnn", dict(varlen_attention="cudnn"), main=True)]
+    result = {
+        "points": {},
+        "variants": {"_cudnn": {"task_info": {**INFO, "varlen_attention": "flash-varlen"}}},
+    }
+    assert problems(result, cudnn, cuda=True) == [
         "_cudnn: cuDNN attention asked for, got 'flash-varlen'"
     ]
     result["variants"]["_cudnn"]["task_info"]["varlen_attention"] = "cudnn-fresh+flash-varlen"
-    assert problems(result, variants, cuda=True) == []
+    assert problems(result, cudnn, cuda=True) == []

@@ -173,32 +173,37 @@ def test_context_zero_runs_those_steps_eagerly(bundle_dir, eager_output):
         task.close()
 
 
-def force_extend_kernel(task) -> list[int]:
+def force_extend_kernel(task, fresh: bool) -> list[tuple[int, bool]]:
     """The extend kernel's path turned on here (it is chosen on CUDA only; its torch reference runs
-    on CPU): returns a list that grows by one per layer call it serves."""
+    on CPU), for fresh steps too with `fresh`: returns a list that grows by (splits, whether the
+    step is fresh) per layer call it serves."""
     attn, calls = task.engine.runner.attn, []
     real = attn._extend
 
     def extend(layer, q, m):
-        calls.append(m.splits)
+        calls.append((m.splits, bool(m.tiles[:, 3].eq(0).all() and m.ctx_lens.max() <= len(q))))
         return real(layer, q, m)
 
-    attn.extend_kernel, attn.sms, attn._extend = True, 132, extend
+    attn.extend_kernel, attn.extend_fresh, attn.sms, attn._extend = True, fresh, 132, extend
     return calls
 
 
-@pytest.mark.parametrize("graphs", ["off", "on"], ids=["eager", "padded"])
-def test_extend_kernel_path_equals_the_gathered_one(bundle_dir, eager_output, graphs):
-    """Steps past position 0 through the extend kernel's tables (engine.extend_meta), eager and
-    padded to the buckets, give the gathered path's greedy output; every block is free after."""
+@pytest.mark.parametrize(
+    "graphs,fresh", [("off", False), ("on", False), ("on", True)], ids=["eager", "padded", "fresh"]
+)
+def test_extend_kernel_path_equals_the_gathered_one(bundle_dir, eager_output, graphs, fresh):
+    """Prefill steps through the extend kernel's tables (engine.extend_meta), past position 0 (and
+    fresh ones with `fresh`), eager and padded to the buckets, give the gathered path's greedy
+    output; every block is free after."""
     task = load_task(
         bundle_dir, cfg(prefill_graphs=graphs, prefill_graph_tokens=64, max_num_batched_tokens=24)
     )
     try:
         assert task.info["extend_attention"].startswith("gather")  # CPU: chosen on CUDA only
-        calls = force_extend_kernel(task)
+        calls = force_extend_kernel(task, fresh)
         assert workload(task) == eager_output
-        assert calls and max(calls) > 1  # steps went through it, some with context splits
+        assert calls and max(s for s, _ in calls) > 1  # through it, some with context splits
+        assert any(f for _, f in calls) == fresh  # fresh steps only where asked
         assert task.engine.runner.attn.extends(24) and not task.engine.runner.attn.extends(2049)
         sched = task.engine.scheduler
         assert sched.blocks.num_free == sched.blocks.capacity

@@ -63,9 +63,13 @@ def test_tiles_splits_and_bounds():
         assert len(paged_extend.tiles_for(counts, [0] * len(counts), 16)) <= (
             paged_extend.max_tiles(n, len(counts), 16)
         )
-    assert paged_extend.splits_for(9, 16, 132) == 2  # 144 programs -> 288 on 132 SMs
-    assert paged_extend.splits_for(1, 16, 132) == 8  # at most 8
-    assert paged_extend.splits_for(40, 16, 132) == 1
+    # waves of two programs per SM, over the splits: the least, the fewest splits of a tie
+    assert paged_extend.splits_for(9, 16, 132) == 8  # 144 programs: 1 wave, 5 waves / 8
+    assert paged_extend.splits_for(4, 16, 132) == 4  # 64: 1/4 at 4 and 8, so 4
+    assert paged_extend.splits_for(16, 16, 132) == 1  # 256 programs: one full wave already
+    assert paged_extend.splits_for(40, 16, 132) == 2  # 640: 3 waves unsplit, 5 / 2 at 2
+    assert paged_extend.splits_for(1, 16, 132, most=2) == 2
+    assert paged_extend.bucket_tiles(1024, 64) == 12 and paged_extend.bucket_tiles(16, 64) == 1
 
 
 class _Seq:

@@ -100,6 +100,13 @@ def _not_got(variant, info: dict) -> list[str]:
         out.append(
             f"{variant.tag}: cuDNN attention asked for, got {info.get('varlen_attention')!r}"
         )
+    if asked.get("varlen_attention") == "extend" and not str(info.get("extend_attention")).endswith(
+        "+fresh"
+    ):
+        out.append(
+            f"{variant.tag}: the extend kernel for fresh steps asked for, got "
+            f"{info.get('extend_attention')!r}"
+        )
     if asked.get("programmatic_launch") and info.get("programmatic_launch") != "on":
         out.append(
             f"{variant.tag}: programmatic launch asked for, got {info.get('programmatic_launch')!r}"

@@ -31,9 +31,12 @@ checked against (equality.py).
     ("_nopc") on single-turn points with no shared prefix (a cache that finds nothing must cost
     nothing); the offline workload on both. The multi-turn point measures what it finds.
   --plan hopper (issue 49): overlapped; prefill attention through flash attention's varlen kernel
-    ("_flash", the default) against cuDNN's SDPA with ragged offsets ("_cudnn", checked at load;
-    its task_info's varlen_attention names the steps it took; family correctness runs on it) on
-    the prefill points: c1 ISL 1024 TTFT and the pilot shape (c64, ISL 1024 / OSL 256).
+    ("_flash", the default) against fresh steps of at most --extend-kernel-tokens through the
+    extend kernel too ("_extend": its keys split across programs where a step would leave SMs
+    idle; task_info's extend_attention says "+fresh" where it took them; family correctness runs
+    on it) on the prefill points: c1 ISL 1024 TTFT and the pilot shape (c64, ISL 1024 / OSL 256).
+    (cuDNN's SDPA stays selectable, --varlen-attention cudnn; it failed its graph capture on an
+    H100.)
 
   --plan tools (issue 46): overlapped, the default engine ("_tools"): the pilot point, then the
     constrained-decoding figures on the same load (constrained.py): required calls against no
@@ -246,14 +249,16 @@ HOPPER = (
         label="flash attention's varlen kernel for prefill (the default)",
     ),
     Variant(  # of record: family correctness runs on the new kernel
-        "_cudnn",
-        dict(async_scheduling="on", varlen_attention="cudnn"),
+        "_extend",
+        dict(async_scheduling="on", varlen_attention="extend"),
         HOPPER_POINTS,
         main=True,
-        label="cuDNN's varlen SDPA for prefill where it agrees with the reference",
+        label="fresh prefill steps of up to --extend-kernel-tokens through the extend kernel",
     ),
 )
-HOPPER_PAIRS = (("_flash", "_cudnn", "cuDNN prefill attention against flash"),)
+HOPPER_PAIRS = (
+    ("_flash", "_extend", "the extend kernel for small fresh prefill steps against flash"),
+)
 
 
 TOOLS = (

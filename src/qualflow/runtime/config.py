@@ -90,12 +90,14 @@ class EngineConfig:
         "step pays less per kernel; prefill launches without it (slower with it); checked at "
         "load (--no-programmatic-launch: every kernel waits for the one before, for A/B)",
     )
-    varlen_attention: Literal["flash", "cudnn"] = setting(
+    varlen_attention: Literal["flash", "cudnn", "extend"] = setting(
         "flash",
         help="the attention kernel of prefill steps on cuda: flash (flash attention's varlen "
-        "kernel), or cudnn (cuDNN's SDPA with ragged offsets, tried on compute capability 9.0 "
+        "kernel), cudnn (cuDNN's SDPA with ragged offsets, tried on compute capability 9.0 "
         "and later, checked against the reference at load on a fresh and a chunked step; a step "
-        "kind it fails runs flash). cpu runs the reference loop",
+        "kind it fails runs flash), or extend (fresh steps of at most --extend-kernel-tokens "
+        "tokens through the extend kernel too, where it runs; else flash). cpu runs the "
+        "reference loop",
     )
     extend_attention: Literal["kernel", "gather"] = setting(
         "kernel",

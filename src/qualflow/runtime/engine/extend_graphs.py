@@ -31,9 +31,8 @@ import numpy as np
 import torch
 
 from ..kernels.attention import PagedAttention, StepMeta
-from ..kernels.paged_extend import Launch, max_tiles, splits_for
 from .cuda_graphs import capture_buckets, capture_step
-from .extend_meta import padded_extend
+from .extend_meta import ExtendBuffers
 from .scheduler import Batch
 
 
@@ -147,11 +146,7 @@ class ExtendGraphs:
         self.rows = z(max_seqs)
         self.cu_q = torch.zeros(max_seqs + 3, dtype=torch.int32, device=device)
         self.cu_k = torch.zeros(max_seqs + 3, dtype=torch.int32, device=device)
-        # the extend kernel's inputs (used where attention.extend_kernel)
-        self.block_m = Launch().block_m
-        self.tiles = z(max_tiles(t_max, max_seqs + 1, self.block_m) * 4).view(-1, 4)
-        self.tables = z((max_seqs + 1) * (c_max // self.block_size)).view(max_seqs + 1, -1)
-        self.ctx_lens = z(max_seqs + 1)
+        self.kernel_in = ExtendBuffers(attention, t_max, c_max, max_seqs)  # where extends()
         self.graphs: dict[tuple[int, int], tuple[torch.cuda.CUDAGraph, torch.Tensor]] = {}
         self.pool, self.capture = pool, capture
         self.capture_s = capture_buckets(self.pairs, self._capture, device) if capture else 0.0
@@ -177,10 +172,7 @@ class ExtendGraphs:
             "varlen", self.slots[:t], self.cu_q, self.cu_k, q_lens, k_lens, self.ctx[:c]
         )
         if self.attn.extends(t):
-            meta.ctx_slots, meta.ctx_lens = None, self.ctx_lens
-            meta.tiles = self.tiles[: max_tiles(t, self.max_seqs + 1, self.block_m)]
-            meta.block_tables = self.tables[:, : c // self.block_size]
-            meta.splits = splits_for(max(t // self.block_m, 1), self.attn.heads, self.attn.sms)
+            meta = self.kernel_in.meta(meta, t, c)
         self.attn.meta = meta
         return self.model(self.ids[:t], self.pos[:t], self.attn, logit_index=self.rows)
 
@@ -193,20 +185,6 @@ class ExtendGraphs:
         if self.pool is None:
             self.pool = g.pool()
         self.graphs[pair] = (g, out)
-
-    def _copy_tables(self, batch: Batch, t: int, c: int) -> None:
-        """The extend kernel's padded tiles, block tables and context lengths, in one copy."""
-        e = padded_extend(batch, t, c, self.max_seqs, self.block_size, self.block_m)
-        host = torch.from_numpy(
-            np.concatenate([e.tiles.reshape(-1), e.tables.reshape(-1), e.ctx_lens])
-        )
-        if self.device.type == "cuda":
-            host = host.pin_memory()
-        src = host.to(self.device, non_blocking=True)
-        a, b = e.tiles.size, e.tables.size
-        self.tiles[: len(e.tiles)].copy_(src[:a].view(-1, 4))
-        self.tables[:, : c // self.block_size].copy_(src[a : a + b].view(self.max_seqs + 1, -1))
-        self.ctx_lens.copy_(src[a + b :])
 
     def extend(
         self,
@@ -246,7 +224,7 @@ class ExtendGraphs:
                 0, src[o + c : o + c + f], prev.index_select(0, src[o + c + f : o + c + 2 * f])
             )
         if self.attn.extends(t):
-            self._copy_tables(batch, t, c)
+            self.kernel_in.copy(batch, t, c)
         if not self.capture:
             return self._run(t, c, step.q_lens, step.k_lens)[: step.sampling]
         g, out = self.graphs[(t, c)]

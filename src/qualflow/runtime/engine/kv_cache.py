@@ -63,5 +63,8 @@ def allocate_kv_cache(
     varlen = choose_varlen(attention, heads, device, dtype, cfg.varlen_attention)
     extend = choose_extend(attention, heads, device, dtype, cfg.extend_attention)
     attention.extend_tokens = cfg.extend_kernel_tokens
+    attention.extend_fresh = attention.extend_kernel and cfg.varlen_attention == "extend"
+    if attention.extend_fresh:
+        extend += "+fresh"
     blocks = BlockManager(num_blocks, block_size, caching=cfg.prefix_caching)
     return KvCache(attention, blocks, per_seq, varlen, extend)

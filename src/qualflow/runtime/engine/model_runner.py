@@ -72,7 +72,7 @@ class ModelRunner:
         self.path = "eager"
         ids, pos, slots, cu_q, cu_k, ctx = [], [], [], [0], [0], []
         fresh = all(s == 0 for s in batch.starts)
-        kernel = not fresh and self.attn.extends(batch.num_tokens)
+        kernel = self.attn.extends(batch.num_tokens, fresh)
         for seq, start, n in zip(batch.seqs, batch.starts, batch.counts):
             p = np.arange(start, start + n)
             table = np.asarray(seq.block_table, dtype=np.int64)

@@ -10,6 +10,10 @@ varlen attention sees the same batch as unpadded for every real token: causal at
 past a sequence's own tokens. The logits are those of each sampling sequence's last token (the rest
 of the fixed rows read token 0 and are dropped).
 
+Where fresh steps take the extend kernel (--varlen-attention extend), each layer reads the step's
+K/V back from the pool through its block tables (engine.extend_meta.ExtendBuffers, padded like the
+extend graphs' tables).
+
 Captured graphs need flash varlen attention (the reference loop reads host lengths); with
 `capture=False` the same padded step runs eagerly, which is how CPU tests check the padding.
 """
@@ -23,6 +27,7 @@ import torch
 
 from ..kernels.attention import PagedAttention, StepMeta
 from .cuda_graphs import capture_buckets, capture_step
+from .extend_meta import ExtendBuffers
 from .scheduler import Batch
 
 
@@ -102,6 +107,7 @@ class PrefillGraphs:
             z(max_seqs),
         )
         self.cu = torch.zeros(max_seqs + 2, dtype=torch.int32, device=device)
+        self.kernel_in = ExtendBuffers(attention, self.max_tokens, self.max_tokens, max_seqs)
         self.graphs: dict[int, tuple[torch.cuda.CUDAGraph, torch.Tensor]] = {}
         self.pool = None
         self.capture = capture
@@ -117,7 +123,10 @@ class PrefillGraphs:
     def _run(self, t: int, lens: list[int]) -> torch.Tensor:
         """The padded forward; `lens`: the host sequence lengths the eager reference reads (a
         graph is captured with the bucket as the bound flash attention takes)."""
-        self.attn.meta = StepMeta("varlen", self.slots[:t], self.cu, self.cu, lens, lens, None)
+        meta = StepMeta("varlen", self.slots[:t], self.cu, self.cu, lens, lens, None)
+        if self.attn.extends(t, fresh=True):
+            meta = self.kernel_in.meta(meta, t, t)
+        self.attn.meta = meta
         return self.model(self.ids[:t], self.pos[:t], self.attn, logit_index=self.rows)
 
     def _capture(self, t: int) -> None:
@@ -158,6 +167,8 @@ class PrefillGraphs:
         if f:
             o = 3 * t + 2 * s + 2
             self.ids.index_copy_(0, src[o : o + f], prev.index_select(0, src[o + f : o + 2 * f]))
+        if self.attn.extends(t, fresh=True):
+            self.kernel_in.copy(batch, t, t)
         if not self.capture:
             return self._run(t, step.lens)[: step.sampling]
         g, out = self.graphs[t]

@@ -65,15 +65,19 @@ class PagedAttention:
         # load: varlen_choice.choose_extend, EngineConfig.extend_kernel_tokens); its splits fill
         # this many SMs
         self.extend_kernel, self.extend_tokens, self.sms, self.heads = False, 0, 1, 1
+        self.extend_fresh = False  # fresh steps too (--varlen-attention extend)
         from .paged_decode import runs_on
 
         self.paged_kernel = runs_on(
             pool
         )  # else the paged step runs the plain-torch reference (CPU tests)
 
-    def extends(self, tokens: int) -> bool:
-        """Whether a step past position 0 of `tokens` new tokens takes the extend kernel."""
-        return self.extend_kernel and tokens <= self.extend_tokens
+    def extends(self, tokens: int, fresh: bool = False) -> bool:
+        """Whether a prefill step of `tokens` new tokens takes the extend kernel: one past position
+        0, or a fresh one where fresh steps take it too (`extend_fresh`)."""
+        return (
+            self.extend_kernel and tokens <= self.extend_tokens and (self.extend_fresh or not fresh)
+        )
 
     def kv_destination(self, layer: int) -> KvDestination | None:
         """Where this step's new K/V of `layer` go (None: nothing is stored), for a fused op that

@@ -58,11 +58,26 @@ def max_tiles(tokens: int, sequences: int, block_m: int) -> int:
 
 
 def splits_for(tiles: int, heads: int, sms: int, most: int = 8) -> int:
-    """Context splits so that a step has about two programs per multiprocessor, at most `most`."""
+    """Context splits for a step of `tiles` query tiles: of 1, 2, 4, ... `most`, the one whose
+    waves of programs (two resident per multiprocessor) divided by the splits is least, the fewest
+    splits of a tie. A program's time is about its keys, so 1 / splits of a tile's; a step's is its
+    waves' (benchmarks/kernels/extend_tune.py: 9 tiles x 16 heads on 132 SMs, 144 programs, ran
+    in 0.152 ms unsplit, 0.142 at 2 splits (288 programs: two waves), 0.123 at 4 and 0.128 at 8;
+    16 tiles x 16 heads, 256 programs, in 0.079 ms unsplit and 0.099 at 2)."""
+    slots, best, cost = 2 * sms, 1, float("inf")
     s = 1
-    while tiles * heads * s < 2 * sms and s < most:
+    while s <= most:
+        c = -(-tiles * heads * s // slots) / s
+        if c < cost - 1e-9:
+            best, cost = s, c
         s *= 2
-    return s
+    return best
+
+
+def bucket_tiles(tokens: int, block_m: int) -> int:
+    """The tiles a captured step of `tokens` (a token bucket) is counted as for its splits: a step
+    replays the smallest bucket that holds it, so it fills between half and all of it."""
+    return max(1, 3 * tokens // (4 * block_m))
 
 
 def paged_extend(

@@ -92,7 +92,8 @@ def choose_cudnn(attn: PagedAttention, heads: int, device, dtype) -> tuple[bool,
 
 
 def choose_varlen(attn: PagedAttention, heads: int, device, dtype, want: str = "flash") -> str:
-    """The varlen kernels of `attn` (`want`: flash, or cudnn where it runs and agrees) and their
+    """The varlen kernels of `attn` (`want`: flash, or cudnn where it runs and agrees; extend takes
+    flash here, the extend kernel being choose_extend's) and their
     name: flash-varlen[-repeat-kv] or sdpa-loop; with cuDNN, cudnn-varlen (every varlen step) or
     cudnn-fresh+<the flash choice> (fresh steps only)."""
     flash = choose_flash(attn, heads, device, dtype)
