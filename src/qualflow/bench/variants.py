@@ -34,9 +34,8 @@ checked against (equality.py).
     ("_flash", the default) against fresh steps of at most --extend-kernel-tokens through the
     extend kernel too ("_extend": its keys split across programs where a step would leave SMs
     idle; task_info's extend_attention says "+fresh" where it took them; family correctness runs
-    on it) on the prefill points: c1 ISL 1024 TTFT and the pilot shape (c64, ISL 1024 / OSL 256).
-    (cuDNN's SDPA stays selectable, --varlen-attention cudnn; it failed its graph capture on an
-    H100.)
+    on it) on the prefill points: c1 ISL 1024 TTFT and the pilot shape (c64, ISL 1024 / OSL 256);
+    cuDNN's SDPA stays selectable (--varlen-attention cudnn).
 
   --plan tools (issue 46): overlapped, the default engine ("_tools"): the pilot point, then the
     constrained-decoding figures on the same load (constrained.py): required calls against no
