@@ -32,8 +32,8 @@ checked against (equality.py).
     nothing); the offline workload on both. The multi-turn point measures what it finds.
   --plan hopper (issue 49): overlapped; prefill attention through flash attention's varlen kernel
     ("_flash", the default) against fresh steps of at most --extend-kernel-tokens through the
-    extend kernel too ("_extend": task_info's extend_attention says "+fresh" where it took them;
-    family correctness runs on it) on the prefill points: c1 ISL 1024 TTFT and the pilot shape (c64, ISL 1024 / OSL 256);
+    extend kernel too ("_extend": extend_attention says "+fresh" where it took them; family
+    correctness runs on it) on c1 ISL 1024 TTFT and the pilot shape (c64, ISL 1024 / OSL 256);
     cuDNN's SDPA stays selectable (--varlen-attention cudnn).
 
   --plan tools (issue 46): overlapped, the default engine ("_tools"): the pilot point, then the

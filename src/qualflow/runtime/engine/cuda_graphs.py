@@ -32,9 +32,23 @@ def capture_step(run, device: torch.device, pool) -> tuple[torch.cuda.CUDAGraph,
         run()
     torch.cuda.current_stream(device).wait_stream(stream)
     g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g, pool=pool):
-        out = run()
+    try:
+        with torch.cuda.graph(g, pool=pool):
+            out = run()
+    except Exception:
+        release_generator(device)
+        raise
     return g, out
+
+
+def release_generator(device: torch.device) -> None:
+    """After a failed capture, the device's default generator as it was: the capture registered it
+    and only a capture that ends cleanly releases it, so the next random op outside a graph (a
+    sampled token) would fail ("Offset increment outside graph capture"). Its state, cloned, is a
+    released one with the same seed and offset."""
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    gen = torch.cuda.default_generators[index]
+    gen.graphsafe_set_state(gen.clone_state())
 
 
 def capture_buckets(sizes: list[int], capture_one, device: torch.device) -> float:
