@@ -105,7 +105,8 @@ class EngineConfig:
         "later chunk) on cuda: kernel (one Triton kernel reads the context through the block "
         "tables, its keys split across programs when the step is small; checked against the "
         "reference at load, else gather), or gather (each layer gathers the context from the "
-        "pool for the varlen kernel). cpu gathers",
+        "pool for the varlen kernel: greedy output then equals the prefix cache off's token for "
+        "token, where the kernel's other summation order can flip a near tie). cpu gathers",
     )
     extend_kernel_tokens: int = setting(
         2048,
