@@ -74,10 +74,15 @@ def rope_tables(cfg: Qwen3Config, max_len: int, device) -> tuple[torch.Tensor, t
     return emb.cos().to(device), emb.sin().to(device)
 
 
-def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    # x [N, heads, D]; cos/sin [N, D] (float32)
+def norm_rope(
+    x: torch.Tensor, w: torch.Tensor, eps: float, cos: torch.Tensor, sin: torch.Tensor
+) -> torch.Tensor:
+    """q/k-norm then RoPE of x [N, heads, D] (cos/sin [N, D], float32), in float32 and rounded once:
+    rounding the normed value and the weight product too (as `rms_norm` does for the layer's
+    norms) drifts far from the float32 reference on some prompts in fp16 (large q/k norms)."""
     half = x.shape[-1] // 2
     xf = x.float()
+    xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * w.float()
     rot = torch.cat([-xf[..., half:], xf[..., :half]], dim=-1)
     return (xf * cos[:, None] + rot * sin[:, None]).to(x.dtype)
 
@@ -111,12 +116,9 @@ class Qwen3Model(nn.Module):
         cfg = self.cfg
         N = x.shape[0]
         q, k, v = F.linear(x, w_qkv).split([self.q_size, self.kv_size, self.kv_size], dim=-1)
-        q = apply_rope(
-            rms_norm(q.view(N, cfg.num_heads, cfg.head_dim), w_qn, cfg.rms_norm_eps), cos, sin
-        )
-        k = apply_rope(
-            rms_norm(k.view(N, cfg.num_kv_heads, cfg.head_dim), w_kn, cfg.rms_norm_eps), cos, sin
-        )
+        eps = cfg.rms_norm_eps
+        q = norm_rope(q.view(N, cfg.num_heads, cfg.head_dim), w_qn, eps, cos, sin)
+        k = norm_rope(k.view(N, cfg.num_kv_heads, cfg.head_dim), w_kn, eps, cos, sin)
         return q, k, v.view(N, cfg.num_kv_heads, cfg.head_dim)
 
     def _post(self, h, a, w_o, w_mn, w_gu, w_d, w_next):

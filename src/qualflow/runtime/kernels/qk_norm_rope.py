@@ -3,8 +3,8 @@ its torch reference per call): per-head RMSNorm of q and k, RoPE (positions read
 tables directly) and, when given a destination, the store of k and v into the paged KV cache.
 `QkTile` is how a launch splits a step; `qk_tile_for` picks it from the step's token count.
 
-It rounds where the torch reference (kernels.reference `ref_qk_norm_rope`) rounds: the normalised
-value before the weight, the weight product."""
+It computes as the torch reference (kernels.reference `ref_qk_norm_rope`) does: in float32 from the
+projection's output to the rotated value, rounded once to the compute dtype."""
 
 from __future__ import annotations
 
@@ -81,8 +81,8 @@ if triton is not None:
             :, None
         ]
         dt = QO.dtype.element_ty
-        n1 = (w1 * (x1 * inv).to(dt).to(tl.float32)).to(dt).to(tl.float32)
-        n2 = (w2 * (x2 * inv).to(dt).to(tl.float32)).to(dt).to(tl.float32)
+        n1 = w1 * (x1 * inv)  # float32 to the end: one rounding, of the rotated value
+        n2 = w2 * (x2 * inv)
         tab = tl.load(POS + t, mask=live, other=0).to(tl.int64)[:, None] * s_tab + h
         o1 = (n1 * tl.load(COS + tab, mask=m) - n2 * tl.load(SIN + tab, mask=m)).to(dt)
         o2 = (
