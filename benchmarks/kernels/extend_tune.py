@@ -12,11 +12,11 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-import statistics
 from pathlib import Path
 
 import torch
 
+from qualflow.bench.gpu_time import median_gpu_ms
 from qualflow.runtime.kernels import paged_extend
 
 H, KV, D, BS = 16, 8, 128, 64
@@ -37,20 +37,6 @@ LAUNCHES = [
     paged_extend.Launch(128, 64, 8, 3),
     paged_extend.Launch(128, 32, 4, 2),
 ]
-
-
-def _gpu_ms(fn, repeats: int = 100) -> float:
-    for _ in range(5):
-        fn()
-    times = []
-    for _ in range(repeats):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b))
-    return statistics.median(times)
 
 
 def _step(seqs, g):
@@ -99,7 +85,11 @@ def _case(name, seqs, sms, g) -> dict:
 
     ref = gathered().float()
     ctx = torch.tensor(k_lens, dtype=torch.long, device="cuda")
-    row = {"case": name, "gather_flash_ms": _gpu_ms(gathered), "flash_ms": _gpu_ms(direct)}
+    row = {
+        "case": name,
+        "gather_flash_ms": median_gpu_ms(gathered),
+        "flash_ms": median_gpu_ms(direct),
+    }
     row["settings"] = []
     flops = sum(4 * n * (c + n / 2) * H * D for c, n in seqs)
     for launch in LAUNCHES:
@@ -112,7 +102,7 @@ def _case(name, seqs, sms, g) -> dict:
                 paged_extend.paged_extend, q, kc, vc, tiles, tables, ctx, splits, launch
             )
             err = float((run().float() - ref).norm() / ref.norm())
-            ms = _gpu_ms(run) if err < 1e-2 else None
+            ms = median_gpu_ms(run) if err < 1e-2 else None
             row["settings"].append(
                 {
                     "launch": launch.__dict__,

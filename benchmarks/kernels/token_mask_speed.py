@@ -8,27 +8,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 from pathlib import Path
 
 import torch
 
+from qualflow.bench.gpu_time import median_gpu_ms
 from qualflow.runtime.engine.grammar import allocate_bitmask, apply_bitmask
 from qualflow.runtime.kernels import token_mask
 
 VOCAB, BATCH, ROWS = 151936, 64, 32
-
-
-def _gpu_ms(fn, repeats: int = 200) -> float:
-    times = []
-    for _ in range(repeats):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b))
-    return statistics.median(times)
 
 
 def main() -> None:
@@ -48,8 +36,12 @@ def main() -> None:
         token_mask.apply(got, mask, rows)
         out[f"equal_{str(dt).split('.')[1]}"] = bool(torch.equal(want, got))
     logits = torch.randn(BATCH, VOCAB, device="cuda")
-    out["reference_ms_p50"] = _gpu_ms(lambda: token_mask.reference(logits, mask, rows))
-    out["kernel_ms_p50"] = _gpu_ms(lambda: token_mask.apply(logits, mask, rows))
+    out["reference_ms_p50"] = median_gpu_ms(
+        lambda: token_mask.reference(logits, mask, rows), repeats=200, warmup=0
+    )
+    out["kernel_ms_p50"] = median_gpu_ms(
+        lambda: token_mask.apply(logits, mask, rows), repeats=200, warmup=0
+    )
     pinned = allocate_bitmask(ROWS, VOCAB, pinned=True)
     host_rows = rows.tolist()
     torch.cuda.synchronize()
@@ -61,7 +53,9 @@ def main() -> None:
         out["pinned_apply_waits"] = str(e)[:200]
     finally:
         torch.cuda.set_sync_debug_mode(0)
-    out["copy_and_apply_ms_p50"] = _gpu_ms(lambda: apply_bitmask(logits, pinned, host_rows))
+    out["copy_and_apply_ms_p50"] = median_gpu_ms(
+        lambda: apply_bitmask(logits, pinned, host_rows), repeats=200, warmup=0
+    )
     text = json.dumps(out, indent=1)
     print(text)
     if args.out:

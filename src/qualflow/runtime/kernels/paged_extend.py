@@ -103,6 +103,8 @@ def paged_extend(
     part = torch.empty(splits, N, H, D, dtype=torch.float32, device=q.device) if splits > 1 else out
     lse = torch.empty(splits, N, H, dtype=torch.float32, device=q.device) if splits > 1 else out
     ps, ls = (part.stride(), lse.stride()) if splits > 1 else ((0, 0, 0, 0), (0, 0, 0))
+    # the partials', the log-sum-exps' and the output's strides, as both kernels take them
+    strides = (*ps[:3], *ls[:2], out.stride(0), out.stride(1))
     kernels._extend_kernel[(tiles.shape[0], H, splits)](
         q,
         k_cache,
@@ -120,13 +122,7 @@ def paged_extend(
         k_cache.stride(1),
         k_cache.stride(2),
         block_tables.stride(0),
-        ps[0],
-        ps[1],
-        ps[2],
-        ls[0],
-        ls[1],
-        out.stride(0),
-        out.stride(1),
+        *strides,
         GROUP=H // KV,
         BS=BS,
         BLOCK_M=launch.block_m,
@@ -141,13 +137,7 @@ def paged_extend(
             part,
             lse,
             out,
-            ps[0],
-            ps[1],
-            ps[2],
-            ls[0],
-            ls[1],
-            out.stride(0),
-            out.stride(1),
+            *strides,
             H=H,
             H_PAD=1 << (H - 1).bit_length(),
             D=D,
