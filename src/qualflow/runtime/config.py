@@ -96,8 +96,9 @@ class EngineConfig:
         "kernel), cudnn (cuDNN's SDPA with ragged offsets, tried on compute capability 9.0 "
         "and later, checked against the reference at load on a fresh and a chunked step; a step "
         "kind it fails runs flash), or extend (fresh steps of at most --extend-kernel-tokens "
-        "tokens through the extend kernel too, where it runs; else flash). cpu runs the "
-        "reference loop",
+        "tokens through the extend kernel too, where it runs; else flash: on an H100, c1 ISL "
+        "1024 TTFT 5.47 against 5.69 ms, but the pilot shape at 0.86 of flash's throughput). cpu "
+        "runs the reference loop",
     )
     extend_attention: Literal["kernel", "gather"] = setting(
         "kernel",
