@@ -1,6 +1,7 @@
 """`qualflow bench engine` runs end to end on cpu on one tiny point: the result it writes is in the
-results schema and carries the point's roofline share, the multi-turn point's three sides (the
-cached turn's prefill padded, eager, and the cache off) and the agent-replay point's two."""
+results schema and carries the point's roofline share, the multi-turn point's sides (the cached
+turn's prefill padded, eager, gathered, and the cache off), the agent-replay point's two and the
+plan's pair alternated (--paired-rounds)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,10 @@ def test_a_tiny_engine_run_writes_a_schema_result_with_the_roofline_share(tmp_pa
             "--engine-process",
             "off",
             "--skip-equality",
+            "--plan",
+            "prefix",
+            "--paired-rounds",
+            "3",
             "--work",
             str(tmp_path / "work"),
             "--out",
@@ -36,12 +41,12 @@ def test_a_tiny_engine_run_writes_a_schema_result_with_the_roofline_share(tmp_pa
     )
     assert rc == 0
     [(path, rec)] = results.runs(out, kind="engine")  # read back through the schema's reader
-    assert rec["schema"] == results.SCHEMA and rec["name"] == "async"
-    [pt] = rec["points"]
-    assert pt["name"] == "c1_isl128_osl256_async"
+    assert rec["schema"] == results.SCHEMA and rec["name"] == "prefix"
+    pt, _ = rec["points"]  # the prefix cache on, then off
+    assert pt["name"] == "c1_isl128_osl256_pc"
     limit = pt["roofline"]["output_tok_per_s"]
     assert limit > 0 and pt["share_of_roofline"] == pt["figures"]["output_tok_per_s"] / limit
-    detail = json.loads(path.read_text())["detail"]["points"]["c1_isl128_osl256_async"]
+    detail = json.loads(path.read_text())["detail"]["points"]["c1_isl128_osl256_pc"]
     assert detail["pct_of_roofline"] == pytest.approx(100 * pt["share_of_roofline"])
     # the multi-turn point: 6 turns, the last served mostly from the prefix cache when it is on
     mt = json.loads(path.read_text())["detail"]["multiturn"]
@@ -70,3 +75,11 @@ def test_a_tiny_engine_run_writes_a_schema_result_with_the_roofline_share(tmp_pa
     assert ag["off"]["cached_tokens"] == 0 and ag["on"]["prompt_tokens"] > 2000
     assert 0.9 < ag["on"]["hit_share_of_max"] <= 1 and ag["on"]["max_hit_rate"] > 0.5
     assert ag["on"]["prefill_paths"].get("extend-graph", 0) > 0
+    # --paired-rounds: the pair (cache off, on) loaded at once, the point alternated round by
+    # round; the figure is the median of the rounds' ratios, each side's runs kept
+    rec = json.loads(path.read_text())["detail"]["paired"]["c1_isl128_osl256_pc_vs_nopc"]
+    base, test = rec["runs"]["_nopc"], rec["runs"]["_pc"]
+    assert rec["rounds"] == len(base) == len(test) == 3 and min(base + test) > 0
+    ratios = sorted(t / b for b, t in zip(base, test))
+    assert rec["ratio"] == pytest.approx(ratios[1])
+    assert (rec["ratio_min"], rec["ratio_max"]) == pytest.approx((ratios[0], ratios[2]))

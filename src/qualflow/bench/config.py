@@ -72,6 +72,12 @@ class EngineBenchConfig:
     )
     min_seconds: float = setting(5.0, help="measured time per point, at least (--tiny: at most 1)")
     min_repeats: int = setting(3, help="repeats per point, at least (median and spread)")
+    paired_rounds: int = setting(
+        0,
+        help="the plan's A/B pairs again with both variants loaded, their shared points "
+        "alternated for this many rounds (one repeat of each side a round; the median of the "
+        "rounds' ratios); 0: none",
+    )
     prev: str | None = setting(
         None,
         help="the committed results, one folder per GPU model, to "

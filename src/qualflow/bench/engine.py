@@ -10,7 +10,8 @@ spread, its roofline (roofline.py) and its share of it). The variant of record a
 correctness and the offline workload; then (--engine-process on) its points again with the engine
 in its own process, mixed steps (plan async), the multi-turn point (multiturn.py: the last turn's
 TTFT with the prefix cache on and off), the agent-replay point (agent_replay.py: recorded agent
-sessions, the prefix cache on and off) and HF `generate` for two points. The run prints every
+sessions, the prefix cache on and off), the plan's pairs alternated (--paired-rounds:
+paired_points.py) and HF `generate` for two points. The run prints every
 point against its roofline and the previous committed run, the A/B pairs and the variants
 (report.py), writes <out>/<GPU model>/<date>-engine-<plan><suffix>.json in the results schema
 (results.py), and exits 1 when a variant failed to load, differs from the baseline beyond a
@@ -41,6 +42,7 @@ from .config import EngineBenchConfig
 from .constrained import measure_constrained, print_constrained
 from .machine import correctness, device_figures, hf_points, machine, prepare_bundle
 from .multiturn import measure_multiturn
+from .paired_points import measure_paired_points
 from .points import POINTS, measure
 from .variant_load import first_load, load_figures, problems, variant_overrides
 from .variants import ASYNC_POINTS, plan
@@ -214,6 +216,8 @@ def run_engine(cfg: EngineBenchConfig) -> int:
         measure_multiturn(run)
     if not cfg.skip_agent_replay and not run.late():
         measure_agent_replay(run)
+    if cfg.paired_rounds and not run.late():
+        measure_paired_points(run)
     if not cfg.skip_hf and not run.late():
         hf_points(run.ckpt, result, POINTS, run.save)
     result["summary"] = report.summary(result)
