@@ -31,6 +31,7 @@ from .constrained_load import (
     required,
     run_groups,
 )
+from .points import scaled
 
 PILOT = (64, 1024, 256)  # concurrency, ISL, OSL of the pilot's chat-1k-256 c64 point
 LATENCY = (128, 4)  # ISL, OSL of the schema latency requests
@@ -39,8 +40,7 @@ TARGETS = {"required_ratio": 0.90, "mixed_slower_pct": 3.0, "new_ms": 50.0, "cac
 
 
 def shape(tiny: bool) -> tuple[int, int, int]:
-    c, isl, osl = PILOT
-    return (min(c, 4), min(isl, 32), min(osl, 16)) if tiny else (c, isl, osl)
+    return scaled(*PILOT, tiny)
 
 
 def rounds_for(calib_s: float, min_s: float, min_repeats: int) -> tuple[int, int]:

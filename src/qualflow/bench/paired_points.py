@@ -8,7 +8,7 @@ a drift slows both sides of a round alike, so the ratio holds."""
 from __future__ import annotations
 
 from .paired import paired
-from .points import POINTS, steady_point
+from .points import POINTS, scaled, steady_point
 from .variant_load import variant_overrides
 from .variants import plan
 
@@ -17,13 +17,9 @@ def _points(cfg, a, b) -> list[tuple[str, int, int, int]]:
     """(name, concurrency, ISL, OSL) of the points both variants run (--points where given)."""
     names = cfg.points.split(",") if cfg.points else [p[0] for p in POINTS]
     both = [n for n in names if (not a.points or n in a.points) and (not b.points or n in b.points)]
-    out = []
-    for name, c, isl, osl, _ in POINTS:
-        if name in both:
-            out.append(
-                (name, *((min(c, 4), min(isl, 32), min(osl, 16)) if cfg.tiny else (c, isl, osl)))
-            )
-    return out
+    return [
+        (name, *scaled(c, isl, osl, cfg.tiny)) for name, c, isl, osl, _ in POINTS if name in both
+    ]
 
 
 def _rounds(tasks: dict, order: tuple, point: tuple, cfg) -> dict[str, list[float]]:

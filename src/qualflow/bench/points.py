@@ -135,14 +135,18 @@ def _print_point(key: str, r: dict) -> None:
     )
 
 
+def scaled(c: int, isl: int, osl: int, tiny: bool) -> tuple[int, int, int]:
+    """A point's concurrency, ISL and OSL as a run measures it: on --tiny at most 4, 32 and 16."""
+    return (min(c, 4), min(isl, 32), min(osl, 16)) if tiny else (c, isl, osl)
+
+
 def measure(task, result: dict, tag: str, names, save, cfg, offline: bool = True) -> None:
     """The named POINTS (scaled for --tiny), then (`offline`) the offline workload, into result
     (saved after each). `cfg`: the run's EngineBenchConfig, resolved."""
     for name, c, isl, osl, target in POINTS:
         if name not in names:
             continue
-        if cfg.tiny:
-            c, isl, osl = min(c, 4), min(isl, 32), min(osl, 16)
+        c, isl, osl = scaled(c, isl, osl, cfg.tiny)
         try:
             r = steady_point(task, c, isl, osl, cfg.min_seconds, cfg.min_repeats)
         except Exception as e:  # noqa: BLE001

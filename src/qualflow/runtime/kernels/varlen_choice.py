@@ -15,7 +15,7 @@ import logging
 
 import torch
 
-from . import paged_extend
+from . import checks, paged_extend
 from .attention import PagedAttention, StepMeta, varlen_sdpa
 
 CHUNKED = ([5, 1, 37], [9, 20, 37])  # (query lengths, context lengths)
@@ -47,7 +47,7 @@ def agrees(kernel, attn: PagedAttention, heads: int, lens, device, dtype) -> boo
         out = kernel(q, K, V, m).float()
     except Exception:  # noqa: BLE001 - this build's kernel refuses the case
         return False
-    return bool(torch.isfinite(out).all()) and float((out - ref).norm() / ref.norm()) < 1e-2
+    return checks.agrees(out, ref, 1e-2)
 
 
 def choose_flash(attn: PagedAttention, heads: int, device: torch.device, dtype: torch.dtype) -> str:
@@ -154,7 +154,7 @@ def extend_disagrees(heads: int, k_cache, block_size: int, sms: int, run=None) -
             out = run(q, kc, vc, tiles, table.to(dev), ctx, splits).float()
         except Exception as e:  # noqa: BLE001 - this build cannot run it
             return f"{type(e).__name__}: {e}"
-        err = float((out - ref).norm() / ref.norm())
-        if not (bool(torch.isfinite(out).all()) and err < 1e-2):
+        if not checks.agrees(out, ref, 1e-2):
+            err = float((out - ref).norm() / ref.norm())
             return f"disagrees with the reference at {splits} split(s) (relative error {err:.3g})"
     return None
