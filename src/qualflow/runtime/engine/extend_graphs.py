@@ -199,17 +199,21 @@ class ExtendGraphs:
         step = pad_extend_step(batch, t, c, self.max_seqs, self.block_size)
         at, rows = fills
         f, s = len(at), self.max_seqs
+        # the extend kernel's tiles and tables, where it runs the step
+        kernel = self.kernel_in.host(batch, t, c) if self.attn.extends(t) else np.empty(0, np.int64)
         # one host buffer -> one copy: ids, pos, slots [t each], logit rows [s], cu_q, cu_k
-        # [s + 3 each], context rows [c], fills [2 x f]
+        # [s + 3 each], context rows [c], fills [2 x f], the kernel's part
+        end = 3 * t + 3 * s + 6 + c + 2 * f
         host = torch.empty(
-            3 * t + 3 * s + 6 + c + 2 * f, dtype=torch.long, pin_memory=self.device.type == "cuda"
+            end + kernel.size, dtype=torch.long, pin_memory=self.device.type == "cuda"
         )
         h = host.numpy()
         o = 3 * t + s
         h[:o] = np.concatenate([step.ids, step.positions, step.slots, step.logit_rows])
         h[o : o + 2 * s + 6] = np.concatenate([step.cu_q, step.cu_k])
         h[o + 2 * s + 6 : o + 2 * s + 6 + c] = step.ctx
-        h[o + 2 * s + 6 + c :] = np.asarray(list(at) + list(rows), np.int64)
+        h[o + 2 * s + 6 + c : end] = np.asarray(list(at) + list(rows), np.int64)
+        h[end:] = kernel
         src = host.to(self.device, non_blocking=True)
         self.ids[:t].copy_(src[:t])
         self.pos[:t].copy_(src[t : 2 * t])
@@ -223,8 +227,8 @@ class ExtendGraphs:
             self.ids.index_copy_(
                 0, src[o + c : o + c + f], prev.index_select(0, src[o + c + f : o + c + 2 * f])
             )
-        if self.attn.extends(t):
-            self.kernel_in.copy(batch, t, c)
+        if kernel.size:
+            self.kernel_in.fill(src[end:], t, c)
         if not self.capture:
             return self._run(t, c, step.q_lens, step.k_lens)[: step.sampling]
         g, out = self.graphs[(t, c)]

@@ -73,14 +73,17 @@ class ExtendBuffers:
         meta.splits = splits_for(bucket_tiles(tokens, self.block_m), self.attn.heads, self.attn.sms)
         return meta
 
-    def copy(self, batch: Batch, tokens: int, context: int) -> None:
-        """The step's padded tiles, tables and context lengths into the buffers, in one copy."""
+    def host(self, batch: Batch, tokens: int, context: int) -> np.ndarray:
+        """The step's padded tiles, tables and context lengths, flat: the part of the caller's
+        one host buffer that `fill` reads back on the device."""
         e = padded_extend(batch, tokens, context, self.max_seqs, self.attn.block_size, self.block_m)
-        parts = [e.tiles.reshape(-1), e.tables.reshape(-1), e.ctx_lens]
-        host = torch.from_numpy(np.concatenate(parts))
-        dev = self.tiles.device
-        src = (host.pin_memory() if dev.type == "cuda" else host).to(dev, non_blocking=True)
-        a, b = e.tiles.size, e.tables.size
-        self.tiles[: len(e.tiles)].copy_(src[:a].view(-1, 4))
-        self.tables[:, : e.tables.shape[1]].copy_(src[a : a + b].view(self.max_seqs + 1, -1))
-        self.ctx_lens.copy_(src[a + b :])
+        return np.concatenate([e.tiles.reshape(-1), e.tables.reshape(-1), e.ctx_lens])
+
+    def fill(self, src: torch.Tensor, tokens: int, context: int) -> None:
+        """The buffers from `src`, the device copy of `host`'s array for the same step shape."""
+        rows, seqs = max_tiles(tokens, self.max_seqs + 1, self.block_m), self.max_seqs + 1
+        width = -(-context // self.attn.block_size)
+        a, b = rows * 4, seqs * width
+        self.tiles[:rows].copy_(src[:a].view(rows, 4))
+        self.tables[:, :width].copy_(src[a : a + b].view(seqs, width))
+        self.ctx_lens.copy_(src[a + b : a + b + seqs])

@@ -148,16 +148,24 @@ class PrefillGraphs:
         step = pad_fresh_step(batch, t, self.max_seqs, self.block_size)
         at, rows = fills
         f, s = len(at), self.max_seqs
+        # the extend kernel's tiles and tables, where it runs the step
+        kernel = (
+            self.kernel_in.host(batch, t, t)
+            if self.attn.extends(t, fresh=True)
+            else np.empty(0, np.int64)
+        )
         # one host buffer -> one copy: ids, pos, slots [t each], logit rows [s], cu [s + 2], fills
-        # [2 x f]
+        # [2 x f], the kernel's part
+        end = 3 * t + 2 * s + 2 + 2 * f
         host = torch.empty(
-            3 * t + 2 * s + 2 + 2 * f, dtype=torch.long, pin_memory=self.device.type == "cuda"
+            end + kernel.size, dtype=torch.long, pin_memory=self.device.type == "cuda"
         )
         h = host.numpy()
         h[: 3 * t] = np.concatenate([step.ids, step.positions, step.slots])
         h[3 * t : 3 * t + s] = step.logit_rows
         h[3 * t + s : 3 * t + 2 * s + 2] = step.cu
-        h[3 * t + 2 * s + 2 :] = np.asarray(list(at) + list(rows), np.int64)
+        h[3 * t + 2 * s + 2 : end] = np.asarray(list(at) + list(rows), np.int64)
+        h[end:] = kernel
         src = host.to(self.device, non_blocking=True)
         self.ids[:t].copy_(src[:t])
         self.pos[:t].copy_(src[t : 2 * t])
@@ -167,8 +175,8 @@ class PrefillGraphs:
         if f:
             o = 3 * t + 2 * s + 2
             self.ids.index_copy_(0, src[o : o + f], prev.index_select(0, src[o + f : o + 2 * f]))
-        if self.attn.extends(t, fresh=True):
-            self.kernel_in.copy(batch, t, t)
+        if kernel.size:
+            self.kernel_in.fill(src[end:], t, t)
         if not self.capture:
             return self._run(t, step.lens)[: step.sampling]
         g, out = self.graphs[t]
