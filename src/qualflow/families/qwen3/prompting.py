@@ -8,6 +8,7 @@ from functools import lru_cache
 
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from ..prompt_frame import Frames
 from ..tools import template_messages, template_tool
 
 ROLE_MAP = {"developer": "system", "system": "system", "user": "user", "assistant": "assistant"}
@@ -18,6 +19,9 @@ def _tojson(value, ensure_ascii=False, indent=None, separators=None, sort_keys=F
     return json.dumps(
         value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys
     )
+
+
+FRAMES = Frames()
 
 
 @lru_cache(maxsize=8)
@@ -44,12 +48,33 @@ def render_text(
         is_system = m.get("type", "message") == "message" and ROLE_MAP.get(m["role"]) == "system"
         (system.append(m["content"]) if is_system else rest.append(m))
     turns = template_messages(rest, ROLE_MAP)
+    if not tools and len(turns) == 1 and turns[0]["role"] == "user":
+        fast = _framed(chat_template, "\n\n".join(system) if system else None, turns[0], settings)
+        if fast is not None:
+            return fast
     if system:
         turns.insert(0, {"role": "system", "content": "\n\n".join(system)})
     extra = {"tools": [template_tool(t) for t in tools]} if tools else {}
     return _compile(chat_template).render(
         messages=turns, add_generation_prompt=True, **extra, **settings
     )
+
+
+def _framed(chat_template: str, system: str | None, turn: dict, settings: dict) -> str | None:
+    """One user turn of text (after a system turn or none), through the template's checked frame
+    (prompt_frame); None where it has none."""
+    if not isinstance(turn["content"], str):
+        return None
+
+    def render(sys_content: str | None, user: str) -> str:
+        head = [] if sys_content is None else [{"role": "system", "content": sys_content}]
+        turns = [*head, {"role": "user", "content": user}]
+        return _compile(chat_template).render(
+            messages=turns, add_generation_prompt=True, **settings
+        )
+
+    key = (chat_template, tuple(sorted(settings.items())))
+    return FRAMES.fill(key, render, system, turn["content"])
 
 
 def render_ids(
