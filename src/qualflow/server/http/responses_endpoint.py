@@ -94,7 +94,7 @@ async def _answer(
         return EventStream(
             batches,
             lambda: handler.abandon(p.response_id),
-            lambda: state.finish(rec, 200, admitted),
+            lambda sent_ns: state.finish(rec, 200, admitted, sent_ns),
         )
     work = asyncio.ensure_future(
         handler.create_response(p.req, p.record.request_id, rec, prepared=p)

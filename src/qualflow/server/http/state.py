@@ -92,8 +92,11 @@ class ServerState:
             raise engine_unavailable(why)
         return handler
 
-    def finish(self, rec: TimingRecord, http_status: int, admitted: bool) -> None:
-        """The last byte is out (or the request is over): finalize the record, once."""
+    def finish(
+        self, rec: TimingRecord, http_status: int, admitted: bool, sent_ns: int | None = None
+    ) -> None:
+        """The last byte is out (or the request is over): finalize the record, once. `sent_ns`:
+        when the last byte went to the transport (default now)."""
         if rec.http_sent_ns is not None:
             return
         if admitted:
@@ -101,7 +104,7 @@ class ServerState:
         rec.http_status = rec.http_status or http_status
         if rec.status == "in_progress":  # nothing decided it: it ended without an outcome
             rec.fail("the request ended without an outcome", http_status)
-        self.store.finish(rec, time.time_ns())
+        self.store.finish(rec, sent_ns or time.time_ns())
         if log.isEnabledFor(logging.INFO):
             _log_request(rec)
 

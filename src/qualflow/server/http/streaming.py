@@ -4,6 +4,7 @@ request whose client left."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Callable
 
 from starlette.responses import Response
@@ -36,7 +37,8 @@ class EventStream(Response):
     """SSE of the handler's event batches: each batch (one engine step's delta, or the head /
     tail) is one write. A client that leaves cancels the Task request; the stream is still
     drained to the Task's final event (which comes at once), so the record gets the Task's own
-    outcome and timing."""
+    outcome and timing. `on_done` gets the time the last write was handed to the transport (None
+    where none was): the stream's closing work after it is not the request's HTTP time."""
 
     HEADERS = [
         (b"content-type", b"text/event-stream; charset=utf-8"),
@@ -45,14 +47,17 @@ class EventStream(Response):
     ]
 
     def __init__(
-        self, batches: AsyncIterator[list], on_gone: Callable[[], None], on_done: Callable[[], None]
+        self,
+        batches: AsyncIterator[list],
+        on_gone: Callable[[], None],
+        on_done: Callable[[int | None], None],
     ):
         self.status_code, self.background = 200, None
         self.raw_headers = list(self.HEADERS)
         self.batches, self.on_gone, self.on_done = batches, on_gone, on_done
 
     async def __call__(self, scope, receive, send):
-        gone = False
+        gone, sent_ns = False, None
 
         def left():
             nonlocal gone
@@ -72,7 +77,9 @@ class EventStream(Response):
                             "more_body": not last,
                         }
                     )
+                    if last:
+                        sent_ns = time.time_ns()
         finally:
             watcher.cancel()
             await self.batches.aclose()
-            self.on_done()
+            self.on_done(sent_ns)
