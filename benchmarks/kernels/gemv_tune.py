@@ -1,0 +1,125 @@
+"""Launch settings of the one-row GEMV (runtime/kernels/gemv.py) against the skinny GEMM at one row
+(its current settings) and cuBLAS, measured on the device. For each projection of the Qwen3-0.6B
+decode step (qkv, o, gate_up with SiLU-mul, down, lm_head), every setting in the grid is checked
+against the torch reference and timed as the decode step runs it: one call per layer, each on its
+own weight (nothing stays in L2), launched with programmatic dependent launch where the device
+has it, captured in one CUDA graph and replayed; the figure is the median replay, per call.
+Prints, per shape, cuBLAS, the skinny GEMM, the GEMV's current setting (`gemv.launch_for`) and the
+grid's best, as a share of the measured copy bandwidth, and writes the JSON. cuda only (the
+kernel's CPU check is tests/runtime/test_gemv.py, in Triton's interpreter).
+
+    python benchmarks/kernels/gemv_tune.py --out /tmp/gemv.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from paged_decode_tune import copy_gbps, replay_us, report, us_share  # noqa: E402
+
+from qualflow.runtime.kernels import gemv, pdl, skinny_gemm  # noqa: E402
+
+LAYERS = 28
+SHAPES = [
+    ("qkv", 4096, 1024, LAYERS, False),
+    ("o", 1024, 2048, LAYERS, False),
+    ("gate_up", 3072, 1024, LAYERS, True),  # N: the output's columns (the weight has 2N rows)
+    ("down", 1024, 3072, LAYERS, False),
+    ("lm_head", 151936, 1024, 2, False),
+]  # (name, N, K, calls per step, SwiGLU form)
+GRID = [
+    gemv.Launch(bn, bk, w, 3) for bn, bk, w in itertools.product((4, 8, 16, 32), (256, 512), (2, 4))
+]
+WIDE = [gemv.Launch(bn, bk, w, 3) for bn, bk, w in itertools.product((32, 64, 128), (256,), (4, 8))]
+
+
+def measure(shape: tuple, bw: float, use_pdl: bool) -> dict:
+    name, n, k, calls, glu = shape
+    rows_w = 2 * n if glu else n
+    ws = [torch.randn(rows_w, k, device="cuda", dtype=torch.half) / k**0.5 for _ in range(calls)]
+    xs = [torch.randn(1, k, device="cuda", dtype=torch.half) for _ in range(calls)]
+    refs = skinny_gemm.reference_gate_up_silu if glu else skinny_gemm.reference
+    ref = refs(xs[0].float(), ws[0].float())
+    nbytes = rows_w * k * 2
+
+    def timed(fn) -> dict:
+        out = fn(xs[0], ws[0]).float()
+        err = float((out - ref).norm() / ref.norm())
+        us = replay_us(lambda: [fn(x, w) for x, w in zip(xs, ws)], calls)
+        return {
+            "us": round(us, 2),
+            "rel_err": err,
+            "share_of_copy": round(nbytes / us / 1e3 / bw, 3),
+        }
+
+    form = gemv.gemv_gate_up_silu if glu else gemv.gemv
+    skinny = skinny_gemm.skinny_gate_up_silu if glu else skinny_gemm.skinny_gemm
+    result = {
+        "shape": name,
+        "n": n,
+        "k": k,
+        "weight_bytes": nbytes,
+        "pdl": use_pdl,
+        "skinny": timed(lambda x, w: skinny(x, w, pdl=use_pdl)),
+        "grid": [],
+    }
+    if not glu:
+        result["cublas"] = timed(torch.nn.functional.linear)
+    for lc in WIDE if n > 65536 else GRID:
+        try:
+            r = {**asdict(lc), **timed(lambda x, w, lc=lc: form(x, w, lc, pdl=use_pdl))}
+        except Exception as e:  # noqa: BLE001 - a setting Triton cannot compile is reported
+            r = {**asdict(lc), "error": f"{type(e).__name__}: {e}"[:160]}
+        result["grid"].append(r)
+    ok = [r for r in result["grid"] if "us" in r and r["rel_err"] < 5e-3]
+    result["best"] = min(ok, key=lambda r: r["us"]) if ok else None
+    cur = gemv.launch_for(rows_w, k)
+    result["current"] = next((r for r in ok if gemv.Launch(**_launch(r)) == cur), None)
+    ws.clear()
+    xs.clear()
+    torch.cuda.empty_cache()
+    return result
+
+
+def _launch(r: dict) -> dict:
+    return {key: r[key] for key in ("block_n", "block_k", "num_warps", "num_stages")}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", required=True, help="JSON file to write")
+    ap.add_argument("--only", default="", help="shapes to measure (e.g. qkv,o); default all")
+    a = ap.parse_args()
+    if not torch.cuda.is_available():
+        print(
+            "gemv_tune: needs cuda (the CPU check is tests/runtime/test_gemv.py)", file=sys.stderr
+        )
+        return 2
+    torch.manual_seed(0)
+    bw = copy_gbps()
+    use_pdl = pdl.supported(torch.device("cuda")) is None
+    only = a.only.split(",") if a.only else [s[0] for s in SHAPES]
+    results = [measure(s, bw, use_pdl) for s in SHAPES if s[0] in only]
+
+    def line(r: dict) -> str:
+        b = r["best"]
+        where = " ".join(f"{k} {v}" for k, v in _launch(b).items()) if b else ""
+        return (
+            f"{r['shape']:>8} cublas {us_share(r.get('cublas'))}  skinny {us_share(r['skinny'])}"
+            f"  gemv current {us_share(r['current'])}  best {us_share(b)} {where}"
+        )
+
+    report(a.out, bw, results, line)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

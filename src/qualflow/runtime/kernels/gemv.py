@@ -1,0 +1,182 @@
+"""The projections of a decode step of one row: y = x @ w.T as a GEMV, without tensor cores.
+
+The skinny GEMM (kernels.skinny_gemm) pads one row to a 16-row tensor-core tile and gives each
+program at least 16 output columns; the 0.6B's o and down projections (1,024 columns) then run on
+64 programs, half the H100's SMs, each walking a long K. Here a program owns BN columns (4 to
+64), multiplies its [BN, BK] weight chunks by x's chunk in float32 and keeps the products'
+partial sums per lane, summing across the lanes once at the end; so narrow column blocks give
+every projection enough programs to fill the GPU.
+
+`gemv_gate_up_silu` is SwiGLU's gate_up projection in the same form: each program owns BN columns
+of both halves and writes silu(gate) * up, rounded where the fused layer rounds (the product,
+then silu, then the final product), as skinny_gemm's GLU form does.
+
+Launched with programmatic dependent launch (kernels.pdl), a program loads its first weight chunk
+before it waits for the kernel before it. `launch_for` holds the settings chosen by the tune
+(benchmarks/kernels/skinny_gemm_tune.py, --gemv); the torch reference is skinny_gemm's (the
+product accumulated in float32, rounded once)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .checks import agrees
+from .pdl import gdc_launch_dependents, gdc_wait, options
+from .skinny_gemm import reference, reference_gate_up_silu
+
+try:
+    import triton
+    import triton.language as tl
+except ImportError:  # CPU-only installs: the reference runs
+    triton = None
+
+
+def available() -> bool:
+    return triton is not None
+
+
+@dataclass(frozen=True)
+class Launch:
+    block_n: int = 8
+    block_k: int = 256
+    num_warps: int = 2
+    num_stages: int = 3
+
+
+def launch_for(n: int, k: int) -> Launch:
+    """Launch settings for an [N, K] weight (untuned: a column block that gives ~128-256
+    programs, chunks of 256)."""
+    block_n = 4 if n <= 1024 else 8 if n <= 2048 else 16 if n <= 8192 else 64
+    return Launch(block_n=block_n, block_k=256 if k >= 256 else 128)
+
+
+if triton is not None:
+
+    @triton.jit
+    def _w(W, rn, kk, N, s_wn, K: tl.constexpr, EVEN: tl.constexpr):
+        wp = W + rn[:, None] * s_wn + kk[None, :]
+        if EVEN:
+            return tl.load(wp).to(tl.float32)
+        return tl.load(wp, mask=(rn[:, None] < N) & (kk[None, :] < K), other=0.0).to(tl.float32)
+
+    @triton.jit
+    def _x(X, kk, K: tl.constexpr):
+        return tl.load(X + kk, mask=kk < K, other=0.0).to(tl.float32)
+
+    @triton.jit
+    def _gemv_kernel(
+        X,
+        W,
+        Y,
+        N,
+        s_wn,
+        K: tl.constexpr,
+        BN: tl.constexpr,
+        BK: tl.constexpr,
+        EVEN: tl.constexpr,
+        GLU: tl.constexpr,
+        PDL: tl.constexpr,
+    ):
+        # GLU: W holds 2N rows (gate, then up); Y = silu(x @ gate.T) * (x @ up.T)
+        rn = tl.program_id(0) * BN + tl.arange(0, BN)
+        rk = tl.arange(0, BK)
+        w = _w(W, rn, rk, N, s_wn, K, EVEN)  # the first chunk: constant, so before the wait
+        if GLU:
+            wu = _w(W + N * s_wn, rn, rk, N, s_wn, K, EVEN)
+        if PDL:
+            gdc_wait()
+            gdc_launch_dependents()
+        x = _x(X, rk, K)[None, :]
+        acc = w * x
+        if GLU:
+            acc_u = wu * x
+        for k0 in range(BK, K, BK):
+            kk = k0 + rk
+            x = _x(X, kk, K)[None, :]
+            acc += _w(W, rn, kk, N, s_wn, K, EVEN) * x
+            if GLU:
+                acc_u += _w(W + N * s_wn, rn, kk, N, s_wn, K, EVEN) * x
+        y = tl.sum(acc, axis=1)
+        if GLU:
+            g = y.to(Y.dtype.element_ty).to(tl.float32)
+            s = (g / (1.0 + tl.exp(-g))).to(Y.dtype.element_ty).to(tl.float32)
+            y = s * tl.sum(acc_u, axis=1).to(Y.dtype.element_ty).to(tl.float32)
+        tl.store(Y + rn, y.to(Y.dtype.element_ty), mask=rn < N)
+
+
+def _check(x: torch.Tensor, w: torch.Tensor) -> None:
+    if x.shape[0] != 1 or x.stride(-1) != 1 or w.stride(-1) != 1 or x.shape[1] != w.shape[1]:
+        raise ValueError(f"gemv takes one row: x {tuple(x.shape)}, w {tuple(w.shape)}")
+
+
+def _launch(x, w, n: int, lc: Launch, glu: bool, pdl: bool) -> torch.Tensor:
+    k = x.shape[1]
+    y = torch.empty(1, n, dtype=x.dtype, device=x.device)
+    _gemv_kernel[(triton.cdiv(n, lc.block_n),)](
+        x,
+        w,
+        y,
+        n,
+        w.stride(0),
+        K=k,
+        BN=lc.block_n,
+        BK=lc.block_k,
+        EVEN=n % lc.block_n == 0 and k % lc.block_k == 0,
+        GLU=glu,
+        PDL=pdl,
+        num_warps=lc.num_warps,
+        num_stages=lc.num_stages,
+        **options(pdl),
+    )
+    return y
+
+
+def gemv(
+    x: torch.Tensor, w: torch.Tensor, launch: Launch | None = None, pdl: bool = False
+) -> torch.Tensor:
+    """x [1, K], unit stride along K; w [N, K] likewise. Returns [1, N] in x's dtype."""
+    _check(x, w)
+    n = w.shape[0]
+    return _launch(x, w, n, launch or launch_for(n, x.shape[1]), False, pdl)
+
+
+def gemv_gate_up_silu(
+    x: torch.Tensor, w: torch.Tensor, launch: Launch | None = None, pdl: bool = False
+) -> torch.Tensor:
+    """x [1, K]; w [2I, K] (gate rows, then up rows). Returns [1, I]; equals
+    skinny_gemm.reference_gate_up_silu."""
+    _check(x, w)
+    if w.shape[0] % 2:
+        raise ValueError(f"gemv_gate_up_silu: w has an odd number of rows ({w.shape[0]})")
+    n = w.shape[0] // 2
+    return _launch(x, w, n, launch or launch_for(2 * n, x.shape[1]), True, pdl)
+
+
+def self_check(
+    device: torch.device,
+    dtype: torch.dtype,
+    shapes: list[tuple[int, int]],
+    gate_up: tuple[int, int] | None = None,
+    pdl: bool = False,
+    tol: float = 1e-2,
+) -> str | None:
+    """Run both forms on this device at each (N, K) weight shape (and the gate_up shape) against
+    the reference, launched as the engine will (`pdl`); None when all agree, else why not (the
+    caller then keeps the skinny GEMM for one row)."""
+    if not available():
+        return "triton is not installed"
+    g = torch.Generator(device=device).manual_seed(0)
+    cases = [(n, k, gemv, reference) for n, k in shapes]
+    if gate_up is not None:
+        cases.append((*gate_up, gemv_gate_up_silu, reference_gate_up_silu))
+    try:
+        for n, k, kernel, ref in cases:
+            w = (torch.randn(n, k, device=device, generator=g) / k**0.5).to(dtype)
+            x = torch.randn(1, k, device=device, generator=g).to(dtype)
+            if not agrees(kernel(x, w, pdl=pdl), ref(x.float(), w.float()), tol):
+                return f"{kernel.__name__} disagrees with the reference at 1 x {n} x {k}"
+    except Exception as e:  # noqa: BLE001 - this build cannot compile or run the kernel
+        return f"{type(e).__name__}: {e}"
+    return None
