@@ -14,8 +14,9 @@ checked against (equality.py).
     decoded ("_w0", prefill_wait_factor 0, before) against prompts that wait until their summed wait
     reaches the decoding requests ("_w1", 1.0, the default); each with the offline workload, whose
     prompts are admitted as batch slots free up.
-  --plan skinny (issue 22): overlapped; torch's GEMM for every projection ("_cublas") against the
-    skinny GEMM for steps of up to 16 rows ("_skinny", the default); the offline workload on both.
+  --plan skinny (issues 22, 49): overlapped; torch's GEMM for every projection ("_cublas") against
+    the skinny GEMM for steps of up to 16 rows ("_skinny"), and that with one-row steps through the
+    one-row GEMV ("_gemv", the default); the offline workload on each.
   --plan pdl (issue 22): overlapped; every Triton kernel waiting for the one before it ("_nopdl",
     --no-programmatic-launch) against programmatic dependent launch ("_pdl", the default); the
     offline workload on both.
@@ -27,45 +28,14 @@ checked against (equality.py).
     as a Triton kernel in the programmatic-launch chain, gate_up and SiLU as one), and the default
     with mixed prefill + decode steps ("_r16_mixed"); the pilot shape and the offline workload on
     each.
-  --plan prefix (issue 48): overlapped; the prefix cache on ("_pc", the default) against off
-    ("_nopc") on single-turn points with no shared prefix (a cache that finds nothing must cost
-    nothing); the offline workload on both. The multi-turn point measures what it finds.
-  --plan hopper (issue 49): overlapped; prefill attention through flash attention's varlen kernel
-    ("_flash", the default) against fresh steps of at most --extend-kernel-tokens through the
-    extend kernel too ("_extend": extend_attention says "+fresh" where it took them; family
-    correctness runs on it) on c1 ISL 1024 TTFT and the pilot shape (c64, ISL 1024 / OSL 256);
-    cuDNN's SDPA stays selectable (--varlen-attention cudnn).
-
-  --plan tools (issue 46): overlapped, the default engine ("_tools"): the pilot point, then the
-    constrained-decoding figures on the same load (constrained.py): required calls against no
-    tools, a shared batch against one without constrained rows, a new and a cached schema's
-    added TTFT."""
+  --plan prefix, hopper, tools (wave 4): variants_wave4.py."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from .variant import ASYNC_POINTS, C1, C64, Variant
+from .variants_wave4 import HOPPER, HOPPER_PAIRS, PREFIX, PREFIX_PAIRS, TOOLS
 
-C1 = ("c1_isl128_osl256", "c1_isl1024_ttft")
-C64 = (
-    "c64_isl1024_osl256",
-    "c64_isl128_osl128",
-    "c256_isl128_osl128",
-)  # past --deadline-s only the first runs
-ASYNC_POINTS = ("c1_isl128_osl256", "c64_isl128_osl128", "c256_isl128_osl128", "c64_isl1024_osl256")
-
-
-@dataclass(frozen=True)
-class Variant:
-    tag: str
-    engine: dict = field(default_factory=dict)
-    points: tuple[str, ...] = ()  # empty: every point of the run
-    main: bool = (
-        False  # the variant of record: family correctness and the offline workload run on it
-    )
-    offline: bool = False  # the offline workload runs on this variant too
-    constrained: bool = False  # the constrained-decoding figures run on this variant (--plan tools)
-    label: str = ""
-
+__all__ = ["ASYNC_POINTS", "Variant", "plan"]
 
 V3 = (
     Variant(
@@ -130,13 +100,23 @@ SKINNY = (
     ),
     Variant(
         "_skinny",
-        dict(async_scheduling="on", skinny_gemm_rows=16),
+        dict(async_scheduling="on", skinny_gemm_rows=16, one_row_gemv=False),
+        C1 + C64[:2],
+        offline=True,
+        label="skinny GEMM for steps of up to 16 rows",
+    ),
+    Variant(
+        "_gemv",
+        dict(async_scheduling="on", skinny_gemm_rows=16, one_row_gemv=True),
         C1 + C64[:2],
         main=True,
-        label="skinny GEMM for steps of up to 16 rows (the default)",
+        label="and the one-row GEMV for steps of one row (the default)",
     ),
 )
-SKINNY_PAIRS = (("_cublas", "_skinny", "skinny GEMM against torch's"),)
+SKINNY_PAIRS = (
+    ("_cublas", "_skinny", "skinny GEMM against torch's"),
+    ("_skinny", "_gemv", "the one-row GEMV against the skinny GEMM"),
+)
 
 
 PDL = (
@@ -215,59 +195,6 @@ ROWS = (
 ROWS_PAIRS = (
     ("_r16", "_r64", "skinny GEMM to 64 rows against 16"),
     ("_r16", "_r16_mixed", "mixed against alternating"),
-)
-
-
-PREFIX_POINTS = ("c1_isl128_osl256", "c64_isl1024_osl256", "c64_isl128_osl128")
-PREFIX = (
-    Variant(
-        "_pc",
-        dict(async_scheduling="on", prefix_caching=True),
-        PREFIX_POINTS,
-        main=True,
-        label="prefix cache on (the default)",
-    ),
-    Variant(
-        "_nopc",
-        dict(async_scheduling="on", prefix_caching=False),
-        PREFIX_POINTS,
-        offline=True,
-        label="prefix cache off",
-    ),
-)
-PREFIX_PAIRS = (("_nopc", "_pc", "prefix cache on against off (nothing shared)"),)
-
-
-HOPPER_POINTS = ("c1_isl1024_ttft", "c64_isl1024_osl256")
-HOPPER = (
-    Variant(
-        "_flash",
-        dict(async_scheduling="on", varlen_attention="flash"),
-        HOPPER_POINTS,
-        label="flash attention's varlen kernel for prefill (the default)",
-    ),
-    Variant(  # of record: family correctness runs on the new kernel
-        "_extend",
-        dict(async_scheduling="on", varlen_attention="extend"),
-        HOPPER_POINTS,
-        main=True,
-        label="fresh prefill steps of up to --extend-kernel-tokens through the extend kernel",
-    ),
-)
-HOPPER_PAIRS = (
-    ("_flash", "_extend", "the extend kernel for small fresh prefill steps against flash"),
-)
-
-
-TOOLS = (
-    Variant(
-        "_tools",
-        dict(async_scheduling="on"),
-        ("c64_isl1024_osl256",),
-        main=True,
-        constrained=True,
-        label="the default engine; constrained decoding beside its pilot point",
-    ),
 )
 
 

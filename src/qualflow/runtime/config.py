@@ -81,6 +81,12 @@ class EngineConfig:
         "fused kernels, after a self-check at load; at most 64. 0: torch's GEMM for every "
         "step (A/B)",
     )
+    one_row_gemv: bool = setting(
+        True,
+        help="a decode step of one row runs each projection as a GEMV without tensor cores "
+        "(kernels.gemv: narrow column blocks, every SM busy) instead of the skinny GEMM; cuda "
+        "with the skinny GEMM on, after a self-check at load. false: the skinny GEMM (A/B)",
+    )
     programmatic_launch: bool = setting(
         True,
         settled=True,

@@ -15,7 +15,7 @@ import torch
 
 from ..api.request import GenerationRequest, SamplingParams
 from ..config import EngineConfig
-from ..kernels import fused, paged_decode, pdl, skinny_gemm
+from ..kernels import fused, gemv, paged_decode, pdl, skinny_gemm
 from .cuda_graphs import DecodeGraphs
 from .engine import Engine
 from .extend_graphs import ExtendGraphs, context_buckets
@@ -105,6 +105,7 @@ def load_engine(
         "extend_attention": kv.extend,
         "fused_kernels": kernels,
         "skinny_gemm_rows": ops.skinny_rows if ops is not None else 0,
+        "one_row_gemv": ops is not None and ops.one_row_gemv,
         "programmatic_launch": launch,
         "prefill_graphs": None if prefill is None else prefill.sizes,
         "prefill_graphs_note": prefill_note,
@@ -197,23 +198,23 @@ def fused_ops(
         why = fused.self_check(device, dtype, heads, kv_heads, head_dim, hidden, inter)
     if why is not None:
         return None, f"off (self-check failed: {why})"
-    rows = cfg.skinny_gemm_rows
-    if (
-        rows
-    ):  # every projection's weight shape: qkv, o, gate_up (also fused with SiLU-mul), down, lm_head
-        shapes = [
-            ((heads + 2 * kv_heads) * head_dim, hidden),
-            (hidden, heads * head_dim),
-            (2 * inter, hidden),
-            (hidden, inter),
-            (int(config["vocab_size"]), hidden),
-        ]
-        if (
-            why := skinny_gemm.self_check(device, dtype, shapes, (2 * inter, hidden), pdl_on)
-        ) is not None:
-            log.warning("skinny GEMM off: %s", why)
-            rows = 0
-    return fused.FusedOps(use_triton=True, skinny_rows=rows, pdl=pdl_on), "triton"
+    rows, one_row = cfg.skinny_gemm_rows, cfg.one_row_gemv
+    # every projection's weight shape: qkv, o, gate_up (also fused with SiLU-mul), down, lm_head
+    shapes = [
+        ((heads + 2 * kv_heads) * head_dim, hidden),
+        (hidden, heads * head_dim),
+        (2 * inter, hidden),
+        (hidden, inter),
+        (int(config["vocab_size"]), hidden),
+    ]
+    if rows and (why := skinny_gemm.self_check(device, dtype, shapes, shapes[2], pdl_on)):
+        log.warning("skinny GEMM off: %s", why)
+        rows = 0
+    if rows and one_row and (why := gemv.self_check(device, dtype, shapes, shapes[2], pdl_on)):
+        log.warning("one-row GEMV off: %s", why)
+        one_row = False
+    ops = fused.FusedOps(use_triton=True, skinny_rows=rows, pdl=pdl_on, one_row_gemv=one_row)
+    return ops, "triton"
 
 
 def prefill_graphs(

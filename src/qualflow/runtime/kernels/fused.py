@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from . import skinny_gemm
+from . import gemv, skinny_gemm
 from .checks import agrees
 from .destination import KvDestination
 from .elementwise import tri_add_rms_norm, tri_silu_mul
@@ -38,8 +38,9 @@ class FusedOps:
     """The ops the family's fused layer path calls. A call runs its Triton kernel when the tensor
     is on CUDA and `self_check` passed on this device (`use_triton`), the torch reference
     otherwise. `linear` and `gate_up_silu` run the skinny GEMM for steps of at most `skinny_rows`
-    rows (0: never), torch's GEMM otherwise. `pdl`: the kernels launch with programmatic
-    dependent launch (kernels.pdl)."""
+    rows (0: never), torch's GEMM otherwise; a step of one row the one-row GEMV (kernels.gemv)
+    with `one_row_gemv`. `pdl`: the kernels launch with programmatic dependent launch
+    (kernels.pdl)."""
 
     def __init__(
         self,
@@ -47,6 +48,7 @@ class FusedOps:
         any_device: bool = False,
         skinny_rows: int = 0,
         pdl: bool = False,
+        one_row_gemv: bool = False,
     ):
         self.use_triton = use_triton and available()
         self.any_device = (
@@ -54,12 +56,15 @@ class FusedOps:
         )
         self.skinny_rows = min(skinny_rows, skinny_gemm.MAX_ROWS) if self.use_triton else 0
         self.pdl = pdl and self.use_triton
+        self.one_row_gemv = one_row_gemv and self.skinny_rows > 0
 
     def _skinny(self, x: torch.Tensor) -> bool:
         return x.shape[0] <= self.skinny_rows and self._tri(x)
 
     def linear(self, x, w):
         if self._skinny(x):
+            if self.one_row_gemv and x.shape[0] == 1:
+                return gemv.gemv(x, w, pdl=self.pdl)
             return skinny_gemm.skinny_gemm(x, w, pdl=self.pdl)
         return F.linear(x, w)
 
@@ -67,6 +72,8 @@ class FusedOps:
         """silu(gate) * up of the fused gate_up projection: one kernel at skinny rows, else the
         GEMM and `silu_mul`."""
         if self._skinny(x):
+            if self.one_row_gemv and x.shape[0] == 1:
+                return gemv.gemv_gate_up_silu(x, w_gu, pdl=self.pdl)
             return skinny_gemm.skinny_gate_up_silu(x, w_gu, pdl=self.pdl)
         return self.silu_mul(self.linear(x, w_gu))
 

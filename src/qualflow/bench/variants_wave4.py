@@ -1,0 +1,71 @@
+"""The engine variants of the fourth wave's plans (variants.py has the rest, and `plan`):
+
+--plan prefix (issue 48): overlapped; the prefix cache on ("_pc", the default) against off
+  ("_nopc") on single-turn points with no shared prefix (a cache that finds nothing must cost
+  nothing); the offline workload on both. The multi-turn point measures what it finds.
+--plan hopper (issue 49): overlapped; prefill attention through flash attention's varlen kernel
+  ("_flash", the default) against fresh steps of at most --extend-kernel-tokens through the
+  extend kernel too ("_extend": extend_attention says "+fresh" where it took them; family
+  correctness runs on it) on c1 ISL 1024 TTFT and the pilot shape (c64, ISL 1024 / OSL 256);
+  cuDNN's SDPA stays selectable (--varlen-attention cudnn).
+
+--plan tools (issue 46): overlapped, the default engine ("_tools"): the pilot point, then the
+  constrained-decoding figures on the same load (constrained.py): required calls against no
+  tools, a shared batch against one without constrained rows, a new and a cached schema's
+  added TTFT."""
+
+from __future__ import annotations
+
+from .variant import Variant
+
+PREFIX_POINTS = ("c1_isl128_osl256", "c64_isl1024_osl256", "c64_isl128_osl128")
+PREFIX = (
+    Variant(
+        "_pc",
+        dict(async_scheduling="on", prefix_caching=True),
+        PREFIX_POINTS,
+        main=True,
+        label="prefix cache on (the default)",
+    ),
+    Variant(
+        "_nopc",
+        dict(async_scheduling="on", prefix_caching=False),
+        PREFIX_POINTS,
+        offline=True,
+        label="prefix cache off",
+    ),
+)
+PREFIX_PAIRS = (("_nopc", "_pc", "prefix cache on against off (nothing shared)"),)
+
+
+HOPPER_POINTS = ("c1_isl1024_ttft", "c64_isl1024_osl256")
+HOPPER = (
+    Variant(
+        "_flash",
+        dict(async_scheduling="on", varlen_attention="flash"),
+        HOPPER_POINTS,
+        label="flash attention's varlen kernel for prefill (the default)",
+    ),
+    Variant(  # of record: family correctness runs on the new kernel
+        "_extend",
+        dict(async_scheduling="on", varlen_attention="extend"),
+        HOPPER_POINTS,
+        main=True,
+        label="fresh prefill steps of up to --extend-kernel-tokens through the extend kernel",
+    ),
+)
+HOPPER_PAIRS = (
+    ("_flash", "_extend", "the extend kernel for small fresh prefill steps against flash"),
+)
+
+
+TOOLS = (
+    Variant(
+        "_tools",
+        dict(async_scheduling="on"),
+        ("c64_isl1024_osl256",),
+        main=True,
+        constrained=True,
+        label="the default engine; constrained decoding beside its pilot point",
+    ),
+)
