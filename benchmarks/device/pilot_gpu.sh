@@ -2,7 +2,9 @@
 # The pilot qualify on a GPU machine that has torch but not this project installed (the lent H200):
 # installs the carried wheels (.whl/, cp312) into /tmp/site, puts a `qualflow` launcher on PATH, runs
 #   snakemake --cores all qualify --configfile CONFIG --config software_key=KEY
-# and writes the status table, the summary (JSON) and the logs to OUT.
+# and writes the status table, the summary (JSON), the run in the results schema (kind pilot, each
+# point beside its roofline: OUT/<date>-pilot.json, for benchmarks/results/<GPU model>/) and the
+# logs to OUT.
 #   bash benchmarks/device/pilot_gpu.sh OUT [CONFIG] [KEY]
 set -uo pipefail
 OUT=${1:?OUT dir}; CONFIG=${2:-config/pilot-embedded-0.6b.yaml}; KEY=${3:-pilot-gpu}
@@ -18,11 +20,13 @@ python3 -m snakemake -s "$SNAKEFILE" --cores all qualify --configfile "$CONFIG" 
 rc=$?
 echo "snakemake exit $rc after $(( $(date +%s) - t0 )) s" | tee -a "$OUT/snakemake.log"
 cp results/status/"$KEY".tsv "$OUT/status.tsv" 2>/dev/null
-python3 - "$KEY" "$OUT" <<'PY'
-import json, sys
+python3 - "$KEY" "$OUT" "$CONFIG" <<'PY'
+import datetime as dt, json, sys
 from pathlib import Path
 import pandas as pd
-key, out = sys.argv[1], Path(sys.argv[2])
+from qualflow.bench.results import git_sha, record
+key, out, config = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3]).stem
+ROOFLINE = ["point_id", "roofline_output_token_throughput_tps", "share_of_roofline", "roofline_gpu"]
 res = {}
 for d in Path("results/evidence", key).glob("*/*"):
     s = pd.read_parquet(d / "summary.parquet")
@@ -31,6 +35,17 @@ for d in Path("results/evidence", key).glob("*/*"):
         "status": r[["point_id", "status", "status_reasons"]].to_dict("records"),
         "startup": json.loads(r["startup"].iloc[0]), "summary": s.drop(columns=["schema_version"]).to_dict("records")}
 (out / "pilot.json").write_text(json.dumps(res, indent=2, default=str))
+status = pd.read_csv(out / "status.tsv", sep="\t") if (out / "status.tsv").exists() else pd.DataFrame()
+rows = [r for v in res.values() for r in v["summary"]]
+summary = pd.DataFrame(rows).reindex(columns=ROOFLINE) if rows else pd.DataFrame(columns=ROOFLINE)
+raw = {"software_key": key,
+       "status": json.loads(status.to_json(orient="records")),
+       "summary": json.loads(summary.to_json(orient="records")),
+       "startup": next((v["startup"] for v in res.values()), None)}
+gpu = (out / "gpu.txt").read_text().split(",")[0].strip()
+now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+rec = record("pilot", config, gpu, now, {"git_sha": git_sha(Path.cwd())}, raw)
+(out / f"{now[:10]}-pilot.json").write_text(json.dumps(rec, indent=1) + "\n")
 for name, v in res.items():
     for row in v["summary"]:
         print(f"{name} {row['point_id']}: {row['status']}  {row['output_token_throughput_tps'] or 0:.0f} tok/s  "

@@ -182,9 +182,15 @@ def kernel_points(raw: dict) -> list[dict]:
 
 
 def pilot_points(raw: dict) -> list[dict]:
-    """A pilot qualify's points: status, output tok/s, TTFT and ITL p50 through the whole stack."""
+    """A pilot qualify's points: status, output tok/s, TTFT and ITL p50 through the whole stack,
+    each beside its roofline where the evidence summary (`summary`, its rows by point_id) has
+    one."""
+    summary = {r["point_id"]: r for r in raw.get("summary", [])}
     out = []
     for row in raw["status"]:
+        s = summary.get(row["point_id"], {})
+        limit = s.get("roofline_output_token_throughput_tps")
+        limit = limit if limit and limit == limit else None  # NaN: no roofline
         out.append(
             point(
                 row["point_id"],
@@ -194,6 +200,8 @@ def pilot_points(raw: dict) -> list[dict]:
                     "ttft_ms_p50": row["ttft_p50_ms"],
                     "itl_ms_p50": row["itl_p50_ms"],
                 },
+                {"output_tok_per_s": limit} if limit else {},
+                row["output_tps"] / limit if limit and row["output_tps"] else None,
             )
         )
     return out
