@@ -15,8 +15,8 @@ checked against (equality.py).
     reaches the decoding requests ("_w1", 1.0, the default); each with the offline workload, whose
     prompts are admitted as batch slots free up.
   --plan skinny (issues 22, 49): overlapped; torch's GEMM for every projection ("_cublas") against
-    the skinny GEMM for steps of up to 16 rows ("_skinny"), and that with one-row steps through the
-    one-row GEMV ("_gemv", the default); the offline workload on each.
+    the skinny GEMM for steps of up to 16 rows ("_skinny", the default), and that with one-row
+    steps through the one-row GEMV ("_gemv"); the offline workload on each.
   --plan pdl (issue 22): overlapped; every Triton kernel waiting for the one before it ("_nopdl",
     --no-programmatic-launch) against programmatic dependent launch ("_pdl", the default); the
     offline workload on both.
@@ -102,15 +102,15 @@ SKINNY = (
         "_skinny",
         dict(async_scheduling="on", skinny_gemm_rows=16, one_row_gemv=False),
         C1 + C64[:2],
-        offline=True,
-        label="skinny GEMM for steps of up to 16 rows",
+        main=True,
+        label="skinny GEMM for steps of up to 16 rows (the default)",
     ),
     Variant(
         "_gemv",
         dict(async_scheduling="on", skinny_gemm_rows=16, one_row_gemv=True),
         C1 + C64[:2],
-        main=True,
-        label="and the one-row GEMV for steps of one row (the default)",
+        offline=True,
+        label="and the one-row GEMV for steps of one row",
     ),
 )
 SKINNY_PAIRS = (

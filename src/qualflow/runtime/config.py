@@ -82,10 +82,11 @@ class EngineConfig:
         "step (A/B)",
     )
     one_row_gemv: bool = setting(
-        True,
+        False,
         help="a decode step of one row runs each projection as a GEMV without tensor cores "
         "(kernels.gemv: narrow column blocks, every SM busy) instead of the skinny GEMM; cuda "
-        "with the skinny GEMM on, after a self-check at load. false: the skinny GEMM (A/B)",
+        "with the skinny GEMM on, after a self-check at load. Off until its tuned settings are "
+        "measured in the engine (--plan skinny)",
     )
     programmatic_launch: bool = setting(
         True,
