@@ -2,9 +2,6 @@
 Triton's interpreter (where triton is installed), the engine's greedy output unchanged with it on
 every one-row decode step, its refusals, and the CPU Task's report that it is off."""
 
-import os
-import subprocess
-import sys
 import textwrap
 
 import pytest
@@ -60,21 +57,12 @@ ENGINE = textwrap.dedent("""
 """)
 
 
-def _interpreted(code: str, *args: str) -> None:
-    pytest.importorskip("triton")
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
-    r = subprocess.run(
-        [sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, timeout=600
-    )
-    assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stderr[-3000:]
+def test_kernel_matches_reference_interpreted(run_interpreted):
+    run_interpreted(KERNEL)
 
 
-def test_kernel_matches_reference_interpreted():
-    _interpreted(KERNEL)
-
-
-def test_engine_greedy_output_unchanged_with_the_gemv_interpreted(bundle_dir):
-    _interpreted(ENGINE, str(bundle_dir))
+def test_engine_greedy_output_unchanged_with_the_gemv_interpreted(bundle_dir, run_interpreted):
+    run_interpreted(ENGINE, str(bundle_dir))
 
 
 def test_more_than_one_row_or_mismatched_shapes_are_refused():

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from .checks import agrees
+from .checks import check_projections
 from .pdl import gdc_launch_dependents, gdc_wait, options
 
 try:
@@ -206,17 +206,7 @@ def self_check(
     engine will (`pdl`); None when all agree, else why not (the caller then keeps torch's GEMM)."""
     if not available():
         return "triton is not installed"
-    g = torch.Generator(device=device).manual_seed(0)
     cases = [(n, k, skinny_gemm, reference) for n, k in shapes]
     if gate_up is not None:
         cases.append((*gate_up, skinny_gate_up_silu, reference_gate_up_silu))
-    try:
-        for n, k, kernel, ref in cases:
-            w = (torch.randn(n, k, device=device, generator=g) / k**0.5).to(dtype)
-            for m in (1, 5, MAX_ROWS):
-                x = torch.randn(m, k, device=device, generator=g).to(dtype)
-                if not agrees(kernel(x, w, pdl=pdl), ref(x.float(), w.float()), tol):
-                    return f"{kernel.__name__} disagrees with the reference at {m} x {n} x {k}"
-    except Exception as e:  # noqa: BLE001 - this build cannot compile or run the kernel
-        return f"{type(e).__name__}: {e}"
-    return None
+    return check_projections(device, dtype, cases, (1, 5, MAX_ROWS), pdl, tol)
