@@ -51,13 +51,11 @@ async def message_stream(p, snapshot: Response, events) -> AsyncIterator[list]:
         tail.append(TextDelta(0, item_id, final.tail_text))
     text = "".join(parts)
     resp = snapshot.finished(final, item_id, text)
-    done = "completed" if resp.status == "completed" else "incomplete"
+    (message,) = resp.output  # the done events carry the response's own message and text part
     tail += [
         TextDoneEvent(text=text, **ids),
-        ContentPartEvent(type="response.content_part.done", part=OutputText(text=text), **ids),
-        OutputItemEvent(
-            type="response.output_item.done", item=OutputMessage.of(item_id, text, done)
-        ),
+        ContentPartEvent(type="response.content_part.done", part=message.content[0], **ids),
+        OutputItemEvent(type="response.output_item.done", item=message),
     ]
     yield tail + terminal_events(final, resp)
 
