@@ -9,7 +9,7 @@ to treat specially: empty, whitespace at either end, the tool-response and think
 end marker, template syntax, non-ASCII and control characters) through the template and through
 the frame. A template that trims, escapes, repeats or branches on any of them gets no frame, and
 its requests go through the template as before. A family's renderer keeps the frames of a
-template and its settings (`frames`)."""
+template and its settings (`Frames`)."""
 
 from __future__ import annotations
 
@@ -64,7 +64,7 @@ def make_frame(render: Render, system: bool) -> Frame | None:
         return None
     frame = Frame(parts)
     for user in PROBES:
-        for sys_probe in PROBES[1:] if system else (None,):  # `frames` takes no empty one
+        for sys_probe in PROBES[1:] if system else (None,):  # `Frames` takes no empty one
             if render(sys_probe, user) != frame.fill(sys_probe, user):
                 return None
     return frame

@@ -48,12 +48,13 @@ def render_text(
         is_system = m.get("type", "message") == "message" and ROLE_MAP.get(m["role"]) == "system"
         (system.append(m["content"]) if is_system else rest.append(m))
     turns = template_messages(rest, ROLE_MAP)
+    system_text = "\n\n".join(system) if system else None
     if not tools and len(turns) == 1 and turns[0]["role"] == "user":
-        fast = _framed(chat_template, "\n\n".join(system) if system else None, turns[0], settings)
+        fast = _framed(chat_template, system_text, turns[0], settings)
         if fast is not None:
             return fast
-    if system:
-        turns.insert(0, {"role": "system", "content": "\n\n".join(system)})
+    if system_text is not None:
+        turns.insert(0, {"role": "system", "content": system_text})
     extra = {"tools": [template_tool(t) for t in tools]} if tools else {}
     return _compile(chat_template).render(
         messages=turns, add_generation_prompt=True, **extra, **settings

@@ -13,36 +13,26 @@ then silu, then the final product), as skinny_gemm's GLU form does.
 
 Launched with programmatic dependent launch (kernels.pdl), a program loads its first weight chunk
 before it waits for the kernel before it. `launch_for` holds the settings chosen by the tune
-(benchmarks/kernels/skinny_gemm_tune.py, --gemv); the torch reference is skinny_gemm's (the
-product accumulated in float32, rounded once)."""
+(benchmarks/kernels/gemv_tune.py). The launch record, the weight-chunk load and the torch reference
+are skinny_gemm's (the reference: the product accumulated in float32, rounded once)."""
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import torch
 
 from .checks import check_projections
 from .pdl import gdc_launch_dependents, gdc_wait, options
-from .skinny_gemm import reference, reference_gate_up_silu
+from .skinny_gemm import Launch, available, reference, reference_gate_up_silu
 
 try:
     import triton
     import triton.language as tl
+
+    from .skinny_gemm import _load_w
 except ImportError:  # CPU-only installs: the reference runs
     triton = None
 
-
-def available() -> bool:
-    return triton is not None
-
-
-@dataclass(frozen=True)
-class Launch:
-    block_n: int = 4
-    block_k: int = 512
-    num_warps: int = 2
-    num_stages: int = 3
+__all__ = ["Launch", "available", "gemv", "gemv_gate_up_silu", "launch_for", "self_check"]
 
 
 def launch_for(n: int, k: int) -> Launch:
@@ -51,18 +41,15 @@ def launch_for(n: int, k: int) -> Launch:
     on two warps for every layer projection (qkv, o, gate_up, down: 3.4-5.0 us against the skinny
     GEMM's 4.8-6.8); a vocabulary-sized N in blocks of 32 on eight warps."""
     if n >= 65536:
-        return Launch(block_n=32, block_k=256, num_warps=8)
-    return Launch(block_n=4, block_k=512 if k >= 512 else 128, num_warps=2)
+        return Launch(block_n=32, block_k=256, num_warps=8, num_stages=3)
+    return Launch(block_n=4, block_k=512 if k >= 512 else 128, num_warps=2, num_stages=3)
 
 
 if triton is not None:
 
     @triton.jit
     def _w(W, rn, kk, N, s_wn, K: tl.constexpr, EVEN: tl.constexpr):
-        wp = W + rn[:, None] * s_wn + kk[None, :]
-        if EVEN:
-            return tl.load(wp).to(tl.float32)
-        return tl.load(wp, mask=(rn[:, None] < N) & (kk[None, :] < K), other=0.0).to(tl.float32)
+        return _load_w(W, rn, kk, N, s_wn, K, EVEN).to(tl.float32)
 
     @triton.jit
     def _x(X, kk, K: tl.constexpr):
