@@ -11,7 +11,7 @@ from typing import Literal
 from qualflow.configs import setting
 
 PLANS = Literal[
-    "async", "v3", "wait", "skinny", "pdl", "budget", "rows", "prefix", "hopper", "tools"
+    "async", "v3", "wait", "skinny", "pdl", "budget", "rows", "prefix", "hopper", "gemv", "tools"
 ]
 
 

@@ -28,12 +28,20 @@ checked against (equality.py).
     as a Triton kernel in the programmatic-launch chain, gate_up and SiLU as one), and the default
     with mixed prefill + decode steps ("_r16_mixed"); the pilot shape and the offline workload on
     each.
-  --plan prefix, hopper, tools (wave 4): variants_wave4.py."""
+  --plan prefix, hopper, gemv, tools (wave 4): variants_wave4.py."""
 
 from __future__ import annotations
 
 from .variant import ASYNC_POINTS, C1, C64, Variant
-from .variants_wave4 import HOPPER, HOPPER_PAIRS, PREFIX, PREFIX_PAIRS, TOOLS
+from .variants_wave4 import (
+    GEMV,
+    GEMV_PAIRS,
+    HOPPER,
+    HOPPER_PAIRS,
+    PREFIX,
+    PREFIX_PAIRS,
+    TOOLS,
+)
 
 __all__ = ["ASYNC_POINTS", "Variant", "plan"]
 
@@ -207,6 +215,7 @@ PLANS = {
     "prefix": (PREFIX, PREFIX_PAIRS),
     "wait": (WAIT, (("_w0", "_w1", "prefill wait factor 1 against 0"),)),
     "hopper": (HOPPER, HOPPER_PAIRS),
+    "gemv": (GEMV, GEMV_PAIRS),
     "tools": (TOOLS, ()),
 }
 

@@ -8,6 +8,11 @@
   extend kernel too ("_extend": extend_attention says "+fresh" where it took them; family
   correctness runs on it) on c1 ISL 1024 TTFT and the pilot shape (c64, ISL 1024 / OSL 256);
   cuDNN's SDPA stays selectable (--varlen-attention cudnn).
+--plan gemv (issue 49): overlapped; the skinny GEMM for one-row decode steps ("_skinny", the
+  default) against the one-row GEMV ("_gemv": family correctness runs on it) on the c1 points,
+  where every decode step is one row: ITL, and each variant's decode-step figures (kernels and GPU
+  us per b1 step, the step over its weight-read floor). Nothing else changes with the GEMV: steps
+  of two rows and more run as before.
 
 --plan tools (issue 46): overlapped, the default engine ("_tools"): the pilot point, then the
   constrained-decoding figures on the same load (constrained.py): required calls against no
@@ -69,3 +74,22 @@ TOOLS = (
         label="the default engine; constrained decoding beside its pilot point",
     ),
 )
+
+
+GEMV_POINTS = ("c1_isl128_osl256", "c1_isl1024_ttft")
+GEMV = (
+    Variant(
+        "_skinny",
+        dict(async_scheduling="on", skinny_gemm_rows=16, one_row_gemv=False),
+        GEMV_POINTS,
+        label="the skinny GEMM for one-row steps too (the default)",
+    ),
+    Variant(  # of record: family correctness runs on the new kernel
+        "_gemv",
+        dict(async_scheduling="on", skinny_gemm_rows=16, one_row_gemv=True),
+        GEMV_POINTS,
+        main=True,
+        label="one-row decode steps through the one-row GEMV",
+    ),
+)
+GEMV_PAIRS = (("_skinny", "_gemv", "the one-row GEMV against the skinny GEMM at one row"),)
