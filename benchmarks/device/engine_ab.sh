@@ -18,9 +18,7 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
 . benchmarks/device/device_env.sh || exit 1
 OLD=/tmp/engine-ab-old
-rm -rf "$OLD" && mkdir -p "$OLD" "$OUT" && tar -xf "$OLD_TAR" -C "$OLD" || exit 1
-SITE=${PYTHONPATH:+$PYTHONPATH:}
-SITE=${SITE//$ROOT\/src:/}   # the carried wheels' folder without this tree's src/
+. benchmarks/device/old_tree.sh || exit 1
 rc=0
 for n in $(seq 1 "$ROUNDS"); do
   for side in new old; do

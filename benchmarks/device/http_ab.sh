@@ -13,9 +13,7 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
 . benchmarks/device/device_env.sh
 OLD=$WORK/old-tree
-rm -rf "$OLD" && mkdir -p "$OLD" "$OUT" && tar -xf "$OLD_TAR" -C "$OLD"
-SITE=${PYTHONPATH:+$PYTHONPATH:}
-SITE=${SITE//$ROOT\/src:/}   # the carried wheels' folder without this tree's src/
+. benchmarks/device/old_tree.sh || exit 1
 for n in $(seq 1 "$PAIRS"); do
   order="new old"; [ $((n % 2)) = 0 ] && order="old new"
   for side in $order; do

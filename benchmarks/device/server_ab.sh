@@ -16,9 +16,7 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
 . benchmarks/device/device_env.sh
 OLD=$WORK/old-tree
-rm -rf "$OLD" && mkdir -p "$OLD" "$OUT" && tar -xf "$OLD_TAR" -C "$OLD"
-SITE=${PYTHONPATH:+$PYTHONPATH:}
-SITE=${SITE//$ROOT\/src:/}   # the carried wheels' folder without this tree's src/
+. benchmarks/device/old_tree.sh || exit 1
 RUNS=${RUNS:-"1 64 256:all;1:c1"}; DEADLINE_S=${DEADLINE_S:-400}; export SKIP_CEILING=${SKIP_CEILING:-1}
 start=$(date +%s)
 IFS=';' read -r -a entries <<< "$RUNS"
