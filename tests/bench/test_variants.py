@@ -1,7 +1,8 @@
 """qualflow.bench.variants: every plan is a well-formed table: distinct tags, one variant of record,
 engine overrides that are EngineConfig settings with values it accepts, known points, and A/B
 pairs between its own variants; plan hopper sets flash against the extend kernel on the prefill
-points, plan gemv the skinny GEMM against the one-row GEMV on the c1 points; a run that asked for
+points, plan gemv the skinny GEMM against the one-row GEMV (and that with the RMSNorm inside)
+on the c1 points; a run that asked for
 a kernel and did not get it says so."""
 
 from __future__ import annotations
@@ -46,13 +47,14 @@ def test_plan_hopper_sets_flash_against_the_extend_kernel_on_the_prefill_points(
     assert [(a, b) for a, b, _ in pairs] == [("_flash", "_extend")]
 
 
-def test_plan_gemv_sets_the_skinny_gemm_against_the_one_row_gemv_on_the_c1_points():
+def test_plan_gemv_sets_the_skinny_gemm_against_the_gemv_and_the_normed_gemv_on_c1():
     variants, pairs = plan("gemv", "on")
-    assert [v.engine["one_row_gemv"] for v in variants] == [False, True]
+    assert [v.engine["one_row_gemv"] for v in variants] == [False, True, True]
+    assert [v.engine.get("norm_gemv", False) for v in variants] == [False, False, True]
     assert all(v.engine["skinny_gemm_rows"] == 16 for v in variants)
     assert all(p.startswith("c1_") for v in variants for p in v.points)
-    assert [v.tag for v in variants if v.main] == ["_gemv"]  # correctness runs on the GEMV
-    assert [(a, b) for a, b, _ in pairs] == [("_skinny", "_gemv")]
+    assert [v.tag for v in variants if v.main] == ["_gemv_norm"]  # correctness on the new kernel
+    assert [(a, b) for a, b, _ in pairs] == [("_skinny", "_gemv"), ("_gemv", "_gemv_norm")]
 
 
 INFO = {"fused_kernels": "triton", "programmatic_launch": "on"}
@@ -94,8 +96,13 @@ def test_a_cuda_run_that_asked_for_the_one_row_gemv_and_did_not_get_it_fails_lou
         "variants": {
             "_skinny": {"task_info": {**INFO, "one_row_gemv": False}},
             "_gemv": {"task_info": {**INFO, "one_row_gemv": False}},
+            "_gemv_norm": {"task_info": {**INFO, "one_row_gemv": True, "norm_gemv": False}},
         },
     }
-    assert problems(result, variants, cuda=True) == ["_gemv: the one-row GEMV asked for, got False"]
+    assert problems(result, variants, cuda=True) == [
+        "_gemv: the one-row GEMV asked for, got False",
+        "_gemv_norm: the RMSNorm in the GEMV asked for, got False",
+    ]
     result["variants"]["_gemv"]["task_info"]["one_row_gemv"] = True
+    result["variants"]["_gemv_norm"]["task_info"]["norm_gemv"] = True
     assert problems(result, variants, cuda=True) == []

@@ -34,35 +34,16 @@ KERNEL = textwrap.dedent("""
     print("ok")
 """)
 
-ENGINE = textwrap.dedent("""
-    import sys
-    from qualflow.runtime import EngineConfig, GenerationRequest, SamplingParams, load_task
-    from qualflow.runtime.kernels import fused, gemv
-    def reqs():
-        params = SamplingParams(max_new_tokens=3, temperature=0, ignore_eos=True)
-        return [GenerationRequest(f"r{i}", p, params) for i, p in enumerate([[1, 2, 3], [7] * 17])]
-    task = load_task(sys.argv[1], EngineConfig(max_batch=2, max_context=64))
-    ref = [task.generate_sync(r).token_ids for r in reqs()]
-    calls = []
-    real, real_glu = gemv.gemv, gemv.gemv_gate_up_silu
-    gemv.gemv = lambda *a, **k: calls.append(a[0].shape[0]) or real(*a, **k)
-    gemv.gemv_gate_up_silu = (
-        lambda *a, **k: calls.append(("glu", a[0].shape[0])) or real_glu(*a, **k))
-    task.model.ops = fused.FusedOps(
-        use_triton=True, any_device=True, skinny_rows=1, one_row_gemv=True)
-    assert [task.generate_sync(r).token_ids for r in reqs()] == ref
-    assert calls and set(calls) == {1, ("glu", 1)}, calls  # one-row decode steps only
-    task.close()
-    print("ok")
-""")
-
 
 def test_kernel_matches_reference_interpreted(run_interpreted):
     run_interpreted(KERNEL)
 
 
-def test_engine_greedy_output_unchanged_with_the_gemv_interpreted(bundle_dir, run_interpreted):
-    run_interpreted(ENGINE, str(bundle_dir))
+def test_engine_greedy_output_unchanged_with_the_gemv_interpreted(
+    bundle_dir, run_interpreted, engine_check
+):
+    script = engine_check("gemv", "gemv", "gemv_gate_up_silu", "skinny_rows=1, one_row_gemv=True")
+    run_interpreted(script, str(bundle_dir))
 
 
 def test_more_than_one_row_or_mismatched_shapes_are_refused():

@@ -14,7 +14,7 @@ from qualflow.runtime.kernels import fused, skinny_gemm
 KERNEL = textwrap.dedent("""
     import torch
     from qualflow.runtime.kernels.skinny_gemm import (Launch, reference, reference_gate_up_silu,
-                                                      skinny_gate_up_silu, skinny_gemm)
+                                                      self_check, skinny_gate_up_silu, skinny_gemm)
     torch.manual_seed(0)
     # rows 1..64 (tiles of 16, 32, 64); N not a multiple of the column block; K below and not a
     # multiple of the K block
@@ -33,32 +33,7 @@ KERNEL = textwrap.dedent("""
             assert y2.shape == (m, n) and y2.dtype == torch.half
             err = float((y2.float() - ref2).norm() / ref2.norm())
             assert err < 2e-3, ("gate_up", m, n, k, lc, err)
-    print("ok")
-""")
-
-ENGINE = textwrap.dedent("""
-    import sys, torch
-    from qualflow.runtime import EngineConfig, GenerationRequest, SamplingParams, load_task
-    from qualflow.runtime.kernels import fused, skinny_gemm
-    shapes = [(96, 64), (64, 96)]
-    why = skinny_gemm.self_check(torch.device("cpu"), torch.float16, shapes, (192, 64))
-    assert why is None
-    def reqs():
-        params = SamplingParams(max_new_tokens=3, temperature=0, ignore_eos=True)
-        return [GenerationRequest(f"r{i}", p, params) for i, p in enumerate([[1, 2, 3], [7] * 17])]
-    task = load_task(sys.argv[1], EngineConfig(max_batch=2, max_context=64))
-    ref = [task.generate_sync(r).token_ids for r in reqs()]
-    calls = []
-    real, real_glu = skinny_gemm.skinny_gemm, skinny_gemm.skinny_gate_up_silu
-    skinny_gemm.skinny_gemm = lambda *a, **k: calls.append(a[0].shape[0]) or real(*a, **k)
-    skinny_gemm.skinny_gate_up_silu = (
-        lambda *a, **k: calls.append(("glu", a[0].shape[0])) or real_glu(*a, **k))
-    # decode rows only
-    task.model.ops = fused.FusedOps(use_triton=True, any_device=True, skinny_rows=1)
-    assert [task.generate_sync(r).token_ids for r in reqs()] == ref
-    # every decode step's projections, no prefill's
-    assert calls and set(calls) == {1, ("glu", 1)}, calls
-    task.close()
+    assert self_check(torch.device("cpu"), torch.float16, [(96, 64), (64, 96)], (192, 64)) is None
     print("ok")
 """)
 
@@ -67,8 +42,11 @@ def test_kernel_matches_reference_interpreted(run_interpreted):
     run_interpreted(KERNEL)
 
 
-def test_engine_greedy_output_unchanged_with_the_kernel_interpreted(bundle_dir, run_interpreted):
-    run_interpreted(ENGINE, str(bundle_dir))
+def test_engine_greedy_output_unchanged_with_the_kernel_interpreted(
+    bundle_dir, run_interpreted, engine_check
+):
+    script = engine_check("skinny_gemm", "skinny_gemm", "skinny_gate_up_silu", "skinny_rows=1")
+    run_interpreted(script, str(bundle_dir))
 
 
 def test_cpu_ops_run_torch_gemm():

@@ -70,7 +70,7 @@ def load_figures(task, variant, cfg, base_probe: dict | None) -> tuple[dict, dic
 def problems(result: dict, variants, cuda: bool) -> list[str]:
     """What makes the run fail loudly: a variant that did not load or measure, output that differs
     from the baseline beyond a near-tie, fused kernels, prefill graphs, programmatic launch,
-    cuDNN attention or the one-row GEMV asked for and not got (cuda)."""
+    cuDNN attention, the one-row GEMV or the RMSNorm in it asked for and not got (cuda)."""
     out = []
     for variant in variants:
         v = result["variants"].get(variant.tag, {})
@@ -109,6 +109,10 @@ def _not_got(variant, info: dict) -> list[str]:
         )
     if asked.get("one_row_gemv") and info.get("one_row_gemv") is not True:
         out.append(f"{variant.tag}: the one-row GEMV asked for, got {info.get('one_row_gemv')!r}")
+    if asked.get("norm_gemv") and info.get("norm_gemv") is not True:
+        out.append(
+            f"{variant.tag}: the RMSNorm in the GEMV asked for, got {info.get('norm_gemv')!r}"
+        )
     if asked.get("programmatic_launch") and info.get("programmatic_launch") != "on":
         out.append(
             f"{variant.tag}: programmatic launch asked for, got {info.get('programmatic_launch')!r}"

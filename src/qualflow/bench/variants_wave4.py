@@ -9,10 +9,10 @@
   correctness runs on it) on c1 ISL 1024 TTFT and the pilot shape (c64, ISL 1024 / OSL 256);
   cuDNN's SDPA stays selectable (--varlen-attention cudnn).
 --plan gemv (issue 49): overlapped; the skinny GEMM for one-row decode steps ("_skinny", the
-  default) against the one-row GEMV ("_gemv": family correctness runs on it) on the c1 points,
-  where every decode step is one row: ITL, and each variant's decode-step figures (kernels and GPU
-  us per b1 step, the step over its weight-read floor). Nothing else changes with the GEMV: steps
-  of two rows and more run as before.
+  default) against the one-row GEMV ("_gemv") and the GEMV with the RMSNorm before the qkv and
+  gate_up projections in it ("_gemv_norm": family correctness runs on it) on the c1 points, where
+  every decode step is one row: ITL, and each variant's decode-step figures (kernels and GPU us
+  per b1 step, the step over its weight-read floor). Steps of two rows and more run as before.
 
 --plan tools (issue 46): overlapped, the default engine ("_tools"): the pilot point, then the
   constrained-decoding figures on the same load (constrained.py): required calls against no
@@ -84,12 +84,21 @@ GEMV = (
         GEMV_POINTS,
         label="the skinny GEMM for one-row steps too (the default)",
     ),
-    Variant(  # of record: family correctness runs on the new kernel
+    Variant(
         "_gemv",
         dict(async_scheduling="on", skinny_gemm_rows=16, one_row_gemv=True),
         GEMV_POINTS,
-        main=True,
         label="one-row decode steps through the one-row GEMV",
     ),
+    Variant(  # of record: family correctness runs on the new kernels
+        "_gemv_norm",
+        dict(async_scheduling="on", skinny_gemm_rows=16, one_row_gemv=True, norm_gemv=True),
+        GEMV_POINTS,
+        main=True,
+        label="and the RMSNorm before qkv and gate_up inside their GEMV",
+    ),
 )
-GEMV_PAIRS = (("_skinny", "_gemv", "the one-row GEMV against the skinny GEMM at one row"),)
+GEMV_PAIRS = (
+    ("_skinny", "_gemv", "the one-row GEMV against the skinny GEMM at one row"),
+    ("_gemv", "_gemv_norm", "the RMSNorm inside the GEMV against before it"),
+)

@@ -88,6 +88,13 @@ class EngineConfig:
         "with the skinny GEMM on, after a self-check at load. Off until its tuned settings are "
         "measured in the engine (--plan skinny)",
     )
+    norm_gemv: bool = setting(
+        False,
+        help="with the one-row GEMV, a decode step of one row runs the residual add and RMSNorm "
+        "before the qkv and gate_up projections inside their GEMV (kernels.norm_gemv: two "
+        "kernels fewer a layer); cuda, after a self-check at load. Off until measured in the "
+        "engine (--plan gemv)",
+    )
     programmatic_launch: bool = setting(
         True,
         settled=True,

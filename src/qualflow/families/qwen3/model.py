@@ -164,18 +164,20 @@ class Qwen3Model(nn.Module):
         return self.logits(x, F.linear)
 
     def _forward_fused(self, ids, positions, attend, logit_index):
-        """The same layer through `ops`: add_rms_norm(h, delta | None, w, eps) -> (h, normed),
-        qk_norm_rope(qkv, w_qn, w_kn, cos_table, sin_table, positions, heads, kv_heads, eps,
-        dest) -> (q, k, v), gate_up_silu(x, w_gate_up) -> silu(gate) * up [N, intermediate],
-        linear(x, w) -> x @ w.T."""
+        """The same layer through `ops`: norm_linear(h, delta | None, w_norm, eps, w) -> (h +
+        delta, rms_norm(h + delta) @ w.T) and norm_gate_up_silu (the same with silu(gate) * up
+        [N, intermediate]), each the residual add and RMSNorm (add_rms_norm) before the
+        projection; qk_norm_rope(qkv, w_qn, w_kn, cos_table, sin_table, positions, heads,
+        kv_heads, eps, dest) -> (q, k, v); linear(x, w) -> x @ w.T."""
         cfg, w, ops, eps = self.cfg, self.w, self.ops, self.cfg.rms_norm_eps
         dest_of = getattr(attend, "kv_destination", None)
-        h, x = ops.add_rms_norm(F.embedding(ids, w["embed"]), None, w["layers.0.attn_norm"], eps)
+        h, delta = F.embedding(ids, w["embed"]), None
         for i in range(cfg.num_layers):
             p = f"layers.{i}."
             dest = dest_of(i) if dest_of is not None else None
+            h, qkv = ops.norm_linear(h, delta, w[p + "attn_norm"], eps, w[p + "qkv"])
             q, k, v = ops.qk_norm_rope(
-                ops.linear(x, w[p + "qkv"]),
+                qkv,
                 w[p + "q_norm"],
                 w[p + "k_norm"],
                 self.cos,
@@ -187,11 +189,11 @@ class Qwen3Model(nn.Module):
                 dest,
             )
             a = attend(i, q, k, v, stored=True) if dest is not None else attend(i, q, k, v)
-            h, x = ops.add_rms_norm(h, ops.linear(a, w[p + "o"]), w[p + "mlp_norm"], eps)
-            nxt = w[f"layers.{i + 1}.attn_norm"] if i + 1 < cfg.num_layers else w["norm"]
-            h, x = ops.add_rms_norm(
-                h, ops.linear(ops.gate_up_silu(x, w[p + "gate_up"]), w[p + "down"]), nxt, eps
+            h, g = ops.norm_gate_up_silu(
+                h, ops.linear(a, w[p + "o"]), w[p + "mlp_norm"], eps, w[p + "gate_up"]
             )
+            delta = ops.linear(g, w[p + "down"])
+        _, x = ops.add_rms_norm(h, delta, w["norm"], eps)
         if logit_index is not None:
             x = x[logit_index]
         return self.logits(x, ops.linear)

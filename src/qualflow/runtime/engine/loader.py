@@ -15,7 +15,7 @@ import torch
 
 from ..api.request import GenerationRequest, SamplingParams
 from ..config import EngineConfig
-from ..kernels import fused, gemv, paged_decode, pdl, skinny_gemm
+from ..kernels import fused, gemv, norm_gemv, paged_decode, pdl, skinny_gemm
 from .cuda_graphs import DecodeGraphs
 from .engine import Engine
 from .extend_graphs import ExtendGraphs, context_buckets
@@ -106,6 +106,7 @@ def load_engine(
         "fused_kernels": kernels,
         "skinny_gemm_rows": ops.skinny_rows if ops is not None else 0,
         "one_row_gemv": ops is not None and ops.one_row_gemv,
+        "norm_gemv": ops is not None and ops.norm_gemv,
         "programmatic_launch": launch,
         "prefill_graphs": None if prefill is None else prefill.sizes,
         "prefill_graphs_note": prefill_note,
@@ -213,7 +214,15 @@ def fused_ops(
     if rows and one_row and (why := gemv.self_check(device, dtype, shapes, shapes[2], pdl_on)):
         log.warning("one-row GEMV off: %s", why)
         one_row = False
-    ops = fused.FusedOps(use_triton=True, skinny_rows=rows, pdl=pdl_on, one_row_gemv=one_row)
+    normed = bool(rows and one_row and cfg.norm_gemv)  # checked at qkv and gate_up (0, 2)
+    if normed and (
+        why := norm_gemv.self_check(device, dtype, shapes[0:3:2], [False, True], pdl_on)
+    ):
+        log.warning("the RMSNorm in the one-row GEMV off: %s", why)
+        normed = False
+    ops = fused.FusedOps(
+        use_triton=True, skinny_rows=rows, pdl=pdl_on, one_row_gemv=one_row, norm_gemv=normed
+    )
     return ops, "triton"
 
 

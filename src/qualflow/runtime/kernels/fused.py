@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from . import gemv, skinny_gemm
+from . import gemv, norm_gemv, skinny_gemm
 from .checks import agrees
 from .destination import KvDestination
 from .elementwise import tri_add_rms_norm, tri_silu_mul
@@ -39,8 +39,9 @@ class FusedOps:
     is on CUDA and `self_check` passed on this device (`use_triton`), the torch reference
     otherwise. `linear` and `gate_up_silu` run the skinny GEMM for steps of at most `skinny_rows`
     rows (0: never), torch's GEMM otherwise; a step of one row the one-row GEMV (kernels.gemv)
-    with `one_row_gemv`. `pdl`: the kernels launch with programmatic dependent launch
-    (kernels.pdl)."""
+    with `one_row_gemv`; and with `norm_gemv` too, `norm_linear` and `norm_gate_up_silu` run the
+    add_rms_norm before it in the same kernel (kernels.norm_gemv). `pdl`: the kernels launch with
+    programmatic dependent launch (kernels.pdl)."""
 
     def __init__(
         self,
@@ -49,6 +50,7 @@ class FusedOps:
         skinny_rows: int = 0,
         pdl: bool = False,
         one_row_gemv: bool = False,
+        norm_gemv: bool = False,
     ):
         self.use_triton = use_triton and available()
         self.any_device = (
@@ -57,6 +59,7 @@ class FusedOps:
         self.skinny_rows = min(skinny_rows, skinny_gemm.MAX_ROWS) if self.use_triton else 0
         self.pdl = pdl and self.use_triton
         self.one_row_gemv = one_row_gemv and self.skinny_rows > 0
+        self.norm_gemv = norm_gemv and self.one_row_gemv
 
     def _skinny(self, x: torch.Tensor) -> bool:
         return x.shape[0] <= self.skinny_rows and self._tri(x)
@@ -76,6 +79,25 @@ class FusedOps:
                 return gemv.gemv_gate_up_silu(x, w_gu, pdl=self.pdl)
             return skinny_gemm.skinny_gate_up_silu(x, w_gu, pdl=self.pdl)
         return self.silu_mul(self.linear(x, w_gu))
+
+    def _one_row_norm(self, h: torch.Tensor) -> bool:
+        return self.norm_gemv and h.shape[0] == 1 and self._skinny(h)
+
+    def norm_linear(self, h, delta, w_norm, eps: float, w):
+        """(h', linear(x, w)) where h', x = add_rms_norm(h, delta, w_norm, eps): one kernel on a
+        step of one row with `norm_gemv`."""
+        if self._one_row_norm(h):
+            return norm_gemv.add_norm_gemv(h, delta, w_norm, eps, w, pdl=self.pdl)
+        h, x = self.add_rms_norm(h, delta, w_norm, eps)
+        return h, self.linear(x, w)
+
+    def norm_gate_up_silu(self, h, delta, w_norm, eps: float, w_gu):
+        """(h', gate_up_silu(x, w_gu)) where h', x = add_rms_norm(h, delta, w_norm, eps): one
+        kernel on a step of one row with `norm_gemv`."""
+        if self._one_row_norm(h):
+            return norm_gemv.add_norm_gemv_gate_up_silu(h, delta, w_norm, eps, w_gu, pdl=self.pdl)
+        h, x = self.add_rms_norm(h, delta, w_norm, eps)
+        return h, self.gate_up_silu(x, w_gu)
 
     def _tri(self, x: torch.Tensor) -> bool:
         return self.use_triton and (x.is_cuda or self.any_device)

@@ -11,6 +11,10 @@ every projection enough programs to fill the GPU.
 of both halves and writes silu(gate) * up, rounded where the fused layer rounds (the product,
 then silu, then the final product), as skinny_gemm's GLU form does.
 
+The kernel's NORM form takes the residual add and RMSNorm before the projection into it
+(kernels.norm_gemv holds its callers): each program computes the row's inverse RMS itself and
+normalises x's chunks as it reads them.
+
 Launched with programmatic dependent launch (kernels.pdl), a program loads its first weight chunk
 before it waits for the kernel before it. `launch_for` holds the settings chosen by the tune
 (benchmarks/kernels/gemv_tune.py). The launch record, the weight-chunk load and the torch reference
@@ -32,7 +36,7 @@ try:
 except ImportError:  # CPU-only installs: the reference runs
     triton = None
 
-__all__ = ["Launch", "available", "gemv", "gemv_gate_up_silu", "launch_for", "self_check"]
+__all__ = ["Launch", "available", "gemv", "gemv_gate_up_silu", "launch_for", "run", "self_check"]
 
 
 def launch_for(n: int, k: int) -> Launch:
@@ -52,24 +56,55 @@ if triton is not None:
         return _load_w(W, rn, kk, N, s_wn, K, EVEN).to(tl.float32)
 
     @triton.jit
-    def _x(X, kk, K: tl.constexpr):
-        return tl.load(X + kk, mask=kk < K, other=0.0).to(tl.float32)
+    def _x(X, D, NW, Y, kk, inv, K: tl.constexpr, NORM: tl.constexpr, HAS_RES: tl.constexpr):
+        """Chunk `kk` of the input in float32: X's; with NORM the add_rms_norm of X (+ D) by NW,
+        rounded to Y's dtype where that kernel rounds (the sum, the normalised value, the
+        weight product)."""
+        m = kk < K
+        x = tl.load(X + kk, mask=m, other=0.0).to(tl.float32)
+        if NORM:
+            dt = Y.dtype.element_ty
+            if HAS_RES:
+                x = (x + tl.load(D + kk, mask=m, other=0.0).to(tl.float32)).to(dt).to(tl.float32)
+            n = (x * inv).to(dt).to(tl.float32)
+            x = (tl.load(NW + kk, mask=m, other=0.0).to(tl.float32) * n).to(dt).to(tl.float32)
+        return x
+
+    @triton.jit
+    def _inv_rms(X, D, HO, eps, K: tl.constexpr, KB: tl.constexpr, HAS_RES: tl.constexpr):
+        """The whole row's inverse RMS (of X + D, which program 0 stores to HO, rounded)."""
+        c = tl.arange(0, KB)
+        m = c < K
+        h = tl.load(X + c, mask=m, other=0.0).to(tl.float32)
+        if HAS_RES:
+            hq = (h + tl.load(D + c, mask=m, other=0.0).to(tl.float32)).to(HO.dtype.element_ty)
+            tl.store(HO + c, hq, mask=m & (tl.program_id(0) == 0))
+            h = hq.to(tl.float32)
+        return 1.0 / tl.sqrt(tl.sum(h * h, axis=0) / K + eps)
 
     @triton.jit
     def _gemv_kernel(
         X,
+        D,
+        NW,
+        HO,
         W,
         Y,
         N,
         s_wn,
+        eps,
         K: tl.constexpr,
+        KB: tl.constexpr,
         BN: tl.constexpr,
         BK: tl.constexpr,
         EVEN: tl.constexpr,
         GLU: tl.constexpr,
+        NORM: tl.constexpr,
+        HAS_RES: tl.constexpr,
         PDL: tl.constexpr,
     ):
         # GLU: W holds 2N rows (gate, then up); Y = silu(x @ gate.T) * (x @ up.T)
+        # NORM: x = add_rms_norm(X (+ D), NW) (norm_gemv), computed whole by every program
         rn = tl.program_id(0) * BN + tl.arange(0, BN)
         rk = tl.arange(0, BK)
         w = _w(W, rn, rk, N, s_wn, K, EVEN)  # the first chunk: constant, so before the wait
@@ -78,13 +113,16 @@ if triton is not None:
         if PDL:
             gdc_wait()
             gdc_launch_dependents()
-        x = _x(X, rk, K)[None, :]
+        inv = 1.0
+        if NORM:
+            inv = _inv_rms(X, D, HO, eps, K, KB, HAS_RES)
+        x = _x(X, D, NW, Y, rk, inv, K, NORM, HAS_RES)[None, :]
         acc = w * x
         if GLU:
             acc_u = wu * x
         for k0 in range(BK, K, BK):
             kk = k0 + rk
-            x = _x(X, kk, K)[None, :]
+            x = _x(X, D, NW, Y, kk, inv, K, NORM, HAS_RES)[None, :]
             acc += _w(W, rn, kk, N, s_wn, K, EVEN) * x
             if GLU:
                 acc_u += _w(W + N * s_wn, rn, kk, N, s_wn, K, EVEN) * x
@@ -101,26 +139,38 @@ def _check(x: torch.Tensor, w: torch.Tensor) -> None:
         raise ValueError(f"gemv takes one row: x {tuple(x.shape)}, w {tuple(w.shape)}")
 
 
-def _launch(x, w, n: int, lc: Launch, glu: bool, pdl: bool) -> torch.Tensor:
+def run(x, w, n: int, lc: Launch, glu: bool, pdl: bool, norm: tuple | None = None):
+    """The kernel on x [1, K] and w ([N, K], or [2N, K] with `glu`): (the input, y [1, N]); with
+    `norm` = (delta | None, w_norm, eps), the input is add_rms_norm(x, delta, w_norm, eps)'s and
+    the first output the new residual stream x + delta (x itself where delta is None)."""
     k = x.shape[1]
     y = torch.empty(1, n, dtype=x.dtype, device=x.device)
+    delta, w_norm, eps = norm if norm is not None else (None, x, 0.0)
+    ho = torch.empty_like(x) if delta is not None else x
     _gemv_kernel[(triton.cdiv(n, lc.block_n),)](
         x,
+        delta if delta is not None else x,
+        w_norm,
+        ho,
         w,
         y,
         n,
         w.stride(0),
+        eps,
         K=k,
+        KB=triton.next_power_of_2(k),
         BN=lc.block_n,
         BK=lc.block_k,
         EVEN=n % lc.block_n == 0 and k % lc.block_k == 0,
         GLU=glu,
+        NORM=norm is not None,
+        HAS_RES=delta is not None,
         PDL=pdl,
         num_warps=lc.num_warps,
         num_stages=lc.num_stages,
         **options(pdl),
     )
-    return y
+    return ho, y
 
 
 def gemv(
@@ -129,7 +179,7 @@ def gemv(
     """x [1, K], unit stride along K; w [N, K] likewise. Returns [1, N] in x's dtype."""
     _check(x, w)
     n = w.shape[0]
-    return _launch(x, w, n, launch or launch_for(n, x.shape[1]), False, pdl)
+    return run(x, w, n, launch or launch_for(n, x.shape[1]), False, pdl)[1]
 
 
 def gemv_gate_up_silu(
@@ -141,7 +191,7 @@ def gemv_gate_up_silu(
     if w.shape[0] % 2:
         raise ValueError(f"gemv_gate_up_silu: w has an odd number of rows ({w.shape[0]})")
     n = w.shape[0] // 2
-    return _launch(x, w, n, launch or launch_for(2 * n, x.shape[1]), True, pdl)
+    return run(x, w, n, launch or launch_for(2 * n, x.shape[1]), True, pdl)[1]
 
 
 def self_check(
