@@ -5,8 +5,11 @@ against the torch reference and timed as the decode step runs it: one call per l
 own weight (nothing stays in L2), launched with programmatic dependent launch where the device
 has it, captured in one CUDA graph and replayed; the figure is the median replay, per call.
 Prints, per shape, cuBLAS, the skinny GEMM, the GEMV's current setting (`gemv.launch_for`) and the
-grid's best, as a share of the measured copy bandwidth, and writes the JSON. cuda only (the
-kernel's CPU check is tests/runtime/test_gemv.py, in Triton's interpreter).
+grid's best, as a share of the measured copy bandwidth, and writes the JSON. For qkv and gate_up
+(the projections after an RMSNorm) it also times, at the current settings, the add_rms_norm
+kernel then the GEMV (the step without --norm-gemv) against the GEMV with the RMSNorm inside
+(kernels.norm_gemv), per call. cuda only (the kernels' CPU checks are tests/runtime/test_gemv.py
+and test_norm_gemv.py, in Triton's interpreter).
 
     python benchmarks/kernels/gemv_tune.py --out /tmp/gemv.json
 """
@@ -25,7 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from paged_decode_tune import copy_gbps, replay_us, report, us_share  # noqa: E402
 
-from qualflow.runtime.kernels import gemv, pdl, skinny_gemm  # noqa: E402
+from qualflow.runtime.kernels import gemv, norm_gemv, pdl, skinny_gemm  # noqa: E402
+from qualflow.runtime.kernels.elementwise import tri_add_rms_norm  # noqa: E402
 
 LAYERS = 28
 SHAPES = [
@@ -83,10 +87,42 @@ def measure(shape: tuple, bw: float, use_pdl: bool) -> dict:
     result["best"] = min(ok, key=lambda r: r["us"]) if ok else None
     cur = gemv.launch_for(rows_w, k)
     result["current"] = next((r for r in ok if gemv.Launch(**_launch(r)) == cur), None)
+    if name in ("qkv", "gate_up"):
+        result["norm_forms"] = norm_forms(xs, ws, glu, use_pdl, nbytes, bw)
     ws.clear()
     xs.clear()
     torch.cuda.empty_cache()
     return result
+
+
+def norm_forms(xs, ws, glu: bool, use_pdl: bool, nbytes: int, bw: float) -> dict:
+    """The add_rms_norm kernel then the GEMV ("unfused") against the GEMV with the RMSNorm inside
+    ("norm"), per call at the current settings, each on its own weight, residual and input; each
+    checked on the first call against the unfused step's reference. A form that fails is
+    reported."""
+    ds = [torch.randn_like(x) for x in xs]
+    w_norm = torch.randn(xs[0].shape[1], device="cuda", dtype=torch.half) * 0.1 + 1
+    form = gemv.gemv_gate_up_silu if glu else gemv.gemv
+    inside = norm_gemv.add_norm_gemv_gate_up_silu if glu else norm_gemv.add_norm_gemv
+
+    def unfused(x, d, w):
+        h, y = tri_add_rms_norm(x, d, w_norm, 1e-6, pdl=use_pdl)
+        return h, form(y, w, pdl=use_pdl)
+
+    def normed(x, d, w):
+        return inside(x, d, w_norm, 1e-6, w, pdl=use_pdl)
+
+    ref = norm_gemv.reference_norm(xs[0], ds[0], w_norm, 1e-6, ws[0], glu)[1]
+    out = {}
+    for key, fn in (("unfused", unfused), ("norm", normed)):
+        try:
+            err = float((fn(xs[0], ds[0], ws[0])[1].float() - ref).norm() / ref.norm())
+            us = replay_us(lambda fn=fn: [fn(x, d, w) for x, d, w in zip(xs, ds, ws)], len(ws))
+            share = round(nbytes / us / 1e3 / bw, 3)
+            out[key] = {"us": round(us, 2), "rel_err": err, "share_of_copy": share}
+        except Exception as e:  # noqa: BLE001 - reported, the grid's figures still written
+            out[key] = {"error": f"{type(e).__name__}: {e}"[:160]}
+    return out
 
 
 def _launch(r: dict) -> dict:
@@ -112,9 +148,15 @@ def main() -> int:
     def line(r: dict) -> str:
         b = r["best"]
         where = " ".join(f"{k} {v}" for k, v in _launch(b).items()) if b else ""
+        forms = {k: v if "us" in v else None for k, v in r.get("norm_forms", {}).items()}
+        norm = (
+            f"  add_rms_norm + gemv {us_share(forms['unfused'])}  inside {us_share(forms['norm'])}"
+            if forms
+            else ""
+        )
         return (
             f"{r['shape']:>8} cublas {us_share(r.get('cublas'))}  skinny {us_share(r['skinny'])}"
-            f"  gemv current {us_share(r['current'])}  best {us_share(b)} {where}"
+            f"  gemv current {us_share(r['current'])}  best {us_share(b)} {where}{norm}"
         )
 
     report(a.out, bw, results, line)
