@@ -19,14 +19,13 @@ from __future__ import annotations
 import argparse
 import itertools
 import sys
-from dataclasses import asdict
 from pathlib import Path
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from paged_decode_tune import copy_gbps, replay_us, report, us_share  # noqa: E402
+from paged_decode_tune import copy_gbps, replay_us, report, sweep, timer, us_share  # noqa: E402
 
 from qualflow.runtime.kernels import gemv, norm_gemv, pdl, skinny_gemm  # noqa: E402
 from qualflow.runtime.kernels.elementwise import tri_add_rms_norm  # noqa: E402
@@ -53,17 +52,7 @@ def measure(shape: tuple, bw: float, use_pdl: bool) -> dict:
     refs = skinny_gemm.reference_gate_up_silu if glu else skinny_gemm.reference
     ref = refs(xs[0].float(), ws[0].float())
     nbytes = rows_w * k * 2
-
-    def timed(fn) -> dict:
-        out = fn(xs[0], ws[0]).float()
-        err = float((out - ref).norm() / ref.norm())
-        us = replay_us(lambda: [fn(x, w) for x, w in zip(xs, ws)], calls)
-        return {
-            "us": round(us, 2),
-            "rel_err": err,
-            "share_of_copy": round(nbytes / us / 1e3 / bw, 3),
-        }
-
+    timed = timer(xs, ws, ref, nbytes, bw)
     form = gemv.gemv_gate_up_silu if glu else gemv.gemv
     skinny = skinny_gemm.skinny_gate_up_silu if glu else skinny_gemm.skinny_gemm
     result = {
@@ -73,20 +62,12 @@ def measure(shape: tuple, bw: float, use_pdl: bool) -> dict:
         "weight_bytes": nbytes,
         "pdl": use_pdl,
         "skinny": timed(lambda x, w: skinny(x, w, pdl=use_pdl)),
-        "grid": [],
     }
     if not glu:
         result["cublas"] = timed(torch.nn.functional.linear)
-    for lc in WIDE if n > 65536 else GRID:
-        try:
-            r = {**asdict(lc), **timed(lambda x, w, lc=lc: form(x, w, lc, pdl=use_pdl))}
-        except Exception as e:  # noqa: BLE001 - a setting Triton cannot compile is reported
-            r = {**asdict(lc), "error": f"{type(e).__name__}: {e}"[:160]}
-        result["grid"].append(r)
-    ok = [r for r in result["grid"] if "us" in r and r["rel_err"] < 5e-3]
-    result["best"] = min(ok, key=lambda r: r["us"]) if ok else None
-    cur = gemv.launch_for(rows_w, k)
-    result["current"] = next((r for r in ok if gemv.Launch(**_launch(r)) == cur), None)
+    grid = WIDE if n > 65536 else GRID
+    timed_at = lambda lc: timed(lambda x, w: form(x, w, lc, pdl=use_pdl))  # noqa: E731
+    result.update(sweep(grid, timed_at, gemv.launch_for(rows_w, k)))
     if name in ("qkv", "gate_up"):
         result["norm_forms"] = norm_forms(xs, ws, glu, use_pdl, nbytes, bw)
     ws.clear()

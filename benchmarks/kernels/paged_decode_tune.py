@@ -104,6 +104,42 @@ def replay_us(fn, calls: int, replays: int = 20) -> float:
     return statistics.median(times)
 
 
+def timer(xs: list, ws: list, ref: torch.Tensor, nbytes: int, bw: float):
+    """The projection tunes' `timed(fn)`: fn(x, w) over every (x, w) pair, captured in one graph
+    and replayed, per call (us), with its relative error against `ref` on the first pair and its
+    share of the copy bandwidth `bw` for a weight of `nbytes`."""
+
+    def timed(fn) -> dict:
+        err = float((fn(xs[0], ws[0]).float() - ref).norm() / ref.norm())
+        us = replay_us(lambda: [fn(x, w) for x, w in zip(xs, ws)], len(ws))
+        return {
+            "us": round(us, 2),
+            "rel_err": err,
+            "share_of_copy": round(nbytes / us / 1e3 / bw, 3),
+        }
+
+    return timed
+
+
+def sweep(grid: list, timed_at, current, max_err: float = 5e-3) -> dict:
+    """Every launch setting of `grid` timed by `timed_at(setting)` (a setting Triton cannot compile
+    is reported with its error): the grid's rows, the fastest within `max_err` of the reference
+    ("best") and the `current` setting's row (None where it failed)."""
+    rows = []
+    for lc in grid:
+        try:
+            rows.append({**asdict(lc), **timed_at(lc)})
+        except Exception as e:  # noqa: BLE001 - a setting Triton cannot compile is reported
+            rows.append({**asdict(lc), "error": f"{type(e).__name__}: {e}"[:160]})
+    ok = [r for r in rows if "us" in r and r["rel_err"] < max_err]
+    cur = asdict(current)
+    return {
+        "grid": rows,
+        "best": min(ok, key=lambda r: r["us"]) if ok else None,
+        "current": next((r for r in ok if all(r[k] == v for k, v in cur.items())), None),
+    }
+
+
 def measure(shape: tuple[str, int, int], bw: float, gen: torch.Generator) -> dict:
     name, batch, ctx = shape
     layers = [inputs(batch, ctx, gen) for _ in range(LAYERS)]

@@ -17,14 +17,13 @@ from __future__ import annotations
 import argparse
 import itertools
 import sys
-from dataclasses import asdict
 from pathlib import Path
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from paged_decode_tune import copy_gbps, replay_us, report, us_share  # noqa: E402
+from paged_decode_tune import copy_gbps, report, sweep, timer, us_share  # noqa: E402
 
 from qualflow.runtime.kernels.skinny_gemm import Launch, launch_for, reference, skinny_gemm  # noqa: E402
 
@@ -52,17 +51,7 @@ def measure(shape: tuple, rows: int, bw: float) -> dict:
     xs = [torch.randn(rows, k, device="cuda", dtype=torch.half) for _ in range(calls)]
     ref = reference(xs[0], ws[0]).float()
     nbytes = n * k * 2
-
-    def timed(fn) -> dict:
-        out = fn(xs[0], ws[0]).float()
-        err = float((out - ref).norm() / ref.norm())
-        us = replay_us(lambda: [fn(x, w) for x, w in zip(xs, ws)], calls)
-        return {
-            "us": round(us, 2),
-            "rel_err": err,
-            "share_of_copy": round(nbytes / us / 1e3 / bw, 3),
-        }
-
+    timed = timer(xs, ws, ref, nbytes, bw)
     result = {
         "shape": name,
         "n": n,
@@ -70,25 +59,9 @@ def measure(shape: tuple, rows: int, bw: float) -> dict:
         "rows": rows,
         "weight_bytes": nbytes,
         "cublas": timed(cublas),
-        "grid": [],
     }
-    for lc in GRID:
-        try:
-            r = {**asdict(lc), **timed(lambda x, w, lc=lc: skinny_gemm(x, w, lc))}
-        except Exception as e:  # noqa: BLE001 - a setting Triton cannot compile (shared memory) is reported
-            r = {**asdict(lc), "error": f"{type(e).__name__}: {e}"[:160]}
-        result["grid"].append(r)
-    ok = [r for r in result["grid"] if "us" in r and r["rel_err"] < 5e-3]
-    result["best"] = min(ok, key=lambda r: r["us"]) if ok else None
-    cur = launch_for(n, k)
-    result["current"] = next(
-        (
-            r
-            for r in ok
-            if Launch(r["block_n"], r["block_k"], r["num_warps"], r["num_stages"]) == cur
-        ),
-        None,
-    )
+    timed_at = lambda lc: timed(lambda x, w: skinny_gemm(x, w, lc))  # noqa: E731
+    result.update(sweep(GRID, timed_at, launch_for(n, k)))
     ws.clear()  # the weights freed before the cache is emptied
     xs.clear()
     torch.cuda.empty_cache()
