@@ -4,6 +4,7 @@ decode step (qkv, o, gate_up with SiLU-mul, down, lm_head), every setting in the
 against the torch reference and timed as the decode step runs it: one call per layer, each on its
 own weight (nothing stays in L2), launched with programmatic dependent launch where the device
 has it, captured in one CUDA graph and replayed; the figure is the median replay, per call.
+The grid includes settings that load two weight chunks before the wait (`GemvLaunch.prefetch`).
 Prints, per shape, cuBLAS, the skinny GEMM, the GEMV's current setting (`gemv.launch_for`) and the
 grid's best, as a share of the measured copy bandwidth, and writes the JSON. For qkv and gate_up
 (the projections after an RMSNorm) it also times, at the current settings, the add_rms_norm
@@ -39,9 +40,16 @@ SHAPES = [
     ("lm_head", 151936, 1024, 2, False),
 ]  # (name, N, K, calls per step, SwiGLU form)
 GRID = [
-    gemv.Launch(bn, bk, w, 3) for bn, bk, w in itertools.product((4, 8, 16, 32), (256, 512), (2, 4))
+    gemv.GemvLaunch(bn, bk, w, 3)
+    for bn, bk, w in itertools.product((4, 8, 16, 32), (256, 512), (2, 4))
 ]
-WIDE = [gemv.Launch(bn, bk, w, 3) for bn, bk, w in itertools.product((32, 64, 128), (256,), (4, 8))]
+# two weight chunks loaded before the wait, in the region of the first tune's best settings
+GRID += [
+    gemv.GemvLaunch(bn, bk, 2, 3, prefetch=2) for bn, bk in itertools.product((4, 8), (256, 512))
+]
+WIDE = [
+    gemv.GemvLaunch(bn, bk, w, 3) for bn, bk, w in itertools.product((32, 64, 128), (256,), (4, 8))
+]
 
 
 def measure(shape: tuple, bw: float, use_pdl: bool) -> dict:
@@ -107,7 +115,7 @@ def norm_forms(xs, ws, glu: bool, use_pdl: bool, nbytes: int, bw: float) -> dict
 
 
 def _launch(r: dict) -> dict:
-    return {key: r[key] for key in ("block_n", "block_k", "num_warps", "num_stages")}
+    return {key: r[key] for key in ("block_n", "block_k", "num_warps", "num_stages", "prefetch")}
 
 
 def main() -> int:

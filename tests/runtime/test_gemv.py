@@ -1,6 +1,7 @@
 """The one-row GEMV (runtime/kernels/gemv.py): the Triton kernel against its torch reference in
-Triton's interpreter (where triton is installed), the engine's greedy output unchanged with it on
-every one-row decode step, its refusals, and the CPU Task's report that it is off."""
+Triton's interpreter (where triton is installed), with one or two weight chunks loaded before the
+wait, the engine's greedy output unchanged with it on every one-row decode step, its refusals,
+and the CPU Task's report that it is off."""
 
 import textwrap
 
@@ -12,14 +13,17 @@ from qualflow.runtime.kernels import fused, gemv
 
 KERNEL = textwrap.dedent("""
     import torch
-    from qualflow.runtime.kernels.gemv import Launch, gemv, gemv_gate_up_silu, self_check
+    from qualflow.runtime.kernels.gemv import (GemvLaunch, Launch, gemv, gemv_gate_up_silu,
+                                               self_check)
     from qualflow.runtime.kernels.skinny_gemm import reference, reference_gate_up_silu
     torch.manual_seed(0)
     # N not a multiple of the column block; K below, at and not a multiple of the K block
     for n, k in [(96, 64), (100, 192), (64, 128), (48, 256), (40, 96), (1024, 2048)]:
         x, w = torch.randn(1, k).half(), (torch.randn(n, k) / k ** 0.5).half()
         ref = reference(x.float(), w.float())
-        for lc in (Launch(4, 64, 1, 2), Launch(8, 128, 2, 3), Launch(16, 256, 4, 3)):
+        # two chunks loaded before the wait where K holds two (else one)
+        for lc in (Launch(4, 64, 1, 2), Launch(8, 128, 2, 3), Launch(16, 256, 4, 3),
+                   GemvLaunch(4, 64, 1, 2, prefetch=2), GemvLaunch(8, 128, 2, 3, prefetch=2)):
             y = gemv(x, w, lc)
             assert y.shape == (1, n) and y.dtype == torch.half
             err = float((y.float() - ref).norm() / ref.norm())

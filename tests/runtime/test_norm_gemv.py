@@ -15,7 +15,7 @@ from qualflow.runtime.kernels.reference import ref_add_rms_norm, ref_silu_mul
 
 KERNEL = textwrap.dedent("""
     import torch
-    from qualflow.runtime.kernels.gemv import Launch
+    from qualflow.runtime.kernels.gemv import GemvLaunch, Launch
     from qualflow.runtime.kernels.norm_gemv import (add_norm_gemv, add_norm_gemv_gate_up_silu,
                                                     reference_norm, self_check)
     torch.manual_seed(0)
@@ -23,7 +23,7 @@ KERNEL = textwrap.dedent("""
     for n, k in [(96, 64), (100, 192), (48, 256), (40, 96)]:
         w_norm = (torch.randn(k) * 0.1 + 1).half()
         w, w2 = (torch.randn(n, k) / k ** 0.5).half(), (torch.randn(2 * n, k) / k ** 0.5).half()
-        for lc in (Launch(4, 64, 1, 2), Launch(16, 128, 2, 3)):
+        for lc in (Launch(4, 64, 1, 2), Launch(16, 128, 2, 3), GemvLaunch(4, 64, 1, 2, prefetch=2)):
             for residual in (False, True):
                 h = torch.randn(1, k).half()
                 delta = torch.randn(1, k).half() if residual else None

@@ -16,11 +16,15 @@ The kernel's NORM form takes the residual add and RMSNorm before the projection 
 normalises x's chunks as it reads them.
 
 Launched with programmatic dependent launch (kernels.pdl), a program loads its first weight chunk
-before it waits for the kernel before it. `launch_for` holds the settings chosen by the tune
-(benchmarks/kernels/gemv_tune.py). The launch record, the weight-chunk load and the torch reference
-are skinny_gemm's (the reference: the product accumulated in float32, rounded once)."""
+(or its first two: `GemvLaunch.prefetch`) before it waits for the kernel before it, so that the
+weight streams in while that kernel still runs. `launch_for` holds the settings chosen by the tune
+(benchmarks/kernels/gemv_tune.py). The weight-chunk load and the torch reference are
+skinny_gemm's (the reference: the product accumulated in float32, rounded once), and the launch
+record extends its Launch."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import torch
 
@@ -36,17 +40,34 @@ try:
 except ImportError:  # CPU-only installs: the reference runs
     triton = None
 
-__all__ = ["Launch", "available", "gemv", "gemv_gate_up_silu", "launch_for", "run", "self_check"]
+__all__ = [
+    "GemvLaunch",
+    "Launch",
+    "available",
+    "gemv",
+    "gemv_gate_up_silu",
+    "launch_for",
+    "run",
+    "self_check",
+]
 
 
-def launch_for(n: int, k: int) -> Launch:
+@dataclass(frozen=True)
+class GemvLaunch(Launch):
+    """skinny_gemm's launch settings and `prefetch`: the weight chunks (1 or 2) a program loads
+    before it waits for the kernel before it (2 only where K holds two chunks)."""
+
+    prefetch: int = 1
+
+
+def launch_for(n: int, k: int) -> GemvLaunch:
     """Launch settings for an [N, K] weight, the tune's best on the H100
     (results/NVIDIA-H100-80GB-HBM3/gemv-2026-12-07/): columns in blocks of 4 and K in chunks of 512
     on two warps for every layer projection (qkv, o, gate_up, down: 3.4-5.0 us against the skinny
     GEMM's 4.8-6.8); a vocabulary-sized N in blocks of 32 on eight warps."""
     if n >= 65536:
-        return Launch(block_n=32, block_k=256, num_warps=8, num_stages=3)
-    return Launch(block_n=4, block_k=512 if k >= 512 else 128, num_warps=2, num_stages=3)
+        return GemvLaunch(block_n=32, block_k=256, num_warps=8, num_stages=3)
+    return GemvLaunch(block_n=4, block_k=512 if k >= 512 else 128, num_warps=2, num_stages=3)
 
 
 if triton is not None:
@@ -101,15 +122,21 @@ if triton is not None:
         GLU: tl.constexpr,
         NORM: tl.constexpr,
         HAS_RES: tl.constexpr,
+        PRE: tl.constexpr,
         PDL: tl.constexpr,
     ):
         # GLU: W holds 2N rows (gate, then up); Y = silu(x @ gate.T) * (x @ up.T)
         # NORM: x = add_rms_norm(X (+ D), NW) (norm_gemv), computed whole by every program
+        # PRE: weight chunks loaded before the wait (1, or 2 where K >= 2 BK)
         rn = tl.program_id(0) * BN + tl.arange(0, BN)
         rk = tl.arange(0, BK)
-        w = _w(W, rn, rk, N, s_wn, K, EVEN)  # the first chunk: constant, so before the wait
+        w = _w(W, rn, rk, N, s_wn, K, EVEN)  # the first chunks: constant, so before the wait
         if GLU:
             wu = _w(W + N * s_wn, rn, rk, N, s_wn, K, EVEN)
+        if PRE == 2:
+            w2 = _w(W, rn, BK + rk, N, s_wn, K, EVEN)
+            if GLU:
+                wu2 = _w(W + N * s_wn, rn, BK + rk, N, s_wn, K, EVEN)
         if PDL:
             gdc_wait()
             gdc_launch_dependents()
@@ -120,7 +147,12 @@ if triton is not None:
         acc = w * x
         if GLU:
             acc_u = wu * x
-        for k0 in range(BK, K, BK):
+        if PRE == 2:
+            x = _x(X, D, NW, Y, BK + rk, inv, K, NORM, HAS_RES)[None, :]
+            acc += w2 * x
+            if GLU:
+                acc_u += wu2 * x
+        for k0 in range(PRE * BK, K, BK):
             kk = k0 + rk
             x = _x(X, D, NW, Y, kk, inv, K, NORM, HAS_RES)[None, :]
             acc += _w(W, rn, kk, N, s_wn, K, EVEN) * x
@@ -165,6 +197,7 @@ def run(x, w, n: int, lc: Launch, glu: bool, pdl: bool, norm: tuple | None = Non
         GLU=glu,
         NORM=norm is not None,
         HAS_RES=delta is not None,
+        PRE=2 if getattr(lc, "prefetch", 1) == 2 and k >= 2 * lc.block_k else 1,
         PDL=pdl,
         num_warps=lc.num_warps,
         num_stages=lc.num_stages,
