@@ -214,10 +214,9 @@ def fused_ops(
     if rows and one_row and (why := gemv.self_check(device, dtype, shapes, shapes[2], pdl_on)):
         log.warning("one-row GEMV off: %s", why)
         one_row = False
-    normed = bool(rows and one_row and cfg.norm_gemv)  # checked at qkv and gate_up (0, 2)
-    if normed and (
-        why := norm_gemv.self_check(device, dtype, shapes[0:3:2], [False, True], pdl_on)
-    ):
+    normed = bool(rows and one_row and cfg.norm_gemv)
+    qkv_gate_up = [shapes[0], shapes[2]]  # the projections after an RMSNorm
+    if normed and (why := norm_gemv.self_check(device, dtype, qkv_gate_up, [False, True], pdl_on)):
         log.warning("the RMSNorm in the one-row GEMV off: %s", why)
         normed = False
     ops = fused.FusedOps(

@@ -166,16 +166,17 @@ if triton is not None:
         tl.store(Y + rn, y.to(Y.dtype.element_ty), mask=rn < N)
 
 
-def _check(x: torch.Tensor, w: torch.Tensor) -> None:
+def run(x, w, glu: bool, pdl: bool, launch: Launch | None = None, norm: tuple | None = None):
+    """The kernel on x [1, K], unit stride along K, and w [N, K] likewise ([2N, K], gate rows then
+    up rows, with `glu`), at `launch` (None: `launch_for`): (the input, y [1, N]); with `norm` =
+    (delta | None, w_norm, eps), the input is add_rms_norm(x, delta, w_norm, eps)'s and the first
+    output the new residual stream x + delta (x itself where delta is None)."""
     if x.shape[0] != 1 or x.stride(-1) != 1 or w.stride(-1) != 1 or x.shape[1] != w.shape[1]:
         raise ValueError(f"gemv takes one row: x {tuple(x.shape)}, w {tuple(w.shape)}")
-
-
-def run(x, w, n: int, lc: Launch, glu: bool, pdl: bool, norm: tuple | None = None):
-    """The kernel on x [1, K] and w ([N, K], or [2N, K] with `glu`): (the input, y [1, N]); with
-    `norm` = (delta | None, w_norm, eps), the input is add_rms_norm(x, delta, w_norm, eps)'s and
-    the first output the new residual stream x + delta (x itself where delta is None)."""
-    k = x.shape[1]
+    if glu and w.shape[0] % 2:
+        raise ValueError(f"gemv: the gate_up weight has an odd number of rows ({w.shape[0]})")
+    k, n = x.shape[1], w.shape[0] // 2 if glu else w.shape[0]
+    lc = launch or launch_for(w.shape[0], k)
     y = torch.empty(1, n, dtype=x.dtype, device=x.device)
     delta, w_norm, eps = norm if norm is not None else (None, x, 0.0)
     ho = torch.empty_like(x) if delta is not None else x
@@ -210,9 +211,7 @@ def gemv(
     x: torch.Tensor, w: torch.Tensor, launch: Launch | None = None, pdl: bool = False
 ) -> torch.Tensor:
     """x [1, K], unit stride along K; w [N, K] likewise. Returns [1, N] in x's dtype."""
-    _check(x, w)
-    n = w.shape[0]
-    return run(x, w, n, launch or launch_for(n, x.shape[1]), False, pdl)[1]
+    return run(x, w, False, pdl, launch)[1]
 
 
 def gemv_gate_up_silu(
@@ -220,11 +219,7 @@ def gemv_gate_up_silu(
 ) -> torch.Tensor:
     """x [1, K]; w [2I, K] (gate rows, then up rows). Returns [1, I]; equals
     skinny_gemm.reference_gate_up_silu."""
-    _check(x, w)
-    if w.shape[0] % 2:
-        raise ValueError(f"gemv_gate_up_silu: w has an odd number of rows ({w.shape[0]})")
-    n = w.shape[0] // 2
-    return run(x, w, n, launch or launch_for(2 * n, x.shape[1]), True, pdl)[1]
+    return run(x, w, True, pdl, launch)[1]
 
 
 def self_check(

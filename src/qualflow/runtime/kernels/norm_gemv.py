@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 
 from .checks import agrees
-from .gemv import Launch, available, launch_for, run
+from .gemv import Launch, available, run
 from .reference import ref_add_rms_norm
 from .skinny_gemm import reference, reference_gate_up_silu
 
@@ -26,14 +26,13 @@ __all__ = ["add_norm_gemv", "add_norm_gemv_gate_up_silu", "reference_norm", "sel
 
 
 def _check(h, delta, w_norm, w) -> None:
-    k = h.shape[-1]
-    one_row = h.shape[0] == 1 and h.is_contiguous() and w.stride(-1) == 1
-    if not one_row or w.shape[1] != k or w_norm.shape != (k,):
+    """What the GEMV's own check (gemv.run) does not cover: the norm weight and the residual."""
+    if w_norm.shape != (h.shape[-1],):
         raise ValueError(
             f"norm_gemv takes one row: h {tuple(h.shape)}, w_norm {tuple(w_norm.shape)}, "
             f"w {tuple(w.shape)}"
         )
-    if delta is not None and (delta.shape != h.shape or not delta.is_contiguous()):
+    if delta is not None and (delta.shape != h.shape or delta.stride(-1) != 1):
         raise ValueError(f"norm_gemv: delta {tuple(delta.shape)} is not h's {tuple(h.shape)}")
 
 
@@ -41,8 +40,7 @@ def add_norm_gemv(h, delta, w_norm, eps: float, w, launch: Launch | None = None,
     """h, delta (or None) [1, K]; w_norm [K]; w [N, K]. Returns (h + delta, rms_norm(h + delta) *
     w_norm @ w.T) as [1, K] and [1, N] in h's dtype: add_rms_norm, then the GEMV."""
     _check(h, delta, w_norm, w)
-    n = w.shape[0]
-    return run(h, w, n, launch or launch_for(n, h.shape[1]), False, pdl, (delta, w_norm, eps))
+    return run(h, w, False, pdl, launch, (delta, w_norm, eps))
 
 
 def add_norm_gemv_gate_up_silu(
@@ -51,10 +49,7 @@ def add_norm_gemv_gate_up_silu(
     """As `add_norm_gemv`, with SwiGLU's gate_up weight w [2I, K]: the second output is
     silu(gate) * up [1, I], as gemv_gate_up_silu gives it."""
     _check(h, delta, w_norm, w)
-    if w.shape[0] % 2:
-        raise ValueError(f"norm_gemv: the gate_up weight has an odd number of rows ({w.shape[0]})")
-    n = w.shape[0] // 2
-    return run(h, w, n, launch or launch_for(2 * n, h.shape[1]), True, pdl, (delta, w_norm, eps))
+    return run(h, w, True, pdl, launch, (delta, w_norm, eps))
 
 
 def reference_norm(h, delta, w_norm, eps: float, w, glu: bool = False):
