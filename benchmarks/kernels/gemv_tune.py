@@ -26,7 +26,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from paged_decode_tune import copy_gbps, replay_us, report, sweep, timer, us_share  # noqa: E402
+from paged_decode_tune import copy_gbps, report, sweep, timer, us_share  # noqa: E402
 
 from qualflow.runtime.kernels import gemv, norm_gemv, pdl, skinny_gemm  # noqa: E402
 from qualflow.runtime.kernels.elementwise import tri_add_rms_norm  # noqa: E402
@@ -60,7 +60,7 @@ def measure(shape: tuple, bw: float, use_pdl: bool) -> dict:
     refs = skinny_gemm.reference_gate_up_silu if glu else skinny_gemm.reference
     ref = refs(xs[0].float(), ws[0].float())
     nbytes = rows_w * k * 2
-    timed = timer(xs, ws, ref, nbytes, bw)
+    timed = timer(list(zip(xs, ws)), ref, nbytes, bw)
     form = gemv.gemv_gate_up_silu if glu else gemv.gemv
     skinny = skinny_gemm.skinny_gate_up_silu if glu else skinny_gemm.skinny_gemm
     result = {
@@ -102,13 +102,11 @@ def norm_forms(xs, ws, glu: bool, use_pdl: bool, nbytes: int, bw: float) -> dict
         return inside(x, d, w_norm, 1e-6, w, pdl=use_pdl)
 
     ref = norm_gemv.reference_norm(xs[0], ds[0], w_norm, 1e-6, ws[0], glu)[1]
+    timed = timer(list(zip(xs, ds, ws)), ref, nbytes, bw)
     out = {}
     for key, fn in (("unfused", unfused), ("norm", normed)):
         try:
-            err = float((fn(xs[0], ds[0], ws[0])[1].float() - ref).norm() / ref.norm())
-            us = replay_us(lambda fn=fn: [fn(x, d, w) for x, d, w in zip(xs, ds, ws)], len(ws))
-            share = round(nbytes / us / 1e3 / bw, 3)
-            out[key] = {"us": round(us, 2), "rel_err": err, "share_of_copy": share}
+            out[key] = timed(lambda x, d, w, fn=fn: fn(x, d, w)[1])
         except Exception as e:  # noqa: BLE001 - reported, the grid's figures still written
             out[key] = {"error": f"{type(e).__name__}: {e}"[:160]}
     return out

@@ -104,14 +104,15 @@ def replay_us(fn, calls: int, replays: int = 20) -> float:
     return statistics.median(times)
 
 
-def timer(xs: list, ws: list, ref: torch.Tensor, nbytes: int, bw: float):
-    """The projection tunes' `timed(fn)`: fn(x, w) over every (x, w) pair, captured in one graph
-    and replayed, per call (us), with its relative error against `ref` on the first pair and its
-    share of the copy bandwidth `bw` for a weight of `nbytes`."""
+def timer(calls: list[tuple], ref: torch.Tensor, nbytes: int, bw: float):
+    """The projection tunes' `timed(fn)`: fn(*args) for every args of `calls` (one per layer,
+    each on its own weight), captured in one graph and replayed, per call (us), with its relative
+    error against `ref` on the first call and its share of the copy bandwidth `bw` for a weight of
+    `nbytes`."""
 
     def timed(fn) -> dict:
-        err = float((fn(xs[0], ws[0]).float() - ref).norm() / ref.norm())
-        us = replay_us(lambda: [fn(x, w) for x, w in zip(xs, ws)], len(ws))
+        err = float((fn(*calls[0]).float() - ref).norm() / ref.norm())
+        us = replay_us(lambda: [fn(*args) for args in calls], len(calls))
         return {
             "us": round(us, 2),
             "rel_err": err,

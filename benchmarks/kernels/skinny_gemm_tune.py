@@ -51,7 +51,7 @@ def measure(shape: tuple, rows: int, bw: float) -> dict:
     xs = [torch.randn(rows, k, device="cuda", dtype=torch.half) for _ in range(calls)]
     ref = reference(xs[0], ws[0]).float()
     nbytes = n * k * 2
-    timed = timer(xs, ws, ref, nbytes, bw)
+    timed = timer(list(zip(xs, ws)), ref, nbytes, bw)
     result = {
         "shape": name,
         "n": n,
