@@ -1,10 +1,13 @@
 """The synthetic engine (no model) on its own: one token per running request per step, up to the
 batch (the rest wait, oldest first), each request to its max_new_tokens with finish reason
-`length`, the timing stamped in order; cancel and close end requests as `cancelled`."""
+`length`, the timing stamped in order; a tick that runs late moves the clock (no token gap shorter
+than a step); cancel and close end requests as `cancelled`."""
 
 from __future__ import annotations
 
 import queue
+import threading
+import time
 
 import pytest
 
@@ -46,6 +49,49 @@ def test_batch_bound_order_tokens_and_timing():
     finally:
         eng.close()
     assert not eng.thread.is_alive() and eng.health() is not None  # closed: it serves no more
+
+
+STEP_S, LATE_S = 0.02, 0.012
+
+
+class OversleepsOnce(threading.Event):
+    """An event whose second wait returns LATE_S late: a busy machine's late wake-up."""
+
+    def __init__(self):
+        super().__init__()
+        self.waits = 0
+
+    def wait(self, timeout=None):
+        self.waits += 1
+        got = super().wait(timeout)
+        if self.waits == 2:
+            time.sleep(LATE_S)
+        return got
+
+
+class LateWake(SyntheticEngine):
+    def _loop(self):
+        self._stop = OversleepsOnce()  # the step clock's waits (close() sets this one)
+        super()._loop()
+
+
+def test_a_late_tick_moves_the_clock_instead_of_shortening_the_next_gap():
+    """A tick LATE_S late, then the next: a clock that kept its schedule would give that gap
+    STEP_S - LATE_S (8 ms); the engine's next tick comes a full step after the late one."""
+    eng = LateWake(STEP_S, 1, [7])
+    try:
+        stamps = []
+        eng.submit(
+            GenerationRequest("r", [1], SamplingParams(max_new_tokens=4)),
+            lambda item: stamps.append(time.monotonic()) if isinstance(item, Tokens) else None,
+        )
+        deadline = time.monotonic() + 10
+        while len(stamps) < 4 and time.monotonic() < deadline:
+            time.sleep(0.005)
+        gaps = [b - a for a, b in zip(stamps, stamps[1:])]
+        assert len(gaps) == 3 and min(gaps) >= 0.75 * STEP_S, gaps
+    finally:
+        eng.close()
 
 
 def test_cancel_and_close_end_requests_as_cancelled():

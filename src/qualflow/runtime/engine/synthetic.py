@@ -6,9 +6,10 @@ forward pass is gone.
 One thread ticks a fixed step clock (`step_s`): each tick admits waiting requests up to the batch
 (oldest first) and gives every running request one token, the first one in the tick that admits
 it. A request runs to its max_new_tokens (finish reason `length`): the tokens cycle through
-`token_ids`, which hold no stop token, so stop tokens and min_tokens never decide. When the
-thread falls behind by more than a step, the clock starts again from now rather than bursting to
-catch up, so a token gap is never shorter than a step. `on_step`, when set, is called on the
+`token_ids`, which hold no stop token, so stop tokens and min_tokens never decide. A tick that
+runs late (a busy machine wakes the thread late) moves the clock: the next tick comes a step after
+it, never sooner, so a token gap is never shorter than a step and the engine never bursts to
+catch up. `on_step`, when set, is called on the
 engine thread after each tick, as engine.Engine's is after each step (the engine process sends
 each step's items from it). A request with thinking on gets its think block closed by the forced
 closing tokens at its budget (engine.thinking), as in the real engine. `attach_feed` /
@@ -104,7 +105,7 @@ class SyntheticEngine:
             delay = next_tick - time.monotonic()
             if delay > 0:
                 self._stop.wait(delay)
-            next_tick = max(next_tick + self.step_s, time.monotonic())
+            next_tick = max(next_tick, time.monotonic()) + self.step_s
             if self.feed is not None:
                 self.feed(False)
             self._step()
