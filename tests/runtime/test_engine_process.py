@@ -266,7 +266,10 @@ def test_the_streaming_loop_reads_the_engine_pipe_and_gives_it_back(tasks):
         assert set(handled_on) == {"qualflow-engine-proxy"}
         handled_on.clear()
         again = asyncio.run(collect(remote, req(0)))  # a new loop takes it over
-        assert [e.token_ids for e in again[:-1]] == [e.token_ids for e in first[:-1]]
+        # the same tokens (a loaded machine may hand a slow consumer two steps in one event)
+        assert [t for e in again[:-1] for t in e.token_ids] == [
+            t for e in first[:-1] for t in e.token_ids
+        ]
         assert "MainThread" in handled_on
     finally:
         reading.handle = handle
