@@ -180,6 +180,11 @@ class ServerBenchConfig:
     )
     http_requests: int = setting(200, help="--mode http: measured c1 requests per server a round")
     http_rounds: int = setting(4, help="--mode http: rounds, each server once a round")
+    http_pin: bool = setting(
+        True,
+        help="--mode http: the client on the last CPU, the server on the others (a client "
+        "sharing the server's CPU takes it over at each write that wakes it)",
+    )
     store_rounds: int = setting(
         2, help="--mode store: rounds, each side once a round (off, on; then on, off)"
     )

@@ -1,0 +1,58 @@
+"""`qualflow bench server --mode http`: where the server and its client run, and one real round
+(uvicorn, the synthetic engine) split into its parts."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from fixtures.postgres import free_port
+from qualflow.bench import http_path
+from qualflow.bench.config import ServerBenchConfig
+
+needs_two_cpus = pytest.mark.skipif(
+    len(os.sched_getaffinity(0)) < 2, reason="pinning needs two CPUs"
+)
+
+
+def test_the_client_gets_the_last_cpu_and_the_server_the_others(monkeypatch):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {3, 0, 2, 1})
+    assert http_path.cpu_sets(True) == ({0, 1, 2}, {3})
+    assert http_path.cpu_sets(False) is None
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {5})
+    assert http_path.cpu_sets(True) is None  # one CPU: nothing to split
+
+
+def _cfg(tmp_path, **kw) -> ServerBenchConfig:
+    return ServerBenchConfig(
+        work=str(tmp_path), isl=16, osl=8, http_requests=3, port=free_port(), **kw
+    )
+
+
+@needs_two_cpus
+def test_the_server_runs_on_the_server_cpus_and_this_thread_moves_to_the_client_cpu(
+    bundle_dir, tmp_path
+):
+    cfg, mine = _cfg(tmp_path), os.sched_getaffinity(0)
+    server_cpus, client_cpus = http_path.cpu_sets(True)
+    server = http_path.start_server(cfg, bundle_dir, tmp_path / "round", "uvicorn")
+    try:
+        assert os.sched_getaffinity(server.proc.pid) == server_cpus
+        assert os.sched_getaffinity(0) == client_cpus
+    finally:
+        server.stop()
+        os.sched_setaffinity(0, mine)
+
+
+@needs_two_cpus
+@pytest.mark.parametrize("pin", [True, False])
+def test_a_round_splits_each_request_and_gives_the_cpus_back(bundle_dir, tmp_path, pin):
+    mine = os.sched_getaffinity(0)
+    rows = http_path.one_round(_cfg(tmp_path, http_pin=pin), bundle_dir, tmp_path / "r", "uvicorn")
+    assert os.sched_getaffinity(0) == mine
+    assert len(rows) == 3
+    for r in rows:
+        assert r["http_in_ms"] > 0 and r["http_out_ms"] > 0 and r["queue_ms"] >= 0
+        assert r["http_part_ms"] == pytest.approx(r["http_in_ms"] + r["http_out_ms"])
+        assert r["client_beyond_http_ms"] > 0
