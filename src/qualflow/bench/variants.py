@@ -111,11 +111,11 @@ SKINNY = (
         dict(async_scheduling="on", skinny_gemm_rows=16, one_row_gemv=False),
         C1 + C64[:2],
         main=True,
-        label="skinny GEMM for steps of up to 16 rows (the default)",
+        label="skinny GEMM for steps of up to 16 rows (and one row, before the one-row GEMV)",
     ),
     Variant(
         "_gemv",
-        dict(async_scheduling="on", skinny_gemm_rows=16, one_row_gemv=True),
+        dict(async_scheduling="on", skinny_gemm_rows=16, one_row_gemv=True, norm_gemv=False),
         C1 + C64[:2],
         offline=True,
         label="and the one-row GEMV for steps of one row",
@@ -183,7 +183,7 @@ ROWS = (
         dict(async_scheduling="on", skinny_gemm_rows=16),
         ROWS_POINTS,
         main=True,
-        label="skinny GEMM for steps of up to 16 rows (the default)",
+        label="skinny GEMM for steps of up to 16 rows (and one row, before the one-row GEMV)",
     ),
     Variant(
         "_r64",

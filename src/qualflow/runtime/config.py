@@ -82,18 +82,18 @@ class EngineConfig:
         "step (A/B)",
     )
     one_row_gemv: bool = setting(
-        False,
+        True,
         help="a decode step of one row runs each projection as a GEMV without tensor cores "
         "(kernels.gemv: narrow column blocks, every SM busy) instead of the skinny GEMM; cuda "
-        "with the skinny GEMM on, after a self-check at load. Off until its tuned settings are "
-        "measured in the engine (--plan skinny)",
+        "with the skinny GEMM on, after a self-check at load; --no-one-row-gemv: the skinny GEMM "
+        "for one row too (A/B: --plan gemv)",
     )
     norm_gemv: bool = setting(
-        False,
+        True,
         help="with the one-row GEMV, a decode step of one row runs the residual add and RMSNorm "
         "before the qkv and gate_up projections inside their GEMV (kernels.norm_gemv: two "
-        "kernels fewer a layer); cuda, after a self-check at load. Off until measured in the "
-        "engine (--plan gemv)",
+        "kernels fewer a layer); cuda, after a self-check at load; --no-norm-gemv: the "
+        "add_rms_norm kernel before the GEMV (A/B: --plan gemv)",
     )
     programmatic_launch: bool = setting(
         True,
