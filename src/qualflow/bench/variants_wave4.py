@@ -11,9 +11,9 @@
 --plan gemv (issue 49): overlapped; the skinny GEMM for one-row decode steps ("_skinny", the
   default before) against the one-row GEMV ("_gemv") and the GEMV with the RMSNorm before the qkv
   and gate_up projections in it ("_gemv_norm", the default: family correctness runs on it) on the
-  c1 points, where
-  every decode step is one row: ITL, and each variant's decode-step figures (kernels and GPU us
-  per b1 step, the step over its weight-read floor). Steps of two rows and more run as before.
+  c1 points, where every decode step is one row: ITL, and each variant's decode-step figures
+  (kernels and GPU us per b1 step, the step over its weight-read floor). Steps of two rows and
+  more run as before.
 
 --plan tools (issue 46): overlapped, the default engine ("_tools"): the pilot point, then the
   constrained-decoding figures on the same load (constrained.py): required calls against no

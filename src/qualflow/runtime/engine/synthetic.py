@@ -9,12 +9,11 @@ it. A request runs to its max_new_tokens (finish reason `length`): the tokens cy
 `token_ids`, which hold no stop token, so stop tokens and min_tokens never decide. A tick that
 runs late (a busy machine wakes the thread late) moves the clock: the next tick comes a step after
 it, never sooner, so a token gap is never shorter than a step and the engine never bursts to
-catch up. `on_step`, when set, is called on the
-engine thread after each tick, as engine.Engine's is after each step (the engine process sends
-each step's items from it). A request with thinking on gets its think block closed by the forced
-closing tokens at its budget (engine.thinking), as in the real engine. `attach_feed` /
-`stop_soon` are engine.Engine's, for the engine process: the feed is polled (never waited on) at
-every tick, before the tick admits."""
+catch up. `on_step`, when set, is called on the engine thread after each tick, as engine.Engine's
+is after each step (the engine process sends each step's items from it). A request with thinking
+on gets its think block closed by the forced closing tokens at its budget (engine.thinking), as in
+the real engine. `attach_feed` / `stop_soon` are engine.Engine's, for the engine process: the feed
+is polled (never waited on) at every tick, before the tick admits."""
 
 from __future__ import annotations
 
