@@ -62,7 +62,32 @@ def test_plan_gemv_sets_the_skinny_gemm_against_the_gemv_and_the_normed_gemv_on_
     assert [(a, b) for a, b, _ in pairs] == [("_skinny", "_gemv"), ("_gemv", "_gemv_norm")]
 
 
+def test_plan_rope_sets_the_separate_kernel_against_rope_inside_attention():
+    variants, pairs = plan("rope", "on")
+    cfgs = [EngineConfig(**v.engine) for v in variants]
+    assert [c.rope_in_attention for c in cfgs] == [False, True]
+    assert [v.tag for v in variants if v.main] == ["_in"]  # correctness on the new kernel
+    assert all("c1_isl128_osl256" in v.points and "c64_isl128_osl128" in v.points for v in variants)
+    assert [(a, b) for a, b, _ in pairs] == [("_sep", "_in")]
+
+
 INFO = {"fused_kernels": "triton", "programmatic_launch": "on"}
+
+
+def test_a_cuda_run_that_asked_for_rope_inside_attention_and_did_not_get_it_fails_loudly():
+    variants, _ = plan("rope", "on")
+    result = {
+        "points": {},
+        "variants": {
+            "_sep": {"task_info": {**INFO, "rope_in_attention": False}},
+            "_in": {"task_info": {**INFO, "rope_in_attention": False}},
+        },
+    }
+    assert problems(result, variants, cuda=True) == [
+        "_in: q/k-norm + RoPE inside attention asked for, got False"
+    ]
+    result["variants"]["_in"]["task_info"]["rope_in_attention"] = True
+    assert problems(result, variants, cuda=True) == []
 
 
 def test_a_cuda_run_that_asked_for_the_extend_kernel_and_did_not_get_it_fails_loudly():

@@ -11,7 +11,18 @@ from typing import Literal
 from qualflow.configs import setting
 
 PLANS = Literal[
-    "async", "v3", "wait", "skinny", "pdl", "budget", "rows", "prefix", "hopper", "gemv", "tools"
+    "async",
+    "v3",
+    "wait",
+    "skinny",
+    "pdl",
+    "budget",
+    "rows",
+    "prefix",
+    "hopper",
+    "gemv",
+    "rope",
+    "tools",
 ]
 
 

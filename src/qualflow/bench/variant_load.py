@@ -113,6 +113,11 @@ def _not_got(variant, info: dict) -> list[str]:
         out.append(
             f"{variant.tag}: the RMSNorm in the GEMV asked for, got {info.get('norm_gemv')!r}"
         )
+    if asked.get("rope_in_attention") and info.get("rope_in_attention") is not True:
+        out.append(
+            f"{variant.tag}: q/k-norm + RoPE inside attention asked for, got "
+            f"{info.get('rope_in_attention')!r}"
+        )
     if asked.get("programmatic_launch") and info.get("programmatic_launch") != "on":
         out.append(
             f"{variant.tag}: programmatic launch asked for, got {info.get('programmatic_launch')!r}"

@@ -28,7 +28,7 @@ checked against (equality.py).
     as a Triton kernel in the programmatic-launch chain, gate_up and SiLU as one), and the default
     with mixed prefill + decode steps ("_r16_mixed"); the pilot shape and the offline workload on
     each.
-  --plan prefix, hopper, gemv, tools (wave 4): variants_wave4.py."""
+  --plan prefix, hopper, gemv, rope, tools (wave 4): variants_wave4.py."""
 
 from __future__ import annotations
 
@@ -40,6 +40,8 @@ from .variants_wave4 import (
     HOPPER_PAIRS,
     PREFIX,
     PREFIX_PAIRS,
+    ROPE,
+    ROPE_PAIRS,
     TOOLS,
 )
 
@@ -216,6 +218,7 @@ PLANS = {
     "wait": (WAIT, (("_w0", "_w1", "prefill wait factor 1 against 0"),)),
     "hopper": (HOPPER, HOPPER_PAIRS),
     "gemv": (GEMV, GEMV_PAIRS),
+    "rope": (ROPE, ROPE_PAIRS),
     "tools": (TOOLS, ()),
 }
 

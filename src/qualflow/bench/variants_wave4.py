@@ -14,6 +14,10 @@
   c1 points, where every decode step is one row: ITL, and each variant's decode-step figures
   (kernels and GPU us per b1 step, the step over its weight-read floor). Steps of two rows and
   more run as before.
+--plan rope (issue 49): overlapped, the default engine with the q/k-norm + RoPE as its own kernel
+  before decode attention ("_sep") against inside the decode attention kernel ("_in": family
+  correctness runs on it) on the c1 points and the Task's c64 point: ITL, tok/s and the b1 step's
+  kernels and GPU us.
 
 --plan tools (issue 46): overlapped, the default engine ("_tools"): the pilot point, then the
   constrained-decoding figures on the same load (constrained.py): required calls against no
@@ -103,3 +107,22 @@ GEMV_PAIRS = (
     ("_skinny", "_gemv", "the one-row GEMV against the skinny GEMM at one row"),
     ("_gemv", "_gemv_norm", "the RMSNorm inside the GEMV against before it"),
 )
+
+
+ROPE_POINTS = ("c1_isl128_osl256", "c1_isl1024_ttft", "c64_isl128_osl128")
+ROPE = (
+    Variant(
+        "_sep",
+        dict(async_scheduling="on", rope_in_attention=False),
+        ROPE_POINTS,
+        label="q/k-norm + RoPE as its own kernel before decode attention (the default)",
+    ),
+    Variant(  # of record: family correctness runs on the new kernel
+        "_in",
+        dict(async_scheduling="on", rope_in_attention=True),
+        ROPE_POINTS,
+        main=True,
+        label="q/k-norm + RoPE and the K/V store inside the decode attention kernel",
+    ),
+)
+ROPE_PAIRS = (("_sep", "_in", "q/k-norm + RoPE inside decode attention against before it"),)

@@ -95,6 +95,13 @@ class EngineConfig:
         "kernels fewer a layer); cuda, after a self-check at load; --no-norm-gemv: the "
         "add_rms_norm kernel before the GEMV (A/B: --plan gemv)",
     )
+    rope_in_attention: bool = setting(
+        False,
+        help="a decode step's attention kernel takes each layer's qkv projection as it is and "
+        "does the q/k-norm + RoPE and the K/V-cache store itself (kernels.paged_decode: one "
+        "kernel fewer a layer); cuda with the fused kernels, after a self-check at load (A/B: "
+        "--plan rope)",
+    )
     programmatic_launch: bool = setting(
         True,
         settled=True,

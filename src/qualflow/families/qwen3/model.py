@@ -12,7 +12,8 @@ CUDA, so Inductor fuses their elementwise chains). With `ops` (the runtime's fus
 fused in where the ops can), attention and three or four fused elementwise ops, nothing compiled;
 the caller's attention may also hand out where it keeps a layer's new K/V
 (`attend.kv_destination(layer)`), so the q/k op stores them there and attention is told they are
-stored.
+stored, or take the qkv projection as it is and do the q/k op itself (`attend.takes_qkv()`,
+`attend.attend_qkv`).
 """
 
 from __future__ import annotations
@@ -176,19 +177,7 @@ class Qwen3Model(nn.Module):
             p = f"layers.{i}."
             dest = dest_of(i) if dest_of is not None else None
             h, qkv = ops.norm_linear(h, delta, w[p + "attn_norm"], eps, w[p + "qkv"])
-            q, k, v = ops.qk_norm_rope(
-                qkv,
-                w[p + "q_norm"],
-                w[p + "k_norm"],
-                self.cos,
-                self.sin,
-                positions,
-                cfg.num_heads,
-                cfg.num_kv_heads,
-                eps,
-                dest,
-            )
-            a = attend(i, q, k, v, stored=True) if dest is not None else attend(i, q, k, v)
+            a = self._attend_fused(i, qkv, positions, attend, dest)
             h, g = ops.norm_gate_up_silu(
                 h, ops.linear(a, w[p + "o"]), w[p + "mlp_norm"], eps, w[p + "gate_up"]
             )
@@ -197,6 +186,21 @@ class Qwen3Model(nn.Module):
         if logit_index is not None:
             x = x[logit_index]
         return self.logits(x, ops.linear)
+
+    def _attend_fused(self, i: int, qkv, positions, attend, dest):
+        """Layer i's attention from its qkv projection: q/k-norm + RoPE through `ops` (storing
+        the new K/V at `dest` when given), then `attend`; or, where the caller's attention takes
+        the qkv row itself (`attend.takes_qkv()`), `attend.attend_qkv(i, qkv, w_qn, w_kn,
+        cos_table, sin_table, positions, eps)`, which does all of it."""
+        cfg, w, p = self.cfg, self.w, f"layers.{i}."
+        takes_qkv = getattr(attend, "takes_qkv", None)
+        norms = w[p + "q_norm"], w[p + "k_norm"], self.cos, self.sin, positions
+        if takes_qkv is not None and takes_qkv():
+            return attend.attend_qkv(i, qkv, *norms, cfg.rms_norm_eps)
+        q, k, v = self.ops.qk_norm_rope(
+            qkv, *norms, cfg.num_heads, cfg.num_kv_heads, cfg.rms_norm_eps, dest
+        )
+        return attend(i, q, k, v, stored=True) if dest is not None else attend(i, q, k, v)
 
     def logits(self, x: torch.Tensor, linear) -> torch.Tensor:
         """The final-normed hidden states' logits (float32): `linear(x, lm_head)`, or on the CPU

@@ -15,11 +15,12 @@ import torch
 
 from ..api.request import GenerationRequest, SamplingParams
 from ..config import EngineConfig
-from ..kernels import fused, gemv, norm_gemv, paged_decode, pdl, skinny_gemm
+from ..kernels import fused, paged_decode, pdl
 from .cuda_graphs import DecodeGraphs
 from .engine import Engine
 from .extend_graphs import ExtendGraphs, context_buckets
 from .grammar_steps import GrammarSteps, grammar_setup
+from .kernel_choice import fused_ops, rope_inside
 from .kv_cache import KvCache, allocate_kv_cache
 from .model_runner import ModelRunner
 from .outputs import Final
@@ -77,6 +78,7 @@ def load_engine(
         ops.pdl = False  # on in the decode graphs only (decode_graphs)
     graphs = None
     if fast and paged_decode.available():
+        kv.attention.rope_inside = rope_inside(bundle.config, kv, ops, cfg, launch == "on")
         graphs, launch = decode_graphs(model, kv, ops, cfg, device, launch)
     prefill, prefill_note = prefill_graphs(model, kv, cfg, device)
     extend, extend_note = extend_graphs(model, kv, cfg, device, prefill, context_limit)
@@ -107,6 +109,7 @@ def load_engine(
         "skinny_gemm_rows": ops.skinny_rows if ops is not None else 0,
         "one_row_gemv": ops is not None and ops.one_row_gemv,
         "norm_gemv": ops is not None and ops.norm_gemv,
+        "rope_in_attention": kv.attention.rope_inside,
         "programmatic_launch": launch,
         "prefill_graphs": None if prefill is None else prefill.sizes,
         "prefill_graphs_note": prefill_note,
@@ -168,61 +171,6 @@ def decode_graphs(
         )
         torch.cuda.synchronize(device)
         return capture(False), f"off: capture failed: {type(e).__name__}: {e}"
-
-
-def fused_ops(
-    config: dict,
-    kv_layout: tuple[int, int, int],
-    cfg: EngineConfig,
-    fast: bool,
-    device: torch.device,
-    dtype: torch.dtype,
-    pdl_on: bool = False,
-) -> tuple[fused.FusedOps | None, str]:
-    """The fused layer ops and what runs them: "triton" on CUDA when every kernel agreed with its
-    reference at this model's shapes, "torch reference" on CPU (or eager); None ("off ...") with
-    --no-fused-kernels or when the check failed (then the compiled halves run, and why is said)."""
-    if not cfg.fused_kernels:
-        return None, "off"
-    if not fast:
-        return fused.FusedOps(use_triton=False), "torch reference"
-    _, kv_heads, head_dim = kv_layout
-    heads, hidden, inter = (
-        int(config[k]) for k in ("num_attention_heads", "hidden_size", "intermediate_size")
-    )
-    why = fused.self_check(device, dtype, heads, kv_heads, head_dim, hidden, inter, pdl=pdl_on)
-    if why is not None and pdl_on:  # the kernels may still run without programmatic launch
-        log.warning(
-            "fused kernels with programmatic dependent launch: %s; checking them without it", why
-        )
-        pdl_on = False
-        why = fused.self_check(device, dtype, heads, kv_heads, head_dim, hidden, inter)
-    if why is not None:
-        return None, f"off (self-check failed: {why})"
-    rows, one_row = cfg.skinny_gemm_rows, cfg.one_row_gemv
-    # every projection's weight shape: qkv, o, gate_up (also fused with SiLU-mul), down, lm_head
-    shapes = [
-        ((heads + 2 * kv_heads) * head_dim, hidden),
-        (hidden, heads * head_dim),
-        (2 * inter, hidden),
-        (hidden, inter),
-        (int(config["vocab_size"]), hidden),
-    ]
-    if rows and (why := skinny_gemm.self_check(device, dtype, shapes, shapes[2], pdl_on)):
-        log.warning("skinny GEMM off: %s", why)
-        rows = 0
-    if rows and one_row and (why := gemv.self_check(device, dtype, shapes, shapes[2], pdl_on)):
-        log.warning("one-row GEMV off: %s", why)
-        one_row = False
-    normed = bool(rows and one_row and cfg.norm_gemv)
-    qkv_gate_up = [shapes[0], shapes[2]]  # the projections after an RMSNorm
-    if normed and (why := norm_gemv.self_check(device, dtype, qkv_gate_up, [False, True], pdl_on)):
-        log.warning("the RMSNorm in the one-row GEMV off: %s", why)
-        normed = False
-    ops = fused.FusedOps(
-        use_triton=True, skinny_rows=rows, pdl=pdl_on, one_row_gemv=one_row, norm_gemv=normed
-    )
-    return ops, "triton"
 
 
 def prefill_graphs(

@@ -12,7 +12,8 @@ stores the step's new K/V at their slots, then attends according to the step's m
     at load (varlen_choice.py: fresh steps, or every varlen step); elsewhere (CPU) one SDPA call
     per sequence.
   - paged: one query per sequence, read straight from the block table by a Triton kernel (the decode
-    step captured as a CUDA graph).
+    step captured as a CUDA graph). With `rope_inside` that kernel also takes the layer's qkv row
+    as the projection wrote it and does the q/k-norm + RoPE and the K/V store (`attend_qkv`).
 """
 
 from __future__ import annotations
@@ -66,6 +67,9 @@ class PagedAttention:
         # this many SMs
         self.extend_kernel, self.extend_tokens, self.sms, self.heads = False, 0, 1, 1
         self.extend_fresh = False  # fresh steps too (--varlen-attention extend)
+        # paged steps take the qkv row raw and do q/k-norm + RoPE + the K/V store in the decode
+        # kernel (set at load: EngineConfig.rope_in_attention, paged_decode.rope_self_check)
+        self.rope_inside = False
         from .paged_decode import runs_on
 
         self.paged_kernel = runs_on(
@@ -86,6 +90,26 @@ class PagedAttention:
         if m.slot_mapping is None:
             return None
         return KvDestination(self.k_flat[layer], self.v_flat[layer], m.slot_mapping)
+
+    def takes_qkv(self) -> bool:
+        """Whether this step's attention takes each layer's qkv row as the projection wrote it
+        (`attend_qkv`): a paged step that stores its new K/V, with `rope_inside`."""
+        m = self.meta
+        return self.rope_inside and m.mode == "paged" and m.slot_mapping is not None
+
+    def attend_qkv(self, layer: int, qkv, w_qn, w_kn, cos_table, sin_table, positions, eps: float):
+        """A `takes_qkv` step's attention from its qkv row [N, (H + 2 KV) * D]: per-head RMSNorm
+        of q and k (weights w_qn, w_kn), RoPE at `positions` from the cos/sin tables, the new K/V
+        stored at the step's slots and the attention, in the decode kernel. Returns [N, H * D]."""
+        from .paged_decode import QkRope, paged_decode, reference
+
+        m = self.meta
+        rope = QkRope(w_qn, w_kn, cos_table, sin_table, positions, m.slot_mapping, eps)
+        args = (qkv, self.k[layer], self.v[layer], m.block_tables, m.ctx_lens)
+        if not self.paged_kernel:  # CPU (tests) without Triton's interpreter: plain torch
+            return reference(*args, rope=rope).view(qkv.shape[0], -1)
+        out = paged_decode(*args, m.splits, counters=m.counters, pdl=self.pdl, rope=rope)
+        return out.view(qkv.shape[0], -1)
 
     def __call__(
         self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, stored: bool = False

@@ -2,7 +2,13 @@
 `_split_kernel`, one program per (sequence, kv head, context split), an online softmax over its
 share of the sequence's blocks for all the query heads of its group, the last split to arrive
 merging the others' partials (`_merge_group`) when it is given arrival counters; `_merge_kernel`,
-the merge as a second kernel otherwise."""
+the merge as a second kernel otherwise.
+
+With ROPE_IN, `_split_kernel` reads the step's qkv projection row as it is and does the q/k-norm +
+RoPE itself (`_normed_rotated`, the computation of kernels.qk_norm_rope): each program normalises
+and rotates its group's query heads and its kv head's new key, takes the new key and value for the
+query's own position from registers rather than the pool, and the program of split 0 stores them
+at the row's slot, so a decode layer has no q/k-norm kernel before its attention."""
 
 from __future__ import annotations
 
@@ -15,6 +21,21 @@ except ImportError:  # CPU-only installs: the paged path is not used there
 from .pdl import gdc_launch_dependents, gdc_wait
 
 if triton is not None:
+
+    @triton.jit
+    def _normed_rotated(X, offs, mask, W, COS, SIN, tab, eps, D: tl.constexpr):
+        # RMSNorm of each D-wide head at X + offs (offs [R, 1] or scalar) times W, then RoPE at the
+        # cos/sin table row `tab`, in float32; rotate-half reads each element's partner half
+        # (d + D/2 mod D) with a second load instead of a gather in registers
+        d = tl.arange(0, D)
+        dr = (d + D // 2) % D
+        x = tl.load(X + offs + d, mask=mask, other=0.0).to(tl.float32)
+        xr = tl.load(X + offs + dr, mask=mask, other=0.0).to(tl.float32)
+        inv = 1.0 / tl.sqrt(tl.sum(x * x, axis=-1, keep_dims=True) / D + eps)
+        n = tl.load(W + d).to(tl.float32) * (x * inv)
+        nr = tl.load(W + dr).to(tl.float32) * (xr * inv)
+        sign = tl.where(d < D // 2, -1.0, 1.0)
+        return n * tl.load(COS + tab + d) + (sign * nr) * tl.load(SIN + tab + d)
 
     @triton.jit
     def _merge_group(
@@ -95,6 +116,14 @@ if triton is not None:
         s_lh,
         s_xb,
         s_xh,
+        WQ,
+        WK,
+        COS,
+        SIN,
+        POS,
+        SLOT,
+        eps,
+        s_tab,
         GROUP: tl.constexpr,
         GROUP_PAD: tl.constexpr,
         BLOCK: tl.constexpr,
@@ -102,6 +131,7 @@ if triton is not None:
         SPLITS: tl.constexpr,
         MERGE_HERE: tl.constexpr,
         PDL: tl.constexpr,
+        ROPE_IN: tl.constexpr,
     ):
         # SPLITS == 1: the output itself. Otherwise each split's partial output and log-sum-exp;
         # with MERGE_HERE the last split of a (sequence, kv head) to finish merges them (CNT counts
@@ -122,7 +152,25 @@ if triton is not None:
         t = tl.arange(0, BLOCK)
         hq = kvh * GROUP + g
         gmask = g < GROUP
-        q = tl.load(Q + b * s_qb + hq[:, None] * s_qh + d[None, :], mask=gmask[:, None], other=0.0)
+        if ROPE_IN:  # Q is the qkv row: q heads, then k heads, then v heads, each D wide
+            dt = K.dtype.element_ty
+            row = Q + b * s_qb
+            kv_heads = tl.num_programs(1)
+            tab = tl.load(POS + b).to(tl.int64) * s_tab
+            q = _normed_rotated(row, hq[:, None] * D, gmask[:, None], WQ, COS, SIN, tab, eps, D)
+            q = q.to(dt)
+            k_off = (GROUP * kv_heads + kvh) * D
+            k_new = _normed_rotated(row, k_off, d < D, WK, COS, SIN, tab, eps, D).to(dt)
+            v_new = tl.load(row + (GROUP * kv_heads + kv_heads + kvh) * D + d)
+            if sp == 0:
+                slot = tl.load(SLOT + b).to(tl.int64)
+                at = (slot // BLOCK) * s_kb + (slot % BLOCK) * s_kt + kvh * s_kh + d
+                tl.store(K + at, k_new)
+                tl.store(V + at, v_new)
+        else:
+            q = tl.load(
+                Q + b * s_qb + hq[:, None] * s_qh + d[None, :], mask=gmask[:, None], other=0.0
+            )
         m_i = tl.full([GROUP_PAD], float("-inf"), tl.float32)
         l_i = tl.zeros([GROUP_PAD], tl.float32)
         acc = tl.zeros([GROUP_PAD, D], tl.float32)
@@ -131,6 +179,10 @@ if triton is not None:
             off = blk * s_kb + t[:, None] * s_kt + kvh * s_kh + d[None, :]
             k = tl.load(K + off)
             v = tl.load(V + off)
+            if ROPE_IN:  # the query's own position: the new key and value, not the pool's slot
+                own = ((j * BLOCK + t) == ctx - 1)[:, None]
+                k = tl.where(own, k_new[None, :], k)
+                v = tl.where(own, v_new[None, :], v)
             qk = tl.dot(q, tl.trans(k)) * scale
             qk = tl.where((j * BLOCK + t)[None, :] < ctx, qk, float("-inf"))
             m_new = tl.maximum(m_i, tl.max(qk, 1))
