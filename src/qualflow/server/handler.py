@@ -26,7 +26,8 @@ from qualflow.runtime import (
 )
 
 from .batch_stream import BatchStream
-from .message_stream import message_stream, terminal_events
+from .message_stream import message_stream
+from .message_tail import MessageTail, terminal_events
 from .protocol.errors import ApiError, bad_request
 from .protocol.events import Event, TextDelta
 from .protocol.input_items import input_messages
@@ -247,8 +248,9 @@ class ResponsesHandler:
     async def _flat(batches):
         async with aclosing(batches):
             async for batch in batches:
-                for e in batch:
-                    yield e
+                for e in batch:  # a message's tail: the events it stands for
+                    for one in e.events() if isinstance(e, MessageTail) else (e,):
+                        yield one
 
     def stream_batches(self, p: Prepared) -> BatchStream:
         """The stream as lists of events, one list per write: the head, one delta per Task token
@@ -272,8 +274,9 @@ class ResponsesHandler:
 
         def number(batch):
             nonlocal seq
-            for e in batch:
-                e.sequence_number, seq = seq, seq + 1
+            for e in batch:  # a message's tail stands for several events
+                e.sequence_number = seq
+                seq += e.count if isinstance(e, MessageTail) else 1
             return batch
 
         snapshot = echo(

@@ -1,7 +1,9 @@
 """The event stream of a response without thinking: the head (`response.created`, `.in_progress`,
 the message's `output_item.added` and `content_part.added`), one batch of text deltas per Task token
-event, then the tail (the `*.done` events and the terminal events, `terminal_events`, which the
-stream with thinking ends with too)."""
+event, then the tail (message_tail: the `*.done` events and the terminal events, `terminal_events`,
+which the stream with thinking ends with too). The tail's templates are made once the first delta
+is out, while the engine works on the next step: made before it, they held back the first token of
+an engine that shares this process."""
 
 from __future__ import annotations
 
@@ -9,15 +11,8 @@ from collections.abc import AsyncIterator
 
 from qualflow.runtime import FinalEvent
 
-from .protocol.events import (
-    ContentPartEvent,
-    ErrorEvent,
-    Event,
-    OutputItemEvent,
-    ResponseEvent,
-    TextDelta,
-    TextDoneEvent,
-)
+from .message_tail import MessageTail, TailTemplates
+from .protocol.events import ContentPartEvent, OutputItemEvent, ResponseEvent, TextDelta
 from .protocol.responses import OutputMessage, OutputText, Response
 
 
@@ -33,7 +28,7 @@ async def message_stream(p, snapshot: Response, events) -> AsyncIterator[list]:
         OutputItemEvent(type="response.output_item.added", item=OutputMessage.of(item_id, None)),
         ContentPartEvent(type="response.content_part.added", part=OutputText(), **ids),
     ]
-    parts, final, held = [], None, []
+    parts, final, held, templates = [], None, [], None
     async for e in events:
         if isinstance(e, FinalEvent):
             final = e
@@ -45,34 +40,10 @@ async def message_stream(p, snapshot: Response, events) -> AsyncIterator[list]:
         if held and not events.pending():
             yield held
             held = []
+            if templates is None:  # the first delta is out: the engine is on the next step
+                templates = TailTemplates(snapshot, item_id)
     tail = held
     if final.tail_text:  # text the decoder held back (an incomplete character) until the end
         parts.append(final.tail_text)
         tail.append(TextDelta(0, item_id, final.tail_text))
-    text = "".join(parts)
-    resp = snapshot.finished(final, item_id, text)
-    (message,) = resp.output  # the done events carry the response's own message and text part
-    tail += [
-        TextDoneEvent(text=text, **ids),
-        ContentPartEvent(type="response.content_part.done", part=message.content[0], **ids),
-        OutputItemEvent(type="response.output_item.done", item=message),
-    ]
-    yield tail + terminal_events(final, resp)
-
-
-def terminal_events(final: FinalEvent, resp: Response) -> list[Event]:
-    """The stream's last events: an `error` event for a failed response, then
-    `response.<status>`."""
-    out: list[Event] = []
-    if resp.status == "failed":
-        if final.finish_reason == "cancelled" and not final.error:
-            resp.error["message"] = "request cancelled"
-        err = {
-            "type": "server_error",
-            "code": "server_error",
-            "message": resp.error["message"],
-            "param": None,
-        }
-        out.append(ErrorEvent(code="server_error", message=err["message"], error=err))
-    out.append(ResponseEvent(type=f"response.{resp.status}", response=resp))
-    return out
+    yield [*tail, MessageTail(snapshot, final, item_id, "".join(parts), templates)]

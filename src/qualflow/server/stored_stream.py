@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 
+from .message_tail import MessageTail
 from .protocol.errors import ApiError
 from .protocol.events import ErrorEvent, ResponseEvent
 from .stateful import Turn, write
@@ -28,6 +29,8 @@ class StoredStream:
 
     async def __anext__(self) -> list:
         batch = await self._batches.__anext__()
+        if batch and isinstance(batch[-1], MessageTail):  # the tail's own models: stored, echoed
+            batch[-1:] = batch[-1].events()
         for i, e in enumerate(batch):
             if not isinstance(e, ResponseEvent):
                 continue

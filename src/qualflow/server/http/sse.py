@@ -1,11 +1,13 @@
 """SSE framing of the stream's events: each is one frame, `event: <type>` + `data: <json>`. The hot
 path's deltas (TextDelta, ReasoningDelta: no pydantic model) are framed by byte templates that give
-the bytes their models would."""
+the bytes their models would; a message's tail (MessageTail) is one frame per event it stands for,
+from its own rendering."""
 
 from __future__ import annotations
 
 import orjson
 
+from ..message_tail import MessageTail
 from ..protocol.events import Event, TextDelta
 from ..protocol.reasoning import ReasoningDelta
 
@@ -47,12 +49,17 @@ def _reasoning_delta(e: ReasoningDelta) -> bytes:
     )
 
 
-def sse_frame(e: Event | TextDelta | ReasoningDelta) -> bytes:
-    """One SSE frame: `event: <type>` + `data: <json>`."""
+def sse_frame(e: Event | TextDelta | ReasoningDelta | MessageTail) -> bytes:
+    """One SSE frame: `event: <type>` + `data: <json>` (a MessageTail: one per event)."""
     if isinstance(e, TextDelta):
         return _text_delta(e)
     if isinstance(e, ReasoningDelta):
         return _reasoning_delta(e)
+    if isinstance(e, MessageTail):
+        return b"".join(
+            b"".join((b"event: ", t.encode(), b"\ndata: ", data, b"\n\n"))
+            for t, data in e.rendered()
+        )
     return b"".join(
         (b"event: ", e.type.encode(), b"\ndata: ", e.__pydantic_serializer__.to_json(e), b"\n\n")
     )

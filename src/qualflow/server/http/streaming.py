@@ -9,12 +9,15 @@ from collections.abc import AsyncIterator, Callable
 
 from starlette.responses import Response
 
+from ..message_tail import MessageTail
 from ..protocol.events import ResponseEvent
 from .sse import sse_frame
 
 
 def _is_last(batch: list) -> bool:
     e = batch[-1]
+    if isinstance(e, MessageTail):
+        return True
     return isinstance(e, ResponseEvent) and e.type not in (
         "response.created",
         "response.in_progress",
