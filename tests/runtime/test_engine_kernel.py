@@ -1,5 +1,7 @@
-"""The paged decode kernel against a plain-torch reference, in Triton's interpreter (CPU). Skipped
-where Triton is not installed (the CPU-only CI path never calls the kernel)."""
+"""The paged decode kernel against a plain-torch reference, in Triton's interpreter (CPU), in both
+its forms (q given; the qkv row with the q/k-norm + RoPE and the K/V store inside), alone and as the
+engine's decode step. Skipped where Triton is not installed (the CPU-only CI path never calls the
+kernel)."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ pytest.importorskip("triton")
 
 CHECK = textwrap.dedent("""
     import torch
-    from qualflow.runtime.kernels.paged_decode import paged_decode, reference
+    from qualflow.runtime.kernels.paged_decode import QkRope, paged_decode, reference
     g = torch.Generator().manual_seed(1)
     shapes = [(3, 4, 2, 32, 16, 1), (3, 4, 2, 32, 16, 4), (2, 16, 8, 64, 16, 2),
               (3, 4, 2, 32, 16, 16)]   # the last: more splits than a short context has blocks
@@ -34,6 +36,24 @@ CHECK = textwrap.dedent("""
             err = float((out - ref).norm() / ref.norm())
             assert err < 1e-4, (B, H, KV, splits, c is not None, err)
             assert not counters.any()
+        # the q/k-norm + RoPE form: q is the qkv row; the new K/V go to each query's own slot,
+        # which it must not read (poisoned), and equal what the unfused reference stores
+        qkv = torch.randn(B, (H + 2 * KV) * D, generator=g) * 3
+        pos = (lens - 1).long()
+        slots = torch.stack([bt[b, pos[b] // BS].long() * BS + pos[b] % BS for b in range(B)])
+        ang = torch.rand(128, D, generator=g) * 6.28
+        wq, wk = torch.randn(D, generator=g), torch.randn(D, generator=g)
+        rope = QkRope(wq, wk, ang.cos(), ang.sin(), pos, slots, 1e-6)
+        kr, vr = kc.clone(), vc.clone()
+        ref = reference(qkv, kr, vr, bt, lens, rope)
+        for c in (None, counters):
+            kp, vp = kc.clone(), vc.clone()
+            kp.view(-1, KV, D)[slots] = float("nan")
+            vp.view(-1, KV, D)[slots] = float("nan")
+            out = paged_decode(qkv, kp, vp, bt, lens, splits, counters=c, rope=rope)
+            err = float((out - ref).norm() / ref.norm())
+            assert err < 1e-4, ("rope", B, H, KV, splits, err)
+            assert torch.allclose(kp, kr, atol=1e-5) and torch.equal(vp, vr), (B, splits)
     try:
         paged_decode(q, kc, vc, bt, lens, 2, counters=torch.zeros(B * KV - 1, dtype=torch.int32))
     except ValueError as e:
@@ -74,6 +94,13 @@ GRAPH_STEP = textwrap.dedent("""
             return [ev async for ev in task.generate(r)][-1].token_ids
         return await asyncio.gather(*[one(r) for r in reqs()])
     assert asyncio.run(together()) == alone, "paged decode differs"
+    # and with the q/k-norm + RoPE and the K/V store inside the kernel
+    from qualflow.runtime.kernels import paged_decode
+    calls, real = [], paged_decode.paged_decode
+    paged_decode.paged_decode = lambda *a, **k: calls.append(k.get("rope")) or real(*a, **k)
+    runner.attn.rope_inside = True
+    assert asyncio.run(together()) == alone, "paged decode with RoPE inside differs"
+    assert calls and all(r is not None for r in calls), "the kernel did not take the qkv row"
     task.close()
     print("ok")
 """)
