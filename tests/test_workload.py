@@ -139,6 +139,17 @@ def test_slo_by_load_names_a_load_of_the_workload():
     check_workload("w", {**wc, "slo_by_load": {"r0p5": {"max_error_rate": 0}}})
 
 
+def test_request_count_by_load_sets_the_count_of_its_loads_only():
+    wc = {**BASE, "concurrency": [1, 64], "request_rate": [0.5]}
+    wc["request_count_by_load"] = {"c64": 256, "r0p5": 7}
+    points = {p.point_id: p for p in plan_points({"w": wc}).points}
+    assert points["w_c1"].request_count == BASE["request_count"]
+    assert points["w_c64"].request_count == 256 and points["w_r0p5"].request_count == 7
+    assert points["w_c64"].entries() == 256 + points["w_c64"].warmup_request_count
+    with pytest.raises(ValueError, match=r"workloads.w.request_count_by_load.c8 names no load"):
+        plan_points({"w": {**wc, "request_count_by_load": {"c8": 4}}})
+
+
 def test_a_session_runs_the_same_points_from_what_shapes_its_requests():
     wc = {
         **BASE,

@@ -4,7 +4,8 @@ A workload (config `workloads.<name>`) becomes one point per load it lists: one 
 (closed loop) and one per request rate (open loop). A point's id is `<workload>_<load label>`, the
 label `c<concurrency>` or `r<rate>` with the rate's dot written `p` (0.5 -> `r0p5`): point ids name
 directories and phase tags, where a dot would read as a repeat mark (qualflow.phases). The SLO of a
-point is the workload's `slo` with the `slo_by_load` entry of its load label merged over it.
+point is the workload's `slo` with the `slo_by_load` entry of its load label merged over it; its
+request count is the workload's `request_count`, or its load's entry of `request_count_by_load`.
 
 `points.json` holds the points (each an AiperfPoint: everything that changes the requests AIPerf
 sends) and the SLO of each point, by point id; PointPlan is its one reader and writer. A session
@@ -21,8 +22,9 @@ from qualflow.aiperf.command import AiperfPoint
 
 LOAD_KINDS = ("concurrency", "request_rate")
 SLO_KEYS = ("slo", "slo_by_load")
+BY_LOAD = SLO_KEYS[1:] + ("request_count_by_load",)  # keyed by the label of a load
 # workload keys that are no point setting: the loads become points, the SLOs the plan's slos
-_NOT_POINT_KEYS = LOAD_KINDS + ("rate_max_concurrency",) + SLO_KEYS
+_NOT_POINT_KEYS = LOAD_KINDS + ("rate_max_concurrency", "request_count_by_load") + SLO_KEYS
 
 
 @dataclass(frozen=True)
@@ -83,20 +85,21 @@ def point_id(name: str, kind: str, value: float) -> str:
 
 
 def check_workload(name: str, workload: dict) -> None:
-    """The invariants a workload keeps beyond the config schema: at least one load, and every
-    `slo_by_load` key the label of one of its loads."""
+    """The invariants a workload keeps beyond the config schema: at least one load, and every key
+    of `slo_by_load` and `request_count_by_load` the label of one of its loads."""
     if not loads(workload):
         raise ValueError(
             f"workloads.{name}: concurrency or request_rate must list at least one load"
         )
     _check_chaining(name, workload)
     labels = {load_label(k, v) for k, v in loads(workload)}
-    for lab in workload.get("slo_by_load") or {}:
-        if lab not in labels:
-            raise ValueError(
-                f"workloads.{name}.slo_by_load.{lab} names no load of the workload "
-                f"(loads: {sorted(labels)})"
-            )
+    for key in BY_LOAD:
+        for lab in workload.get(key) or {}:
+            if lab not in labels:
+                raise ValueError(
+                    f"workloads.{name}.{key}.{lab} names no load of the workload "
+                    f"(loads: {sorted(labels)})"
+                )
 
 
 def _check_chaining(name: str, workload: dict) -> None:
@@ -141,6 +144,7 @@ def workload_points(
     """The points of one workload, in the order of `loads`."""
     check_workload(name, workload)
     base = {k: v for k, v in workload.items() if k not in _NOT_POINT_KEYS}
+    counts = workload.get("request_count_by_load") or {}
     out = []
     for kind, v in loads(workload):
         p = {
@@ -151,6 +155,8 @@ def workload_points(
             "goodput": goodput_bounds(workload),
             "concurrency": v if kind == "concurrency" else workload.get("rate_max_concurrency"),
         }
+        if (label := load_label(kind, v)) in counts:
+            p["request_count"] = counts[label]
         if kind == "request_rate":
             p["request_rate"] = v
         if not request_extensions:
