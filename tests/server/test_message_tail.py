@@ -31,7 +31,8 @@ def _tail(body: dict, reason: str, text: str, seq: int = 7, **final_fields) -> M
         req,
     )
     f = dataclasses.replace(final(reason, text), **final_fields)
-    return MessageTail(snapshot, f, p.message_id, text, TailTemplates(snapshot, p.message_id), seq)
+    templates = TailTemplates(snapshot, p.message_id, "length" if reason == "length" else "stop")
+    return MessageTail(snapshot, f, p.message_id, text, templates, seq)
 
 
 def _models(tail: MessageTail) -> list[tuple[str, bytes]]:
@@ -82,6 +83,14 @@ def test_a_marker_inside_a_longer_string_is_not_a_slot(frozen_clock):
     assert tail.templates.render(tail) == _models(tail)
 
 
+def test_a_reason_the_request_did_not_expect_gets_the_models(frozen_clock):
+    tail = _tail(BODY, "stop", "ab")
+    short = dataclasses.replace(tail, final=dataclasses.replace(tail.final, finish_reason="length"))
+    assert set(tail.templates.by_reason) == {"stop"}
+    assert tail.templates.render(short) is None
+    assert short.rendered() == _models(short)
+
+
 def test_a_failed_response_renders_its_error_event_from_the_models(frozen_clock):
     tail = _tail(BODY, "error", "a")
     assert tail.templates.render(tail) is None
@@ -108,19 +117,23 @@ def test_a_stream_ends_in_its_tail_cut_from_templates_made_after_its_first_delta
     from qualflow.runtime import TokenEvent
     from qualflow.server.http.sse import sse_frame
 
-    async def batches(events):
+    async def batches(events, body=BODY):
         core = ResponsesHandler(FakeTask(events))
-        p = core.prepare(parse_request(BODY), "rid")
+        p = core.prepare(parse_request(body), "rid")
         return [b async for b in core.stream_batches(p)]
 
     out = asyncio.run(
         batches([TokenEvent("x", [5], "a"), TokenEvent("x", [6], "b"), final("stop")])
     )
     tail = out[-1][-1]
-    assert isinstance(tail, MessageTail) and tail.templates.by_reason
+    assert isinstance(tail, MessageTail) and set(tail.templates.by_reason) == {"stop"}
     assert tail.sequence_number == 4 + 2  # after the head's four events and two deltas
     assert sse_frame(tail) == b"".join(sse_frame(e) for e in tail.events())
     assert tail.templates.render(tail) is not None
+    # a request that ignores its stop tokens expects to be cut at its max_output_tokens
+    ignoring = {**BODY, "ignore_eos": True}
+    out = asyncio.run(batches([TokenEvent("x", [5], "a"), final("length")], ignoring))
+    assert set(out[-1][-1].templates.by_reason) == {"length"}
     # no delta before the final: no templates, the models
     (only,) = asyncio.run(batches([final("stop", "")]))[1:]
     assert only[-1].templates is None and only[-1].rendered() == _models(only[-1])

@@ -41,7 +41,8 @@ async def message_stream(p, snapshot: Response, events) -> AsyncIterator[list]:
             yield held
             held = []
             if templates is None:  # the first delta is out: the engine is on the next step
-                templates = TailTemplates(snapshot, item_id)
+                reason = TailTemplates.expected_reason(p.gen.params.ignore_eos)
+                templates = TailTemplates(snapshot, item_id, reason)
     tail = held
     if final.tail_text:  # text the decoder held back (an incomplete character) until the end
         parts.append(final.tail_text)
