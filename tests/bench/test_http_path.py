@@ -56,3 +56,17 @@ def test_a_round_splits_each_request_and_gives_the_cpus_back(bundle_dir, tmp_pat
         assert r["http_in_ms"] > 0 and r["http_out_ms"] > 0 and r["queue_ms"] >= 0
         assert r["http_part_ms"] == pytest.approx(r["http_in_ms"] + r["http_out_ms"])
         assert r["client_beyond_http_ms"] > 0
+
+
+def test_a_request_carries_its_own_id_as_aiperfs_do():
+    import httpx
+
+    seen = []
+
+    def server(request):
+        seen.append(request.headers.get("x-request-id"))
+        return httpx.Response(200, headers={"x-request-id": seen[-1]}, content=b"data: x\n\n")
+
+    with httpx.Client(transport=httpx.MockTransport(server)) as client:
+        rid, latency_ms = http_path._request(client, "http://h/v1/responses", {"model": "m"})
+    assert seen == [rid] and len(rid) == 36 and latency_ms > 0

@@ -20,6 +20,7 @@ import json
 import os
 import statistics
 import time
+import uuid
 from pathlib import Path
 
 from . import results as results_schema
@@ -31,9 +32,12 @@ WARMUP = 10
 
 
 def _request(client, url: str, body: dict) -> tuple[str, float]:
-    """One streamed request, read to its end: (its request id, the client's latency in ms)."""
+    """One streamed request, read to its end: (its request id, the client's latency in ms). It
+    carries its own X-Request-ID, as AIPerf's requests do, so the server takes the path it takes
+    for them (it makes an id only for a request without one)."""
+    headers = {"X-Request-ID": str(uuid.uuid4())}
     t0 = time.perf_counter()
-    with client.stream("POST", url, json=body) as r:
+    with client.stream("POST", url, json=body, headers=headers) as r:
         for _ in r.iter_bytes():
             pass
         r.raise_for_status()
