@@ -101,15 +101,23 @@ class PagedAttention:
         """A `takes_qkv` step's attention from its qkv row [N, (H + 2 KV) * D]: per-head RMSNorm
         of q and k (weights w_qn, w_kn), RoPE at `positions` from the cos/sin tables, the new K/V
         stored at the step's slots and the attention, in the decode kernel. Returns [N, H * D]."""
-        from .paged_decode import QkRope, paged_decode, reference
+        from .paged_decode import QkRope
+
+        rope = QkRope(w_qn, w_kn, cos_table, sin_table, positions, self.meta.slot_mapping, eps)
+        return self._paged(layer, qkv, rope)
+
+    def _paged(self, layer: int, q: torch.Tensor, rope=None) -> torch.Tensor:
+        """A paged step's attention [N, H * D]: the decode kernel, or on the CPU (tests, without
+        Triton's interpreter) the same step in plain torch; `rope` (paged_decode.QkRope): q is
+        the qkv row."""
+        from .paged_decode import paged_decode, reference
 
         m = self.meta
-        rope = QkRope(w_qn, w_kn, cos_table, sin_table, positions, m.slot_mapping, eps)
-        args = (qkv, self.k[layer], self.v[layer], m.block_tables, m.ctx_lens)
-        if not self.paged_kernel:  # CPU (tests) without Triton's interpreter: plain torch
-            return reference(*args, rope=rope).view(qkv.shape[0], -1)
+        args = (q, self.k[layer], self.v[layer], m.block_tables, m.ctx_lens)
+        if not self.paged_kernel:
+            return reference(*args, rope=rope).view(q.shape[0], -1)
         out = paged_decode(*args, m.splits, counters=m.counters, pdl=self.pdl, rope=rope)
-        return out.view(qkv.shape[0], -1)
+        return out.view(q.shape[0], -1)
 
     def __call__(
         self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, stored: bool = False
@@ -120,24 +128,7 @@ class PagedAttention:
             self.v_flat[layer].index_copy_(0, m.slot_mapping, v)
         N, H, D = q.shape
         if m.mode == "paged":
-            from .paged_decode import paged_decode, reference
-
-            if (
-                not self.paged_kernel
-            ):  # CPU (tests) without Triton's interpreter: the same step, plain torch
-                return reference(q, self.k[layer], self.v[layer], m.block_tables, m.ctx_lens).view(
-                    N, H * D
-                )
-            return paged_decode(
-                q,
-                self.k[layer],
-                self.v[layer],
-                m.block_tables,
-                m.ctx_lens,
-                m.splits,
-                counters=m.counters,
-                pdl=self.pdl,
-            ).view(N, H * D)
+            return self._paged(layer, q)
         if m.tiles is not None:
             return self._extend(layer, q, m).view(N, H * D)
         if m.ctx_slots is None:

@@ -64,9 +64,8 @@ class QkRope:
 
     def args(self) -> tuple:
         """The kernel's arguments WQ, WK, COS, SIN, POS, SLOT, eps, s_tab."""
-        return (self.w_q, self.w_k, self.cos, self.sin, self.positions, self.slots, self.eps) + (
-            self.cos.stride(0),
-        )
+        tables = (self.w_q, self.w_k, self.cos, self.sin, self.positions, self.slots)
+        return (*tables, self.eps, self.cos.stride(0))
 
 
 @dataclass(frozen=True)
