@@ -22,7 +22,7 @@ from qualflow.aiperf.command import AiperfPoint
 
 LOAD_KINDS = ("concurrency", "request_rate")
 SLO_KEYS = ("slo", "slo_by_load")
-BY_LOAD = SLO_KEYS[1:] + ("request_count_by_load",)  # keyed by the label of a load
+BY_LOAD = ("slo_by_load", "request_count_by_load")  # keyed by the label of a load
 # workload keys that are no point setting: the loads become points, the SLOs the plan's slos
 _NOT_POINT_KEYS = LOAD_KINDS + ("rate_max_concurrency", "request_count_by_load") + SLO_KEYS
 

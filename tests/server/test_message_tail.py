@@ -73,7 +73,7 @@ def test_the_templates_give_the_models_bytes(frozen_clock, reason, text):
 )
 def test_a_request_that_echoes_a_marker_gets_the_models(frozen_clock, echoed):
     tail = _tail({**BODY, **echoed}, "stop", "ab")
-    assert tail.templates.by_reason == {}
+    assert tail.templates.cut is None
     assert tail.templates.render(tail) is None
     assert tail.rendered() == _models(tail)
 
@@ -86,7 +86,7 @@ def test_a_marker_inside_a_longer_string_is_not_a_slot(frozen_clock):
 def test_a_reason_the_request_did_not_expect_gets_the_models(frozen_clock):
     tail = _tail(BODY, "stop", "ab")
     short = dataclasses.replace(tail, final=dataclasses.replace(tail.final, finish_reason="length"))
-    assert set(tail.templates.by_reason) == {"stop"}
+    assert tail.templates.reason == "stop" and tail.templates.cut is not None
     assert tail.templates.render(short) is None
     assert short.rendered() == _models(short)
 
@@ -126,14 +126,15 @@ def test_a_stream_ends_in_its_tail_cut_from_templates_made_after_its_first_delta
         batches([TokenEvent("x", [5], "a"), TokenEvent("x", [6], "b"), final("stop")])
     )
     tail = out[-1][-1]
-    assert isinstance(tail, MessageTail) and set(tail.templates.by_reason) == {"stop"}
+    assert isinstance(tail, MessageTail) and tail.templates.reason == "stop"
+    assert tail.templates.cut is not None
     assert tail.sequence_number == 4 + 2  # after the head's four events and two deltas
     assert sse_frame(tail) == b"".join(sse_frame(e) for e in tail.events())
     assert tail.templates.render(tail) is not None
     # a request that ignores its stop tokens expects to be cut at its max_output_tokens
     ignoring = {**BODY, "ignore_eos": True}
     out = asyncio.run(batches([TokenEvent("x", [5], "a"), final("length")], ignoring))
-    assert set(out[-1][-1].templates.by_reason) == {"length"}
+    assert out[-1][-1].templates.reason == "length" and out[-1][-1].templates.cut is not None
     # no delta before the final: no templates, the models
     (only,) = asyncio.run(batches([final("stop", "")]))[1:]
     assert only[-1].templates is None and only[-1].rendered() == _models(only[-1])

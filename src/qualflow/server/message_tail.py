@@ -66,7 +66,7 @@ class Template:
 
     @classmethod
     def cut(cls, e: Event, slots: tuple[str, ...]) -> Template | None:
-        data = e.__pydantic_serializer__.to_json(e)
+        data = event_json(e)
         if any(data.count(_MARKS[s]) != 1 for s in slots) or any(
             data.count(_MARKS[s]) for s in _MARKS.keys() - set(slots)
         ):
@@ -84,6 +84,11 @@ class Template:
         for s, chunk in zip(self.slots, self.chunks[1:]):
             out += (values[s], chunk)
         return b"".join(out)
+
+
+def event_json(e: Event) -> bytes:
+    """An event model's wire JSON."""
+    return e.__pydantic_serializer__.to_json(e)
 
 
 def done_events(resp: Response, text: str, item_id: str) -> list[Event]:
@@ -146,7 +151,7 @@ class MessageTail:
         """(type, JSON) of each event: cut from the templates where they hold, else the models'."""
         out = self.templates.render(self) if self.templates is not None else None
         if out is None:
-            out = [(e.type, e.__pydantic_serializer__.to_json(e)) for e in self.events()]
+            out = [(e.type, event_json(e)) for e in self.events()]
         return out
 
 
@@ -159,20 +164,19 @@ class TailTemplates:
     cost at the end when warm, which a server at high concurrency pays for every request."""
 
     def __init__(self, snapshot: Response, item_id: str, reason: str):
-        self.by_reason: dict[str, tuple[Template, ...]] = {}
         events = _marked(snapshot, item_id, reason)
-        cut = [Template.cut(e, slots) for e, slots in zip(events, _slots(reason))]
-        if all(t is not None for t in cut):
-            self.by_reason[reason] = tuple(cut)
+        cut = tuple(Template.cut(e, slots) for e, slots in zip(events, _slots(reason)))
+        self.reason = reason
+        self.cut: tuple[Template, ...] | None = cut if None not in cut else None
 
     @staticmethod
     def expected_reason(ignore_eos: bool) -> str:
         return "length" if ignore_eos else "stop"
 
     def render(self, tail: MessageTail) -> list[tuple[str, bytes]] | None:
-        """(type, JSON) of the tail's events, or None where its reason has no template."""
-        templates = self.by_reason.get(tail.final.finish_reason)
-        if templates is None:
+        """(type, JSON) of the tail's events, or None where it has no template (another reason, or
+        none could be cut)."""
+        if self.cut is None or tail.final.finish_reason != self.reason:
             return None
         f, seq = tail.final, tail.sequence_number
         try:
@@ -189,7 +193,7 @@ class TailTemplates:
             "time": b":%d" % int(time.time()),
             **{f"seq{i}": b":%d" % (seq + i) for i in range(4)},
         }
-        return [(t.type, t.render(values)) for t in templates]
+        return [(t.type, t.render(values)) for t in self.cut]
 
 
 def _slots(reason: str) -> tuple[tuple[str, ...], ...]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import orjson
 
-from ..message_tail import MessageTail
+from ..message_tail import MessageTail, event_json
 from ..protocol.events import Event, TextDelta
 from ..protocol.reasoning import ReasoningDelta
 
@@ -56,10 +56,9 @@ def sse_frame(e: Event | TextDelta | ReasoningDelta | MessageTail) -> bytes:
     if isinstance(e, ReasoningDelta):
         return _reasoning_delta(e)
     if isinstance(e, MessageTail):
-        return b"".join(
-            b"".join((b"event: ", t.encode(), b"\ndata: ", data, b"\n\n"))
-            for t, data in e.rendered()
-        )
-    return b"".join(
-        (b"event: ", e.type.encode(), b"\ndata: ", e.__pydantic_serializer__.to_json(e), b"\n\n")
-    )
+        return b"".join(_frame(t, data) for t, data in e.rendered())
+    return _frame(e.type, event_json(e))
+
+
+def _frame(event_type: str, data: bytes) -> bytes:
+    return b"".join((b"event: ", event_type.encode(), b"\ndata: ", data, b"\n\n"))
