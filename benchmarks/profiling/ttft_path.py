@@ -6,7 +6,8 @@ setting: the Qwen3-0.6B shape of seeded random weights, fp16):
 For each prompt length, N one-at-a-time requests of 4 output tokens, each split on one clock
 (time.perf_counter_ns) into:
   submit   the client's call until the engine took the request from its inbox;
-  build    the prefill step's host side (the model runner's run: inputs, launch or graph replay);
+  build    the prefill steps' host side (the model runner's runs: inputs, launch or graph replay;
+           from a chunked prompt's first step to its last);
   to_read  from there until the engine began to read the step's tokens back (the next step's
            launch, with overlapped scheduling);
   wait     the read-back's wait for the device;
@@ -38,7 +39,7 @@ class Stamps:
 
     def __init__(self, engine):
         self.now: dict[str, int] = {}
-        self.device_ms: list[float] = []
+        self.paths: dict[str, int] = {}  # the prefill steps' paths (model_runner.path)
         runner, take, resolve = engine.runner, engine._take_inbox, engine._resolve
         real_run = runner.run
 
@@ -47,12 +48,12 @@ class Stamps:
                 return real_run(batch, *args)
             cuda = runner.device.type == "cuda"
             ev = [torch.cuda.Event(enable_timing=True) for _ in range(2)] if cuda else []
-            self.now["build_0"] = time.perf_counter_ns()
+            self.now.setdefault("build_0", time.perf_counter_ns())  # a chunked prompt's first
             ev and ev[0].record()
             out = real_run(batch, *args)
             ev and ev[1].record()
             self.now["build_1"] = time.perf_counter_ns()
-            self.events = ev
+            self.events, self.path = ev, runner.path
             return out
 
         def take_inbox(block):
@@ -61,14 +62,17 @@ class Stamps:
             return alive
 
         def read(flight):
-            self.now.setdefault("read_0", time.perf_counter_ns())
+            first = "build_1" in self.now and "read_0" not in self.now  # the prompt's last step's
+            if first:
+                self.now["read_0"] = time.perf_counter_ns()
             resolve(flight)
-            self.now.setdefault("read_1", time.perf_counter_ns())
+            if first:
+                self.now["read_1"] = time.perf_counter_ns()
 
         runner.run, engine._take_inbox, engine._resolve = run, take_inbox, read
 
     def reset(self) -> None:
-        self.now, self.events = {}, []
+        self.now, self.events, self.path = {}, [], ""
 
 
 async def _one(task, stamps: Stamps, ids: list[int], i: int) -> dict:
@@ -81,6 +85,7 @@ async def _one(task, stamps: Stamps, ids: list[int], i: int) -> dict:
     s = stamps.now
     dev = stamps.events[0].elapsed_time(stamps.events[1]) if stamps.events else None
     ms = lambda a, b: (b - a) / 1e6  # noqa: E731
+    stamps.paths[stamps.path] = stamps.paths.get(stamps.path, 0) + 1
     return {
         "ttft": ms(t0, first),
         "submit": ms(t0, s["taken"]),
@@ -131,8 +136,11 @@ def main() -> int:
             rows = [asyncio.run(_one(task, stamps, prompt(), i)) for i in range(a.requests)]
             med = {k: statistics.median(r[k] for r in rows if r[k] is not None) for k in rows[0]
                    if rows[0][k] is not None}  # fmt: skip
-            out[f"isl{isl}"] = {"p50_ms": med, "kernels": _kernels(task, prompt())}
+            out[f"isl{isl}"] = {"p50_ms": med, "paths": dict(stamps.paths)}
+            out[f"isl{isl}"]["kernels"] = _kernels(task, prompt())
+            stamps.paths.clear()
             print(f"ISL {isl}: " + " | ".join(f"{k} {v:.3f}" for k, v in med.items()), flush=True)
+            print(f"   prefill paths {out[f'isl{isl}']['paths']}")
             for k in out[f"isl{isl}"]["kernels"][:12]:
                 print(f"   {k['ms']:8.3f} ms {k['calls']:5d}x  {k['name']}")
     finally:
