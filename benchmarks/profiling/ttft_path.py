@@ -6,6 +6,8 @@ setting: the Qwen3-0.6B shape of seeded random weights, fp16):
 For each prompt length, N one-at-a-time requests of 4 output tokens, each split on one clock
 (time.perf_counter_ns) into:
   submit   the client's call until the engine took the request from its inbox;
+  schedule from there until its prefill step's build began (the scheduler: prefix-cache lookup,
+           blocks);
   build    the prefill steps' host side (the model runner's runs: inputs, launch or graph replay;
            from a chunked prompt's first step to its last);
   to_read  from there until the engine began to read the step's tokens back (the next step's
@@ -20,7 +22,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
+import io
 import json
+import pstats
 import random
 import statistics
 import time
@@ -40,6 +45,7 @@ class Stamps:
     def __init__(self, engine):
         self.now: dict[str, int] = {}
         self.paths: dict[str, int] = {}  # the prefill steps' paths (model_runner.path)
+        self.profile: cProfile.Profile | None = None  # set: the prefill steps' host calls
         runner, take, resolve = engine.runner, engine._take_inbox, engine._resolve
         real_run = runner.run
 
@@ -50,7 +56,9 @@ class Stamps:
             ev = [torch.cuda.Event(enable_timing=True) for _ in range(2)] if cuda else []
             self.now.setdefault("build_0", time.perf_counter_ns())  # a chunked prompt's first
             ev and ev[0].record()
+            self.profile and self.profile.enable()
             out = real_run(batch, *args)
+            self.profile and self.profile.disable()
             ev and ev[1].record()
             self.now["build_1"] = time.perf_counter_ns()
             self.events, self.path = ev, runner.path
@@ -89,6 +97,7 @@ async def _one(task, stamps: Stamps, ids: list[int], i: int) -> dict:
     return {
         "ttft": ms(t0, first),
         "submit": ms(t0, s["taken"]),
+        "schedule": ms(s["taken"], s["build_0"]),
         "build": ms(s["build_0"], s["build_1"]),
         "to_read": ms(s["build_1"], s["read_0"]),
         "wait": ms(s["read_0"], s["read_1"]),
@@ -119,6 +128,7 @@ def main() -> int:
     ap.add_argument("out")
     ap.add_argument("--tiny", action="store_true", help="the tiny shape on the CPU")
     ap.add_argument("--requests", type=int, default=40)
+    ap.add_argument("--show-profile", action="store_true", help="print the host profiles")
     a = ap.parse_args()
     prepare_bundle(Path(a.work), "tiny" if a.tiny else "qwen3-0.6b")
     cfg = EngineConfig(
@@ -136,13 +146,21 @@ def main() -> int:
             rows = [asyncio.run(_one(task, stamps, prompt(), i)) for i in range(a.requests)]
             med = {k: statistics.median(r[k] for r in rows if r[k] is not None) for k in rows[0]
                    if rows[0][k] is not None}  # fmt: skip
+            stamps.profile = cProfile.Profile()
+            for i in range(10):
+                asyncio.run(_one(task, stamps, prompt(), i))
+            text = io.StringIO()
+            pstats.Stats(stamps.profile, stream=text).sort_stats("tottime").print_stats(14)
+            stamps.profile = None
             out[f"isl{isl}"] = {"p50_ms": med, "paths": dict(stamps.paths)}
+            out[f"isl{isl}"]["host_profile"] = text.getvalue()
             out[f"isl{isl}"]["kernels"] = _kernels(task, prompt())
             stamps.paths.clear()
             print(f"ISL {isl}: " + " | ".join(f"{k} {v:.3f}" for k, v in med.items()), flush=True)
             print(f"   prefill paths {out[f'isl{isl}']['paths']}")
             for k in out[f"isl{isl}"]["kernels"][:12]:
                 print(f"   {k['ms']:8.3f} ms {k['calls']:5d}x  {k['name']}")
+            print(text.getvalue().split("Ordered by")[1] if a.show_profile else "", end="")
     finally:
         task.close()
     out["info"] = {k: v for k, v in task.info.items() if isinstance(v, (str, int, float, bool))}

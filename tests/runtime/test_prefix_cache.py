@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 
+import numpy as np
 import pytest
 
 from qualflow.runtime import EngineConfig, GenerationRequest, load_task
@@ -14,7 +15,7 @@ from qualflow.runtime.api.events import TaskTiming
 from qualflow.runtime.api.request import SamplingParams, Thinking
 from qualflow.runtime.engine import block_manager
 from qualflow.runtime.engine.block_manager import RESERVED_BLOCKS, BlockManager
-from qualflow.runtime.engine.sequence import Sequence
+from qualflow.runtime.engine.sequence import PLACEHOLDER, Sequence, put_ids
 
 
 # ---- the block manager alone --------------------------------------------------------------------
@@ -52,6 +53,27 @@ def test_full_blocks_chain_and_the_last_token_is_recomputed():
     assert len(bm.match(seq(list(range(8))))) == 1  # its last token's block is computed again
     assert len(bm.match(seq([0, 1, 2, 3, 9, 9, 9, 9, 9]))) == 1  # the chain breaks at block 2
     assert bm.match(seq([4, 5, 6, 7, 0, 1, 2, 3, 9])) == []  # same tokens, other position: a miss
+
+
+def test_keys_extend_in_pieces_as_in_one():
+    """Keys made a few blocks at a time (a prompt, then its output as it fills blocks) equal the
+    chain made at once, and each is block_hash of its parent and its own tokens."""
+    tokens = list(range(100, 100 + 4 * 9))
+    bm, whole, grown = BlockManager(32, 4), seq(tokens), seq(tokens)
+    bm._hashes(whole, len(tokens))
+    for n in (3, 9, 10, 27, len(tokens)):
+        bm._hashes(grown, n)
+    assert grown.block_hashes == whole.block_hashes and len(whole.block_hashes) == 9
+    parent = 0
+    for i, h in enumerate(whole.block_hashes):
+        assert h == block_manager.block_hash(parent, tokens[4 * i : 4 * i + 4])
+        parent = h
+
+
+def test_put_ids_reads_a_placeholder_as_zero():
+    out = np.full(6, 7, np.int64)
+    put_ids(out[1:5], [5, 151_643, PLACEHOLDER, 2])
+    assert out.tolist() == [7, 5, 151_643, 0, 2, 7]
 
 
 def test_shared_blocks_are_counted_and_cached_once_free():

@@ -34,6 +34,7 @@ from ..kernels.attention import PagedAttention, StepMeta
 from .cuda_graphs import capture_buckets, capture_step
 from .extend_meta import ExtendBuffers
 from .scheduler import Batch
+from .sequence import put_ids
 
 
 def context_buckets(limit: int, smallest: int = 512) -> list[int]:
@@ -85,7 +86,7 @@ def pad_extend_step(
     for seq, start, n, smp in zip(batch.seqs, batch.starts, batch.counts, batch.samples):
         table = np.asarray(seq.block_table, dtype=np.int64)
         every = (table[:, None] * block_size + np.arange(block_size)).reshape(-1)
-        ids[o : o + n] = [max(t, 0) for t in seq.token_ids[start : start + n]]
+        put_ids(ids[o : o + n], seq.token_ids[start : start + n])
         pos[o : o + n] = np.arange(start, start + n)
         slots[o : o + n] = every[start : start + n]
         ctx[k : k + start + n] = every[: start + n]

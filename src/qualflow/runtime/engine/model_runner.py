@@ -20,6 +20,7 @@ from ..kernels.attention import PagedAttention, StepMeta
 from ..kernels.paged_extend import Launch, splits_for
 from .extend_meta import eager_extend
 from .scheduler import Batch
+from .sequence import put_ids
 from .spec import EngineSpec
 from .transfer import to_device
 
@@ -70,13 +71,14 @@ class ModelRunner:
             self.path = "extend-graph"
             return self.extend.extend(batch, (at, rows), prev)
         self.path = "eager"
-        ids, pos, slots, cu_q, cu_k, ctx = [], [], [], [0], [0], []
+        ids = np.empty(batch.num_tokens, np.int64)
+        pos, slots, cu_q, cu_k, ctx = [], [], [0], [0], []
         fresh = all(s == 0 for s in batch.starts)
         kernel = self.attn.extends(batch.num_tokens, fresh)
         for seq, start, n in zip(batch.seqs, batch.starts, batch.counts):
             p = np.arange(start, start + n)
             table = np.asarray(seq.block_table, dtype=np.int64)
-            ids.append(seq.token_ids[start : start + n])
+            put_ids(ids[cu_q[-1] : cu_q[-1] + n], seq.token_ids[start : start + n])
             pos.append(p)
             slots.append(table[p // self.block_size] * self.block_size + p % self.block_size)
             cu_q.append(cu_q[-1] + n)
@@ -97,7 +99,7 @@ class ModelRunner:
         )
         if kernel:
             meta = self._extend_meta(meta, batch)
-        ids_t = to_device([max(t, 0) for chunk in ids for t in chunk], dev)
+        ids_t = to_device(ids, dev)
         if at:
             ids_t.index_copy_(0, to_device(at, dev), prev.index_select(0, to_device(rows, dev)))
         self.attn.meta = meta

@@ -29,6 +29,7 @@ from ..kernels.attention import PagedAttention, StepMeta
 from .cuda_graphs import capture_buckets, capture_step
 from .extend_meta import ExtendBuffers
 from .scheduler import Batch
+from .sequence import put_ids
 
 
 def token_buckets(max_tokens: int) -> list[int]:
@@ -62,7 +63,7 @@ def pad_fresh_step(batch: Batch, tokens: int, max_seqs: int, block_size: int) ->
     for seq, n, smp in zip(batch.seqs, batch.counts, batch.samples):
         p = np.arange(n)
         table = np.asarray(seq.block_table, dtype=np.int64)
-        ids[o : o + n] = [max(t, 0) for t in seq.token_ids[:n]]
+        put_ids(ids[o : o + n], seq.token_ids[:n])
         pos[o : o + n] = p
         slots[o : o + n] = table[p // block_size] * block_size + p % block_size
         if smp:

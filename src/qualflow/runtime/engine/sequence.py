@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 
 from ..api.events import TaskTiming
@@ -17,6 +18,14 @@ from .outputs import Sink
 from .thinking import ThinkState
 
 PLACEHOLDER = -1
+
+
+def put_ids(out: np.ndarray, tokens: list[int]) -> None:
+    """A step's input `tokens` into `out` (int64, as long), a PLACEHOLDER as 0 (the step's device
+    copy fills it). Vectorised: a 1,024-token prompt's list comprehension cost ~0.1 ms of the
+    host's time before its prefill step could launch."""
+    out[:] = tokens
+    np.maximum(out, 0, out=out)
 
 
 @dataclass(eq=False)
