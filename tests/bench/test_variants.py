@@ -90,6 +90,30 @@ def test_a_cuda_run_that_asked_for_rope_inside_attention_and_did_not_get_it_fail
     assert problems(result, variants, cuda=True) == []
 
 
+def test_a_cuda_run_that_asked_for_cudnn_for_a_lone_prompt_and_did_not_get_it_fails_loudly():
+    variants, pairs = plan("solo", "on")
+    assert [EngineConfig(**v.engine).solo_prefill_attention for v in variants] == [
+        "varlen",
+        "cudnn",
+    ]
+    assert [(a, b) for a, b, _ in pairs] == [("_varlen", "_cudnn")]
+    solo = {"solo_prefill_attention": "varlen", "solo_prefill_graphs": "off"}
+    result = {
+        "points": {},
+        "variants": {"_varlen": {"task_info": {**INFO, **solo}}, "_cudnn": {"task_info": {**INFO}}},
+    }
+    result["variants"]["_cudnn"]["task_info"] |= {
+        "solo_prefill_attention": "cudnn-dense",
+        "solo_prefill_graphs": "off: capture failed: RuntimeError: x",
+    }
+    assert problems(result, variants, cuda=True) == [
+        "_cudnn: cuDNN's dense SDPA for a lone prompt asked for, got 'cudnn-dense', graphs "
+        "'off: capture failed: RuntimeError: x'"
+    ]
+    result["variants"]["_cudnn"]["task_info"]["solo_prefill_graphs"] = "captured"
+    assert problems(result, variants, cuda=True) == []
+
+
 def test_a_cuda_run_that_asked_for_the_extend_kernel_and_did_not_get_it_fails_loudly():
     variants, _ = plan("hopper", "on")
     result = {

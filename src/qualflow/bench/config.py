@@ -22,6 +22,7 @@ PLANS = Literal[
     "hopper",
     "gemv",
     "rope",
+    "solo",
     "tools",
 ]
 

@@ -118,6 +118,14 @@ def _not_got(variant, info: dict) -> list[str]:
             f"{variant.tag}: q/k-norm + RoPE inside attention asked for, got "
             f"{info.get('rope_in_attention')!r}"
         )
+    if asked.get("solo_prefill_attention") == "cudnn" and (
+        not str(info.get("solo_prefill_attention")).startswith("cudnn")
+        or info.get("solo_prefill_graphs") != "captured"
+    ):
+        out.append(
+            f"{variant.tag}: cuDNN's dense SDPA for a lone prompt asked for, got "
+            f"{info.get('solo_prefill_attention')!r}, graphs {info.get('solo_prefill_graphs')!r}"
+        )
     if asked.get("programmatic_launch") and info.get("programmatic_launch") != "on":
         out.append(
             f"{variant.tag}: programmatic launch asked for, got {info.get('programmatic_launch')!r}"

@@ -42,6 +42,8 @@ from .variants_wave4 import (
     PREFIX_PAIRS,
     ROPE,
     ROPE_PAIRS,
+    SOLO,
+    SOLO_PAIRS,
     TOOLS,
 )
 
@@ -219,6 +221,7 @@ PLANS = {
     "hopper": (HOPPER, HOPPER_PAIRS),
     "gemv": (GEMV, GEMV_PAIRS),
     "rope": (ROPE, ROPE_PAIRS),
+    "solo": (SOLO, SOLO_PAIRS),
     "tools": (TOOLS, ()),
 }
 

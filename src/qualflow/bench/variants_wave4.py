@@ -19,6 +19,10 @@
   correctness runs on it) on the c1 points and the Task's c64 point: ITL, tok/s and the b1 step's
   kernels and GPU us.
 
+--plan solo (issue 49): overlapped, the default engine with a fresh prefill step of one sequence
+  through flash's varlen kernel ("_varlen") against cuDNN's dense causal SDPA in prefill graphs of
+  its own ("_cudnn": family correctness runs on it) on the c1 points: TTFT first.
+
 --plan tools (issue 46): overlapped, the default engine ("_tools"): the pilot point, then the
   constrained-decoding figures on the same load (constrained.py): required calls against no
   tools, a shared batch against one without constrained rows, a new and a cached schema's
@@ -126,3 +130,22 @@ ROPE = (
     ),
 )
 ROPE_PAIRS = (("_sep", "_in", "q/k-norm + RoPE inside decode attention against before it"),)
+
+
+SOLO_POINTS = ("c1_isl1024_ttft", "c1_isl128_osl256")
+SOLO = (
+    Variant(
+        "_varlen",
+        dict(async_scheduling="on", solo_prefill_attention="varlen"),
+        SOLO_POINTS,
+        label="a lone prompt's prefill through flash's varlen kernel (the default)",
+    ),
+    Variant(  # of record: family correctness runs on it
+        "_cudnn",
+        dict(async_scheduling="on", solo_prefill_attention="cudnn"),
+        SOLO_POINTS,
+        main=True,
+        label="a lone prompt's prefill through cuDNN's dense causal SDPA",
+    ),
+)
+SOLO_PAIRS = (("_varlen", "_cudnn", "cuDNN's dense SDPA for a lone prompt against flash varlen"),)

@@ -122,6 +122,16 @@ class EngineConfig:
         "1024 TTFT 5.47 against 5.69 ms, but the pilot shape at 0.86 of flash's throughput). cpu "
         "runs the reference loop",
     )
+    solo_prefill_attention: Literal["varlen", "cudnn"] = setting(
+        "varlen",
+        help="attention of a fresh prefill step of one sequence (a lone prompt: a c1 request's "
+        "first step) on cuda: varlen (as any prefill step), or cudnn (cuDNN's dense causal "
+        "SDPA over the padded step, Hopper-native, in prefill graphs of their own; flash's "
+        "varlen kernel fills one wave of 8 query blocks x 16 heads there, 63 us a layer at "
+        "1,024 tokens on an H100). Checked against the reference at load, on compute capability "
+        "9.0 and later; where it fails, disagrees or does not capture, varlen. cpu runs torch's "
+        "dense SDPA (A/B: --plan solo)",
+    )
     extend_attention: Literal["kernel", "gather"] = setting(
         "kernel",
         help="attention of prefill steps past position 0 (a prompt after its cached prefix, a "

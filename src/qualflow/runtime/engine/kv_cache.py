@@ -9,7 +9,7 @@ import torch
 
 from ..config import EngineConfig
 from ..kernels.attention import PagedAttention
-from ..kernels.varlen_choice import choose_extend, choose_varlen
+from ..kernels.varlen_choice import choose_extend, choose_solo, choose_varlen
 from .block_manager import RESERVED_BLOCKS, BlockManager
 
 
@@ -20,6 +20,7 @@ class KvCache:
     max_blocks: int  # blocks of one full-context sequence
     varlen: str  # the varlen attention kernels in use (kernels.varlen_choice)
     extend: str  # how steps past position 0 attend (kernels.varlen_choice.choose_extend)
+    solo: str  # how a fresh step of one sequence attends (kernels.varlen_choice.choose_solo)
 
 
 def free_device_memory(device: torch.device) -> int:
@@ -62,9 +63,10 @@ def allocate_kv_cache(
     attention = PagedAttention(pool, block_size, use_flash=False)
     varlen = choose_varlen(attention, heads, device, dtype, cfg.varlen_attention)
     extend = choose_extend(attention, heads, device, dtype, cfg.extend_attention)
+    solo = choose_solo(attention, heads, device, dtype, cfg.solo_prefill_attention)
     attention.extend_tokens = cfg.extend_kernel_tokens
     attention.extend_fresh = attention.extend_kernel and cfg.varlen_attention == "extend"
     if attention.extend_fresh:
         extend += "+fresh"
     blocks = BlockManager(num_blocks, block_size, caching=cfg.prefix_caching)
-    return KvCache(attention, blocks, per_seq, varlen, extend)
+    return KvCache(attention, blocks, per_seq, varlen, extend, solo)

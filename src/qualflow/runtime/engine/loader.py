@@ -113,6 +113,8 @@ def load_engine(
         "programmatic_launch": launch,
         "prefill_graphs": None if prefill is None else prefill.sizes,
         "prefill_graphs_note": prefill_note,
+        "solo_prefill_attention": kv.solo,
+        "solo_prefill_graphs": None if prefill is None else prefill.solo_note,
         "extend_graphs": None if extend is None else [extend.tokens, extend.contexts],
         "extend_graphs_note": extend_note,
         "engine_pid": None,

@@ -14,12 +14,17 @@ Where fresh steps take the extend kernel (--varlen-attention extend), each layer
 K/V back from the pool through its block tables (engine.extend_meta.ExtendBuffers, padded like the
 extend graphs' tables).
 
+A step of one sequence replays a graph of its own where the attention has a dense path for it
+(PagedAttention.solo: cuDNN's dense causal SDPA over the whole padded step; the pad tokens come
+after the prompt, so causal attention keeps them out of its rows).
+
 Captured graphs need flash varlen attention (the reference loop reads host lengths); with
 `capture=False` the same padded step runs eagerly, which is how CPU tests check the padding.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,6 +35,8 @@ from .cuda_graphs import capture_buckets, capture_step
 from .extend_meta import ExtendBuffers
 from .scheduler import Batch
 from .sequence import put_ids
+
+log = logging.getLogger(__name__)
 
 
 def token_buckets(max_tokens: int) -> list[int]:
@@ -110,9 +117,11 @@ class PrefillGraphs:
         self.cu = torch.zeros(max_seqs + 2, dtype=torch.int32, device=device)
         self.kernel_in = ExtendBuffers(attention, self.max_tokens, self.max_tokens, max_seqs)
         self.graphs: dict[int, tuple[torch.cuda.CUDAGraph, torch.Tensor]] = {}
+        self.solo_graphs: dict[int, tuple[torch.cuda.CUDAGraph, torch.Tensor]] = {}
         self.pool = None
         self.capture = capture
         self.capture_s = capture_buckets(self.sizes, self._capture, device) if capture else 0.0
+        self.solo_note = self._capture_solo() if attention.solo else "off"
 
     def fits(self, batch: Batch) -> bool:
         return (
@@ -121,11 +130,12 @@ class PrefillGraphs:
             and batch.num_tokens <= self.max_tokens
         )
 
-    def _run(self, t: int, lens: list[int]) -> torch.Tensor:
+    def _run(self, t: int, lens: list[int], dense: bool = False) -> torch.Tensor:
         """The padded forward; `lens`: the host sequence lengths the eager reference reads (a
-        graph is captured with the bucket as the bound flash attention takes)."""
-        meta = StepMeta("varlen", self.slots[:t], self.cu, self.cu, lens, lens, None)
-        if self.attn.extends(t, fresh=True):
+        graph is captured with the bucket as the bound flash attention takes); `dense`: one
+        sequence, through the attention's dense path."""
+        meta = StepMeta("varlen", self.slots[:t], self.cu, self.cu, lens, lens, None, dense=dense)
+        if not dense and self.attn.extends(t, fresh=True):
             meta = self.kernel_in.meta(meta, t, t)
         self.attn.meta = meta
         return self.model(self.ids[:t], self.pos[:t], self.attn, logit_index=self.rows)
@@ -137,6 +147,25 @@ class PrefillGraphs:
             self.pool = g.pool()
         self.graphs[t] = (g, out)
 
+    def _capture_solo(self) -> str:
+        """The dense steps of one sequence (PagedAttention.solo), a graph a bucket, captured after
+        the others (on CUDA); what became of them."""
+        if not self.capture:
+            return "eager"
+
+        def one(t: int) -> None:
+            self.solo_graphs[t] = capture_step(
+                lambda: self._run(t, [t], True), self.device, self.pool
+            )
+
+        try:
+            capture_buckets(self.sizes, one, self.device)
+        except Exception as e:  # noqa: BLE001 - a lone prompt then runs as any step
+            self.solo_graphs.clear()
+            log.exception("dense prefill graph capture failed")
+            return f"off: capture failed: {type(e).__name__}: {e}"
+        return "captured"
+
     def prefill(
         self,
         batch: Batch,
@@ -146,13 +175,18 @@ class PrefillGraphs:
         """Logits [sampling sequences, V] of a fresh step. `fills`: (index in the step's tokens,
         row of `prev`) of the input tokens still on the device (see model_runner.pending_fills)."""
         t = next(b for b in self.sizes if b >= batch.num_tokens)
+        solo = (
+            len(batch.seqs) == 1
+            and bool(self.attn.solo)
+            and (not self.capture or t in self.solo_graphs)
+        )
         step = pad_fresh_step(batch, t, self.max_seqs, self.block_size)
         at, rows = fills
         f, s = len(at), self.max_seqs
         # the extend kernel's tiles and tables, where it runs the step
         kernel = (
             self.kernel_in.host(batch, t, t)
-            if self.attn.extends(t, fresh=True)
+            if not solo and self.attn.extends(t, fresh=True)
             else np.empty(0, np.int64)
         )
         # one host buffer -> one copy: ids, pos, slots [t each], logit rows [s], cu [s + 2], fills
@@ -179,7 +213,7 @@ class PrefillGraphs:
         if kernel.size:
             self.kernel_in.fill(src[end:], t, t)
         if not self.capture:
-            return self._run(t, step.lens)[: step.sampling]
-        g, out = self.graphs[t]
+            return self._run(t, step.lens, solo)[: step.sampling]
+        g, out = (self.solo_graphs if solo else self.graphs)[t]
         g.replay()
         return out[: step.sampling]

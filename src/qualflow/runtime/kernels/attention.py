@@ -10,7 +10,9 @@ stores the step's new K/V at their slots, then attends according to the step's m
     one Triton kernel with context splits (paged_extend.py). On CUDA one varlen call covers the
     batch: flash attention's, or cuDNN's SDPA with ragged offsets where it was chosen and checked
     at load (varlen_choice.py: fresh steps, or every varlen step); elsewhere (CPU) one SDPA call
-    per sequence.
+    per sequence. A `dense` fresh step (one prompt, padded: a captured prefill graph of its own)
+    runs torch's dense causal SDPA over the whole step, through cuDNN where that was chosen and
+    checked at load (varlen_choice.choose_solo).
   - paged: one query per sequence, read straight from the block table by a Triton kernel (the decode
     step captured as a CUDA graph). With `rope_inside` that kernel also takes the layer's qkv row
     as the projection wrote it and does the q/k-norm + RoPE and the K/V store (`attend_qkv`).
@@ -46,6 +48,8 @@ class StepMeta:
     counters: torch.Tensor | None = (
         None  # paged, splits > 1: the kernel's arrival counters (persistent, zero)
     )
+    dense: bool = False  # varlen, fresh: the step is one causal sequence (a lone prompt, then
+    # its padding): torch's dense SDPA over it (PagedAttention.solo)
 
 
 class PagedAttention:
@@ -70,6 +74,10 @@ class PagedAttention:
         # paged steps take the qkv row raw and do q/k-norm + RoPE + the K/V store in the decode
         # kernel (set at load: EngineConfig.rope_in_attention, paged_decode.rope_self_check)
         self.rope_inside = False
+        # a `dense` step (a fresh step of one sequence): "cudnn" (cuDNN's dense SDPA, grouped K/V
+        # as they are), "cudnn-repeat-kv", "sdpa" (torch's default backend: the CPU reference);
+        # "" none take that path (set at load: varlen_choice.choose_solo)
+        self.solo = ""
         from .paged_decode import runs_on
 
         self.paged_kernel = runs_on(
@@ -129,6 +137,8 @@ class PagedAttention:
         N, H, D = q.shape
         if m.mode == "paged":
             return self._paged(layer, q)
+        if m.dense:
+            return self._dense(q, k, v).reshape(N, H * D)
         if m.tiles is not None:
             return self._extend(layer, q, m).view(N, H * D)
         if m.ctx_slots is None:
@@ -156,6 +166,14 @@ class PagedAttention:
             q, K, V, m.cu_q, m.cu_k, max(m.q_lens), max(m.k_lens), 0.0, True, False
         )[0]
 
+    def _dense(self, q, K, V) -> torch.Tensor:
+        """A `dense` step's attention [N, H, D]: its N tokens as one causal sequence. The padding
+        after a lone prompt attends to it too, but no real token attends to the padding."""
+        if self.solo.endswith("repeat-kv") and K.shape[1] != q.shape[1]:
+            K = K.repeat_interleave(q.shape[1] // K.shape[1], dim=1)
+            V = V.repeat_interleave(q.shape[1] // V.shape[1], dim=1)
+        return dense_causal(q, K, V, cudnn=self.solo.startswith("cudnn"))
+
     def _cudnn(self, q, K, V, m: StepMeta) -> torch.Tensor:
         """cuDNN's SDPA over the packed batch (ragged offsets cu_q / cu_k), causal."""
         if self.cudnn_repeat_kv and K.shape[1] != q.shape[1]:
@@ -175,6 +193,22 @@ class PagedAttention:
             True,
             False,
         )[0]
+
+
+def dense_causal(q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, cudnn: bool) -> torch.Tensor:
+    """Causal attention of one packed sequence, q [N, H, D] over K/V [N, KV, D], through torch's
+    dense SDPA: cuDNN's kernel only (`cudnn`), else torch's choice."""
+    qt, kt, vt = (t.transpose(0, 1).unsqueeze(0) for t in (q, K, V))
+    gqa = kt.shape[1] != qt.shape[1]
+    if not cudnn:
+        return F.scaled_dot_product_attention(qt, kt, vt, is_causal=True, enable_gqa=gqa)[
+            0
+        ].transpose(0, 1)
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+        o = F.scaled_dot_product_attention(qt, kt, vt, is_causal=True, enable_gqa=gqa)
+    return o[0].transpose(0, 1)
 
 
 def varlen_sdpa(

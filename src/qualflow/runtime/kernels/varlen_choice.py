@@ -7,7 +7,9 @@ reference (`varlen_sdpa`) on the device, like the other kernels:
     position 0, padded with empty sequences as a captured prefill step is) and a chunked one
     (queries the last of a longer context): a case it fails stays on flash varlen, or the loop.
 The name returned is what the engine reports as its `varlen_attention`. Steps past position 0
-take the extend kernel where `choose_extend` checked it (reported as `extend_attention`)."""
+take the extend kernel where `choose_extend` checked it (reported as `extend_attention`); a fresh
+step of one sequence takes cuDNN's dense SDPA where `choose_solo` checked it
+(`solo_prefill_attention`)."""
 
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from .attention import PagedAttention, StepMeta, varlen_sdpa
 
 CHUNKED = ([5, 1, 37], [9, 20, 37])  # (query lengths, context lengths)
 FRESH = ([7, 33, 0, 0], [7, 33, 0, 0])
+SOLO = ([45], [45])  # one fresh sequence (a dense step)
 log = logging.getLogger(__name__)
 
 
@@ -104,6 +107,28 @@ def choose_varlen(attn: PagedAttention, heads: int, device, dtype, want: str = "
     if fresh and chunked:
         return "cudnn-varlen" + kv
     return f"cudnn-fresh{kv}+{flash}" if fresh else flash
+
+
+def choose_solo(attn: PagedAttention, heads: int, device, dtype, want: str = "varlen") -> str:
+    """How a fresh step of one sequence (a lone prompt) attends, and the name the engine reports:
+    as any varlen step (`want` varlen), or (`want` cudnn) through cuDNN's dense causal SDPA, with
+    grouped K/V as they are, else repeated, where it runs and agrees with the reference here; off
+    CUDA, torch's dense SDPA (the reference that CPU tests run)."""
+    attn.solo = ""
+    if want != "cudnn":
+        return "varlen"
+    if device.type != "cuda":
+        attn.solo = "sdpa"
+        return "dense-sdpa"
+    if not cudnn_runs_here(device, dtype):
+        return "varlen (cuDNN's SDPA needs compute capability 9.0+, fp16 or bf16)"
+    for mode in ("cudnn", "cudnn-repeat-kv"):
+        attn.solo = mode
+        if agrees(lambda q, K, V, m: attn._dense(q, K, V), attn, heads, SOLO, device, dtype):
+            return f"{mode}-dense"
+    attn.solo = ""
+    log.warning("cuDNN's dense SDPA failed or disagreed with the reference: varlen")
+    return "varlen (cuDNN's dense SDPA failed or disagreed with the reference)"
 
 
 def choose_extend(attn: PagedAttention, heads: int, device, dtype, want: str = "kernel") -> str:
