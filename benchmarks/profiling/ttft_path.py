@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import dataclasses
 import io
 import json
 import pstats
@@ -129,15 +130,19 @@ def main() -> int:
     ap.add_argument("--tiny", action="store_true", help="the tiny shape on the CPU")
     ap.add_argument("--requests", type=int, default=40)
     ap.add_argument("--show-profile", action="store_true", help="print the host profiles")
+    ap.add_argument("--solo", help="EngineConfig.solo_prefill_attention (default: the engine's)")
     a = ap.parse_args()
     prepare_bundle(Path(a.work), "tiny" if a.tiny else "qwen3-0.6b")
     cfg = EngineConfig(
         device="cpu" if a.tiny else "cuda", max_batch=8 if a.tiny else 256, max_context=2112,
         engine_process="off",
     )  # fmt: skip
+    if a.solo:  # only then: a tree from before the setting runs this script too
+        cfg = dataclasses.replace(cfg, solo_prefill_attention=a.solo)
     cfg.apply_to_this_process()
     task = load_task(Path(a.work) / "bundle", cfg)
     stamps, rng, out = Stamps(task.engine), random.Random(0), {}
+    print({k: v for k, v in task.info.items() if "solo" in k or "varlen" in k}, flush=True)
     try:
         for isl in LENGTHS:
             prompt = lambda n=isl: [rng.randrange(1000, 100_000) for _ in range(n)]  # noqa: E731
