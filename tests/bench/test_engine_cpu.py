@@ -1,7 +1,7 @@
 """`qualflow bench engine` runs end to end on cpu on one tiny point: the result it writes is in the
-results schema and carries the point's roofline share, the multi-turn point's sides (the cached
-turn's prefill padded, eager, gathered, and the cache off), the agent-replay point's two and the
-plan's pair alternated (--paired-rounds)."""
+results schema and carries the point's roofline share and its prefill step's host time, the
+multi-turn point's sides (the cached turn's prefill padded, eager, gathered, and the cache off),
+the agent-replay point's two and the plan's pair alternated (--paired-rounds)."""
 
 from __future__ import annotations
 
@@ -48,6 +48,9 @@ def test_a_tiny_engine_run_writes_a_schema_result_with_the_roofline_share(tmp_pa
     assert limit > 0 and pt["share_of_roofline"] == pt["figures"]["output_tok_per_s"] / limit
     detail = json.loads(path.read_text())["detail"]["points"]["c1_isl128_osl256_pc"]
     assert detail["pct_of_roofline"] == pytest.approx(100 * pt["share_of_roofline"])
+    # a c1 point's prefill step apart: its path and host time (no device time on the CPU)
+    assert detail["prefill_step"]["paths"] and detail["prefill_step"]["host_ms_p50"] > 0
+    assert detail["prefill_step"]["device_ms_p50"] is None
     # the multi-turn point: 6 turns, the last served mostly from the prefix cache when it is on
     mt = json.loads(path.read_text())["detail"]["multiturn"]
     assert mt["turns"] == 6 and mt["prompt_tokens"] == 64 + 5 * (24 + 8)

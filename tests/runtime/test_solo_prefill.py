@@ -37,32 +37,36 @@ def test_the_choice_off_cuda_is_the_reference_and_varlen_asks_for_nothing():
     assert attn.solo == ""
 
 
-def _generate(task, stagger: bool) -> list[list[int]]:
+def _generate(task, together: bool) -> list[list[int]]:
     async def one(i, p):
-        await asyncio.sleep(0.05 * i if stagger else 0)
         params = SamplingParams(max_new_tokens=6, temperature=0, ignore_eos=True)
         return [ev async for ev in task.generate(GenerationRequest(f"r{i}", p, params))][-1]
 
     async def go():
+        if not together:  # one after another: every prefill step holds one prompt
+            return [(await one(i, p)).token_ids for i, p in enumerate(PROMPTS)]
         runs = [asyncio.ensure_future(one(i, p)) for i, p in enumerate(PROMPTS)]
-        if not stagger:  # every prompt in the inbox before the first step: one step of four
-            with task.engine.lock:
-                await asyncio.sleep(0.05)
+        with task.engine.lock:  # the prompts queue up behind the first step
+            await asyncio.sleep(0.05)
         return [f.token_ids for f in await asyncio.gather(*runs)]
 
     return asyncio.run(go())
 
 
-def _dense_steps(task) -> list[bool]:
-    """Whether each padded fresh prefill step ran the dense path."""
+def _steps(task) -> list[tuple[int, bool]]:
+    """(prompts, dense) of each padded fresh prefill step."""
     graphs, seen = task.engine.runner.prefill, []
-    real = graphs._run
+    prefill, run = graphs.prefill, graphs._run
 
-    def spy(t, lens, dense=False):
-        seen.append(dense)
-        return real(t, lens, dense)
+    def spy_prefill(batch, *a):
+        seen.append([len(batch.seqs)])
+        return prefill(batch, *a)
 
-    graphs._run = spy
+    def spy_run(t, lens, dense=False):
+        seen[-1].append(dense)
+        return run(t, lens, dense)
+
+    graphs.prefill, graphs._run = spy_prefill, spy_run
     return seen
 
 
@@ -71,7 +75,7 @@ def test_a_lone_prompt_takes_the_dense_path_and_decodes_as_before(bundle_dir):
     cfg = dict(max_batch=4, max_context=96, async_scheduling="on", prefix_caching=False)
     plain = load_task(bundle_dir, EngineConfig(**cfg, prefill_graphs="off"))
     try:
-        expected = _generate(plain, stagger=True)
+        expected = _generate(plain, together=False)
     finally:
         plain.close()
     task = load_task(
@@ -80,11 +84,12 @@ def test_a_lone_prompt_takes_the_dense_path_and_decodes_as_before(bundle_dir):
     try:
         assert task.info["solo_prefill_attention"] == "dense-sdpa"
         assert task.info["solo_prefill_graphs"] == "eager"
-        seen = _dense_steps(task)
-        assert _generate(task, stagger=True) == expected
-        assert seen == [True] * len(PROMPTS)  # one prompt a step: each dense
+        seen = _steps(task)
+        assert _generate(task, together=False) == expected
+        assert seen == [[1, True]] * len(PROMPTS)  # a lone prompt's step: dense
         seen.clear()
-        assert _generate(task, stagger=False) == expected
-        assert seen and not any(seen)  # a step of several prompts: varlen
+        assert _generate(task, together=True) == expected
+        assert any(n > 1 for n, _ in seen)  # some step held several prompts
+        assert all(dense == (n == 1) for n, dense in seen)  # those, and only those, varlen
     finally:
         task.close()

@@ -14,6 +14,7 @@ from qualflow.roofline import point_roofline, workload_roofline
 from qualflow.runtime import GenerationRequest
 
 from .point import run_point
+from .step_log import lone_prefills
 
 POINTS = [  # (name, concurrency, ISL, OSL, target)
     ("c1_isl128_osl256", 1, 128, 256, {"output_tok_per_s": 1000, "itl_ms_p50": 1.0}),
@@ -130,8 +131,18 @@ def _print_point(key: str, r: dict) -> None:
         f"{r['output_tok_per_s_max']:.0f}] over {r['repeats']} x {r['requests']} req "
         f"({r['measured_s']:.1f}s)  TTFT p50 {r['ttft_ms_p50']:.2f} ms  "
         f"ITL p50 {r['itl_ms_p50']:.3f} ms  {r['pct_of_roofline']:.1f}% of roofline "
-        f"{r['roofline']['limit_tok_per_s']:.0f}  met={r['met']}",
+        f"{r['roofline']['limit_tok_per_s']:.0f}  met={r['met']}{_prefill_text(r)}",
         flush=True,
+    )
+
+
+def _prefill_text(r: dict) -> str:
+    st = r.get("prefill_step")
+    if not st or st["host_ms_p50"] is None:
+        return ""
+    dev = st["device_ms_p50"]
+    return f"  prefill step: host {st['host_ms_p50']:.2f} ms" + (
+        f", device {dev:.2f} ms" if dev is not None else ""
     )
 
 
@@ -153,6 +164,8 @@ def measure(task, result: dict, tag: str, names, save, cfg, offline: bool = True
             result["points"][name + tag] = {"error": repr(e)}
             print(f"{name}{tag} failed: {e!r}", flush=True)
             continue
+        if c == 1:  # where its TTFT goes: the prefill step's host and device time
+            r["prefill_step"] = lone_prefills(task, isl)
         result["points"][name + tag] = _judged(task, r, tag, target, result)
         _print_point(name + tag, r)
         save()

@@ -6,11 +6,14 @@ this process can be watched; one in its own process gives no steps."""
 
 from __future__ import annotations
 
+import asyncio
 import statistics
 import time
 from collections import Counter
 
 import torch
+
+from .point import run_point
 
 
 class StepLog:
@@ -20,6 +23,7 @@ class StepLog:
         self.watch_all = watch_all
         self.steps: dict[str, list[dict]] = {}
         self.paths: Counter = Counter()
+        self.task = task
         runner = getattr(getattr(task, "engine", None), "runner", None)
         if runner is None:
             return
@@ -48,6 +52,12 @@ class StepLog:
 
         runner.run = run
 
+    def close(self) -> None:
+        """Stop watching: the runner's own `run` again."""
+        runner = getattr(getattr(self.task, "engine", None), "runner", None)
+        if runner is not None and "run" in vars(runner):
+            del runner.run
+
     def of(self, request_id: str) -> list[dict]:
         """The request's prefill steps (after it finished): path, tokens, sequences, host_ms and
         device_ms (None off CUDA)."""
@@ -69,3 +79,16 @@ def step_summary(steps: list[dict]) -> dict:
         "host_ms_p50": statistics.median(s["host_ms"] for s in steps) if steps else None,
         "device_ms_p50": statistics.median(dev) if dev else None,
     }
+
+
+def lone_prefills(task, isl: int, requests: int = 8) -> dict:
+    """The prefill steps of `requests` one-at-a-time requests of `isl` random prompt tokens (2
+    output tokens each; not part of any measured figure): their paths and median host and device
+    times (step_summary). The part of a c1 point's TTFT that its prefill step is."""
+    log = StepLog(task, watch_all=True)
+    try:
+        asyncio.run(run_point(task, 1, isl, 2, requests, seed=7))
+        steps = [st for rid in list(log.steps) for st in log.of(rid)]
+    finally:
+        log.close()
+    return step_summary(steps)
