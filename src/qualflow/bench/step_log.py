@@ -23,8 +23,7 @@ class StepLog:
         self.watch_all = watch_all
         self.steps: dict[str, list[dict]] = {}
         self.paths: Counter = Counter()
-        self.task = task
-        runner = getattr(getattr(task, "engine", None), "runner", None)
+        runner = self.runner = getattr(getattr(task, "engine", None), "runner", None)
         if runner is None:
             return
         real = runner.run
@@ -54,9 +53,8 @@ class StepLog:
 
     def close(self) -> None:
         """Stop watching: the runner's own `run` again."""
-        runner = getattr(getattr(self.task, "engine", None), "runner", None)
-        if runner is not None and "run" in vars(runner):
-            del runner.run
+        if self.runner is not None and "run" in vars(self.runner):
+            del self.runner.run
 
     def of(self, request_id: str) -> list[dict]:
         """The request's prefill steps (after it finished): path, tokens, sequences, host_ms and

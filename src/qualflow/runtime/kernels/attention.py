@@ -20,10 +20,12 @@ stores the step's new K/V at their slots, then attends according to the step's m
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from .destination import KvDestination
 
@@ -159,9 +161,8 @@ class PagedAttention:
         return run(q, self.k[layer], self.v[layer], m.tiles, m.block_tables, m.ctx_lens, m.splits)
 
     def _flash(self, q, K, V, m: StepMeta) -> torch.Tensor:
-        if not self.gqa_native and K.shape[1] != q.shape[1]:
-            K = K.repeat_interleave(q.shape[1] // K.shape[1], dim=1)
-            V = V.repeat_interleave(q.shape[1] // V.shape[1], dim=1)
+        if not self.gqa_native:
+            K, V = repeat_kv(q, K, V)
         return torch.ops.aten._flash_attention_forward(
             q, K, V, m.cu_q, m.cu_k, max(m.q_lens), max(m.k_lens), 0.0, True, False
         )[0]
@@ -169,16 +170,14 @@ class PagedAttention:
     def _dense(self, q, K, V) -> torch.Tensor:
         """A `dense` step's attention [N, H, D]: its N tokens as one causal sequence. The padding
         after a lone prompt attends to it too, but no real token attends to the padding."""
-        if self.solo.endswith("repeat-kv") and K.shape[1] != q.shape[1]:
-            K = K.repeat_interleave(q.shape[1] // K.shape[1], dim=1)
-            V = V.repeat_interleave(q.shape[1] // V.shape[1], dim=1)
+        if self.solo.endswith("repeat-kv"):
+            K, V = repeat_kv(q, K, V)
         return dense_causal(q, K, V, cudnn=self.solo.startswith("cudnn"))
 
     def _cudnn(self, q, K, V, m: StepMeta) -> torch.Tensor:
         """cuDNN's SDPA over the packed batch (ragged offsets cu_q / cu_k), causal."""
-        if self.cudnn_repeat_kv and K.shape[1] != q.shape[1]:
-            K = K.repeat_interleave(q.shape[1] // K.shape[1], dim=1)
-            V = V.repeat_interleave(q.shape[1] // V.shape[1], dim=1)
+        if self.cudnn_repeat_kv:
+            K, V = repeat_kv(q, K, V)
         return torch.ops.aten._cudnn_attention_forward(
             q.contiguous(),
             K.contiguous(),
@@ -200,15 +199,18 @@ def dense_causal(q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, cudnn: bool)
     dense SDPA: cuDNN's kernel only (`cudnn`), else torch's choice."""
     qt, kt, vt = (t.transpose(0, 1).unsqueeze(0) for t in (q, K, V))
     gqa = kt.shape[1] != qt.shape[1]
-    if not cudnn:
-        return F.scaled_dot_product_attention(qt, kt, vt, is_causal=True, enable_gqa=gqa)[
-            0
-        ].transpose(0, 1)
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
-    with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+    with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]) if cudnn else nullcontext():
         o = F.scaled_dot_product_attention(qt, kt, vt, is_causal=True, enable_gqa=gqa)
     return o[0].transpose(0, 1)
+
+
+def repeat_kv(q: torch.Tensor, K: torch.Tensor, V: torch.Tensor):
+    """K/V [N, KV, D] repeated to q's heads, for a kernel that cannot read grouped K/V (as they
+    are where the counts already match)."""
+    if K.shape[1] == q.shape[1]:
+        return K, V
+    n = q.shape[1] // K.shape[1]
+    return K.repeat_interleave(n, dim=1), V.repeat_interleave(n, dim=1)
 
 
 def varlen_sdpa(
